@@ -1,1 +1,38 @@
+//! anneal-agent: the in-VM half of anneal. It collects Heat-format metadata from its sources,
+//! runs each deployment once through its hook, journals every step durably, and signals results
+//! through an outbox that retries until the engine acknowledges them.
+//!
+//! The binary (`main.rs`) is thin: it parses the command line, reads the environment, installs
+//! signal handlers and maps errors to exit codes. Everything else lives here and takes its
+//! shutdown as a `CancellationToken`.
 
+pub mod config;
+pub mod cycle;
+pub mod daemon;
+pub mod deliver;
+pub mod fsutil;
+pub mod hook;
+pub mod hooktest;
+pub mod journal;
+pub mod outbox;
+pub mod schedule;
+pub mod secret;
+pub mod source;
+pub mod status;
+pub mod waitsignal;
+
+/// An error and its causes on one line (`a: b: c`, what `{:#}` shows with anyhow), for log lines,
+/// `status` and the CLI. A cause whose text the message already ends with is not repeated.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -68,8 +68,10 @@ pub enum OnInterrupt {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Input {
     pub name: String,
-    #[serde(rename = "type", default = "default_input_type")]
-    pub input_type: String,
+    /// Heat always sends it (`String` by default); kept absent when absent so hooks see the
+    /// document as published. See [`Input::input_type`].
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub declared_type: Option<String>,
     /// `None` when the key is absent (heat-agents reads that as `""`).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub value: Option<Value>,
@@ -174,17 +176,11 @@ impl Deployment {
             return Ok(Some(self.clone()));
         }
         let action = self.input_str("deploy_action").ok_or(ComponentError::NoAction)?;
-        let configs = self
-            .config
-            .get("configs")
-            .and_then(Value::as_array)
-            .ok_or(ComponentError::NotComponent)?;
+        let configs = self.config.get("configs").and_then(Value::as_array).ok_or(ComponentError::NotComponent)?;
         for (index, entry) in configs.iter().enumerate() {
             let bad = |reason: &str| ComponentError::BadEntry { index, reason: reason.to_string() };
-            let actions = entry
-                .get("actions")
-                .and_then(Value::as_array)
-                .ok_or_else(|| bad("\"actions\" is not a list"))?;
+            let actions =
+                entry.get("actions").and_then(Value::as_array).ok_or_else(|| bad("\"actions\" is not a list"))?;
             if !actions.iter().any(|candidate| candidate.as_str() == Some(action)) {
                 continue;
             }
@@ -203,6 +199,11 @@ impl Deployment {
 }
 
 impl Input {
+    /// Heat's type of the input: `String` unless declared otherwise.
+    pub fn input_type(&self) -> &str {
+        self.declared_type.as_deref().unwrap_or("String")
+    }
+
     /// Whether the value must never be logged: the name looks secret or the input is `hidden`.
     pub fn is_secret(&self) -> bool {
         is_secret_name(&self.name) || self.extra.get("hidden") == Some(&Value::Bool(true))
@@ -263,10 +264,6 @@ fn default_group() -> String {
     UNGROUPED.to_string()
 }
 
-fn default_input_type() -> String {
-    "String".to_string()
-}
-
 fn empty_config() -> Value {
     Value::String(String::new())
 }
@@ -294,9 +291,9 @@ fn timeout_secs<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64
     let value = Option::<Value>::deserialize(deserializer)?;
     let secs = match &value {
         None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(number)) => number.as_u64().or_else(|| {
-            number.as_f64().filter(|secs| secs.is_finite() && *secs >= 0.0).map(|secs| secs.ceil() as u64)
-        }),
+        Some(Value::Number(number)) => number
+            .as_u64()
+            .or_else(|| number.as_f64().filter(|secs| secs.is_finite() && *secs >= 0.0).map(|secs| secs.ceil() as u64)),
         Some(Value::String(text)) => text.trim().parse::<u64>().ok(),
         Some(_) => None,
     };

@@ -35,7 +35,7 @@ pub fn signal_body(result: &HookResult, max_chars: usize) -> String {
 /// Removes at least `excess` body characters from the heads of stdout and stderr, shared in
 /// proportion to their encoded lengths; false when there is nothing left to remove.
 fn trim_streams(payload: &mut Map<String, Value>, excess: usize) -> bool {
-    let encoded = |key: &str| payload.get(key).and_then(Value::as_str).map_or(0, |text| encoded_len(text));
+    let encoded = |key: &str| payload.get(key).and_then(Value::as_str).map_or(0, encoded_len);
     let total = encoded(DEPLOY_STDOUT) + encoded(DEPLOY_STDERR);
     if total == 0 {
         return false;
@@ -114,7 +114,8 @@ mod tests {
     fn oversized_body_keeps_the_tails_of_stdout_and_stderr() {
         let stdout = format!("{}END-OUT", "o".repeat(600_000));
         let stderr = format!("{}END-ERR", "e".repeat(600_000));
-        let payload = result(json!({"deploy_stdout": stdout, "deploy_stderr": stderr, "deploy_status_code": 0, "out": "x"}));
+        let payload =
+            result(json!({"deploy_stdout": stdout, "deploy_stderr": stderr, "deploy_status_code": 0, "out": "x"}));
         let body = signal_body(&payload, MAX_SIGNAL_CHARS);
         assert!(body.len() <= MAX_SIGNAL_CHARS, "{}", body.len());
         assert!(body.starts_with('{'));

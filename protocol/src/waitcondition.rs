@@ -117,7 +117,8 @@ mod tests {
 
     #[test]
     fn serialises_back_to_heat_keys() {
-        let signal = HeatWaitSignal { status: WaitStatus::Failure, reason: Some("r".into()), data: None, id: Some("a".into()) };
+        let signal =
+            HeatWaitSignal { status: WaitStatus::Failure, reason: Some("r".into()), data: None, id: Some("a".into()) };
         assert_eq!(serde_json::to_value(&signal).unwrap(), json!({"status": "FAILURE", "reason": "r", "id": "a"}));
     }
 }

@@ -1,0 +1,304 @@
+//! The agent's TOML configuration (`/etc/anneal/agent.toml`): parsed in two stages, serde `Raw*`
+//! structs that reject unknown keys, then validation into typed settings with defaults applied
+//! and `*_secs` integers turned into `Duration`s. Every error names the file and the key. This
+//! module only reads the file it is given; it never reads environment variables.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anneal_protocol::env::is_valid_env_name;
+use serde::Deserialize;
+
+/// Where heat-config and anneal look for hooks, in lookup order.
+pub const DEFAULT_HOOKS_DIRS: [&str; 3] =
+    ["/usr/libexec/anneal/hooks", "/usr/libexec/heat-config/hooks", "/var/lib/heat-config/hooks"];
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/anneal";
+/// The file Heat writes through cloud-init at boot (os-collect-config's `[heat_local] path`).
+pub const DEFAULT_HEAT_LOCAL_PATH: &str = "/var/lib/heat-cfntools/cfn-init-data";
+/// The most deployments we allow to run at once: more would only thrash a VM.
+pub const MAX_PARALLEL: u64 = 64;
+
+/// The whole validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file it was read from, for messages.
+    pub path: PathBuf,
+    pub agent: AgentSettings,
+    /// In config order: later sources win when merged.
+    pub sources: Vec<SourceConfig>,
+}
+
+/// The `[agent]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSettings {
+    pub state_dir: PathBuf,
+    pub hooks_dirs: Vec<PathBuf>,
+    pub poll_interval: Duration,
+    pub hook_timeout: Duration,
+    /// Time between TERM and KILL when a hook's process group is stopped.
+    pub hook_kill_grace: Duration,
+    pub parallel: usize,
+    /// Extra environment variables given to every hook.
+    pub hook_env: BTreeMap<String, String>,
+}
+
+/// One `[[source]]` table, chosen by its `kind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceConfig {
+    Http(HttpSourceConfig),
+    Local(LocalSourceConfig),
+    HeatLocal(HeatLocalSourceConfig),
+}
+
+impl SourceConfig {
+    /// The `kind` value that selects this source, as written in the config.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceConfig::Http(_) => "http",
+            SourceConfig::Local(_) => "local",
+            SourceConfig::HeatLocal(_) => "heat-local",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSourceConfig {
+    pub url: String,
+    pub token_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    /// The `?wait=` asked for when the server advertises long-poll; zero disables long-poll.
+    pub long_poll: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalSourceConfig {
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeatLocalSourceConfig {
+    pub path: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("{path}: {key}: {reason}")]
+    Invalid { path: PathBuf, key: String, reason: String },
+    #[error("{path}: {reason}")]
+    Unsafe { path: PathBuf, reason: String },
+}
+
+/// Reads and validates the config file at `path`.
+///
+/// A world-writable config file is refused: it would let any local user choose what the agent
+/// runs as root.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let read_error = |source| ConfigError::Read { path: path.to_path_buf(), source };
+    let metadata = fs::metadata(path).map_err(read_error)?;
+    if metadata.permissions().mode() & 0o002 != 0 {
+        return Err(ConfigError::Unsafe {
+            path: path.to_path_buf(),
+            reason: "the config file is world-writable; refusing to use it".to_string(),
+        });
+    }
+    let text = fs::read_to_string(path).map_err(read_error)?;
+    parse(&text, path)
+}
+
+/// Parses and validates config text; `path` is only used in messages and kept in `Config`.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text)
+        .map_err(|error| ConfigError::Syntax { path: path.to_path_buf(), message: error.to_string() })?;
+    let invalid = |key: String, reason: String| ConfigError::Invalid { path: path.to_path_buf(), key, reason };
+    let agent = validate_agent(raw.agent).map_err(|(key, reason)| invalid(key, reason))?;
+    if raw.source.is_empty() {
+        return Err(invalid("[[source]]".to_string(), "at least one [[source]] table is required".to_string()));
+    }
+    let sources = raw
+        .source
+        .into_iter()
+        .enumerate()
+        .map(|(index, source)| validate_source(index, source))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|(key, reason)| invalid(key, reason))?;
+    Ok(Config { path: path.to_path_buf(), agent, sources })
+}
+
+/// A validation failure before the file name is attached: `(key, reason)`.
+type Problem = (String, String);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    agent: RawAgent,
+    #[serde(default)]
+    source: Vec<RawSource>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    state_dir: Option<PathBuf>,
+    hooks_dirs: Option<Vec<PathBuf>>,
+    poll_interval_secs: Option<u64>,
+    hook_timeout_secs: Option<u64>,
+    hook_kill_grace_secs: Option<u64>,
+    parallel: Option<u64>,
+    #[serde(default)]
+    hook_env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum RawSource {
+    Http(RawHttpSource),
+    Local(RawLocalSource),
+    HeatLocal(RawHeatLocalSource),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttpSource {
+    url: String,
+    token_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+    connect_timeout_secs: Option<u64>,
+    read_timeout_secs: Option<u64>,
+    long_poll_secs: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLocalSource {
+    path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeatLocalSource {
+    path: Option<PathBuf>,
+}
+
+fn validate_agent(raw: RawAgent) -> Result<AgentSettings, Problem> {
+    let key = |name: &str| format!("[agent] {name}");
+    let state_dir = raw.state_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+    absolute(&state_dir).map_err(|reason| (key("state_dir"), reason))?;
+    let hooks_dirs = raw.hooks_dirs.unwrap_or_else(|| DEFAULT_HOOKS_DIRS.iter().map(PathBuf::from).collect());
+    for (index, dir) in hooks_dirs.iter().enumerate() {
+        absolute(dir).map_err(|reason| (key(&format!("hooks_dirs[{index}]")), reason))?;
+    }
+    let poll_interval =
+        at_least(raw.poll_interval_secs.unwrap_or(30), 1).map_err(|reason| (key("poll_interval_secs"), reason))?;
+    let hook_timeout =
+        at_least(raw.hook_timeout_secs.unwrap_or(3600), 1).map_err(|reason| (key("hook_timeout_secs"), reason))?;
+    let hook_kill_grace = Duration::from_secs(raw.hook_kill_grace_secs.unwrap_or(10));
+    let parallel = raw.parallel.unwrap_or(1);
+    if !(1..=MAX_PARALLEL).contains(&parallel) {
+        return Err((key("parallel"), format!("must be between 1 and {MAX_PARALLEL}, got {parallel}")));
+    }
+    for (name, value) in &raw.hook_env {
+        let name_key = || key(&format!("hook_env.{name}"));
+        if !is_valid_env_name(name) {
+            return Err((name_key(), "not a valid environment variable name".to_string()));
+        }
+        if value.contains('\0') {
+            return Err((name_key(), "the value contains a NUL byte".to_string()));
+        }
+    }
+    Ok(AgentSettings {
+        state_dir,
+        hooks_dirs,
+        poll_interval,
+        hook_timeout,
+        hook_kill_grace,
+        // Safe: `parallel` was checked to be at most 64 above.
+        parallel: usize::try_from(parallel).unwrap_or(1),
+        hook_env: raw.hook_env,
+    })
+}
+
+fn validate_source(index: usize, raw: RawSource) -> Result<SourceConfig, Problem> {
+    match raw {
+        RawSource::Http(http) => validate_http(http)
+            .map(SourceConfig::Http)
+            .map_err(|(field, reason)| (format!("source[{index}] (http) {field}"), reason)),
+        RawSource::Local(local) => absolute(&local.path)
+            .map(|()| SourceConfig::Local(LocalSourceConfig { path: local.path }))
+            .map_err(|reason| (format!("source[{index}] (local) path"), reason)),
+        RawSource::HeatLocal(heat_local) => {
+            let path = heat_local.path.unwrap_or_else(|| PathBuf::from(DEFAULT_HEAT_LOCAL_PATH));
+            absolute(&path)
+                .map(|()| SourceConfig::HeatLocal(HeatLocalSourceConfig { path }))
+                .map_err(|reason| (format!("source[{index}] (heat-local) path"), reason))
+        }
+    }
+}
+
+fn validate_http(raw: RawHttpSource) -> Result<HttpSourceConfig, Problem> {
+    check_url(&raw.url).map_err(|reason| ("url".to_string(), reason))?;
+    for (name, file) in [("token_file", &raw.token_file), ("ca_file", &raw.ca_file)] {
+        if let Some(file) = file {
+            absolute(file).map_err(|reason| (name.to_string(), reason))?;
+        }
+    }
+    let connect_timeout = at_least(raw.connect_timeout_secs.unwrap_or(10), 1)
+        .map_err(|reason| ("connect_timeout_secs".to_string(), reason))?;
+    let read_timeout =
+        at_least(raw.read_timeout_secs.unwrap_or(30), 1).map_err(|reason| ("read_timeout_secs".to_string(), reason))?;
+    Ok(HttpSourceConfig {
+        url: raw.url,
+        token_file: raw.token_file,
+        ca_file: raw.ca_file,
+        connect_timeout,
+        read_timeout,
+        long_poll: Duration::from_secs(raw.long_poll_secs.unwrap_or(60)),
+    })
+}
+
+/// Checks that `url` is an absolute http(s) URL with a host. The reason never quotes the URL: its
+/// query string may be a credential (a Swift temp URL signature).
+fn check_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|error| format!("not a valid URL: {error}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("scheme must be http or https, got {:?}", parsed.scheme()));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err("the URL has no host".to_string());
+    }
+    Ok(())
+}
+
+/// Relative paths would depend on the agent's working directory, which differs between a
+/// systemd unit and a shell.
+fn absolute(path: &Path) -> Result<(), String> {
+    if path.is_absolute() {
+        Ok(())
+    } else {
+        Err(format!("must be an absolute path, got {:?}", path.display().to_string()))
+    }
+}
+
+fn at_least(secs: u64, minimum: u64) -> Result<Duration, String> {
+    if secs < minimum {
+        return Err(format!("must be at least {minimum}, got {secs}"));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,213 @@
+use super::*;
+
+const MINIMAL: &str = "[[source]]\nkind = \"local\"\npath = \"/var/lib/anneal/local.d\"\n";
+
+fn parse_text(text: &str) -> Result<Config, ConfigError> {
+    parse(text, Path::new("/etc/anneal/agent.toml"))
+}
+
+fn error_text(text: &str) -> String {
+    parse_text(text).unwrap_err().to_string()
+}
+
+#[test]
+fn defaults_apply() {
+    let config = parse_text(MINIMAL).unwrap();
+    assert_eq!(config.path, Path::new("/etc/anneal/agent.toml"));
+    let agent = &config.agent;
+    assert_eq!(agent.state_dir, Path::new("/var/lib/anneal"));
+    let expected: Vec<PathBuf> = DEFAULT_HOOKS_DIRS.iter().map(PathBuf::from).collect();
+    assert_eq!(agent.hooks_dirs, expected);
+    assert_eq!(agent.poll_interval, Duration::from_secs(30));
+    assert_eq!(agent.hook_timeout, Duration::from_secs(3600));
+    assert_eq!(agent.hook_kill_grace, Duration::from_secs(10));
+    assert_eq!(agent.parallel, 1);
+    assert!(agent.hook_env.is_empty());
+    let local = LocalSourceConfig { path: PathBuf::from("/var/lib/anneal/local.d") };
+    assert_eq!(config.sources, vec![SourceConfig::Local(local)]);
+}
+
+#[test]
+fn full_config_parses_in_order() {
+    let text = r#"
+        [agent]
+        state_dir = "/srv/anneal"
+        hooks_dirs = ["/opt/hooks"]
+        poll_interval_secs = 5
+        hook_timeout_secs = 60
+        hook_kill_grace_secs = 0
+        parallel = 64
+        [agent.hook_env]
+        http_proxy = "http://proxy:3128"
+
+        [[source]]
+        kind = "http"
+        url = "https://shim.example:8080/v1/servers/web1/metadata"
+        token_file = "/etc/anneal/token"
+        ca_file = "/etc/anneal/ca.pem"
+        connect_timeout_secs = 3
+        read_timeout_secs = 7
+        long_poll_secs = 0
+
+        [[source]]
+        kind = "heat-local"
+
+        [[source]]
+        kind = "heat-local"
+        path = "/run/cfn-init-data"
+    "#;
+    let config = parse_text(text).unwrap();
+    assert_eq!(config.agent.state_dir, Path::new("/srv/anneal"));
+    assert_eq!(config.agent.hooks_dirs, vec![PathBuf::from("/opt/hooks")]);
+    assert_eq!(config.agent.poll_interval, Duration::from_secs(5));
+    assert_eq!(config.agent.hook_timeout, Duration::from_secs(60));
+    assert_eq!(config.agent.hook_kill_grace, Duration::ZERO);
+    assert_eq!(config.agent.parallel, 64);
+    assert_eq!(config.agent.hook_env.get("http_proxy").map(String::as_str), Some("http://proxy:3128"));
+    let http = HttpSourceConfig {
+        url: "https://shim.example:8080/v1/servers/web1/metadata".to_string(),
+        token_file: Some(PathBuf::from("/etc/anneal/token")),
+        ca_file: Some(PathBuf::from("/etc/anneal/ca.pem")),
+        connect_timeout: Duration::from_secs(3),
+        read_timeout: Duration::from_secs(7),
+        long_poll: Duration::ZERO,
+    };
+    let default_heat = HeatLocalSourceConfig { path: PathBuf::from(DEFAULT_HEAT_LOCAL_PATH) };
+    let custom_heat = HeatLocalSourceConfig { path: PathBuf::from("/run/cfn-init-data") };
+    assert_eq!(
+        config.sources,
+        vec![SourceConfig::Http(http), SourceConfig::HeatLocal(default_heat), SourceConfig::HeatLocal(custom_heat)]
+    );
+    assert_eq!(config.sources[1].kind(), "heat-local");
+}
+
+#[test]
+fn http_defaults() {
+    let config = parse_text("[[source]]\nkind = \"http\"\nurl = \"http://127.0.0.1:1/m?sig=x\"\n").unwrap();
+    let SourceConfig::Http(http) = &config.sources[0] else { panic!("not http") };
+    assert_eq!(http.connect_timeout, Duration::from_secs(10));
+    assert_eq!(http.read_timeout, Duration::from_secs(30));
+    assert_eq!(http.long_poll, Duration::from_secs(60));
+    assert_eq!(http.token_file, None);
+    assert_eq!(http.ca_file, None);
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let message = error_text(&format!("[agent]\npolll_interval_secs = 3\n{MINIMAL}"));
+    assert!(message.starts_with("/etc/anneal/agent.toml: "), "{message}");
+    assert!(message.contains("unknown field `polll_interval_secs`"), "{message}");
+    assert!(message.contains("line 2"), "{message}");
+    let message = error_text("[[source]]\nkind = \"local\"\npath = \"/x\"\npaht = \"/y\"\n");
+    assert!(message.contains("unknown field `paht`"), "{message}");
+    let message = error_text(&format!("[agnet]\n{MINIMAL}"));
+    assert!(message.contains("unknown field `agnet`"), "{message}");
+}
+
+#[test]
+fn syntax_and_type_errors_use_toml_messages() {
+    let message = error_text("[agent\n");
+    assert!(message.starts_with("/etc/anneal/agent.toml: "), "{message}");
+    assert!(message.contains("line 1"), "{message}");
+    let message = error_text(&format!("[agent]\nparallel = \"two\"\n{MINIMAL}"));
+    assert!(message.contains("parallel") && message.contains("line 2"), "{message}");
+    let message = error_text(&format!("[agent]\npoll_interval_secs = -1\n{MINIMAL}"));
+    assert!(message.contains("poll_interval_secs"), "{message}");
+}
+
+#[test]
+fn unknown_or_missing_kind_is_rejected() {
+    let message = error_text("[[source]]\nkind = \"zaqar\"\n");
+    assert!(message.contains("unknown variant `zaqar`"), "{message}");
+    assert!(message.contains("heat-local"), "{message}");
+    let message = error_text("[[source]]\npath = \"/x\"\n");
+    assert!(message.contains("kind"), "{message}");
+    let message = error_text("[[source]]\nkind = \"local\"\n");
+    assert!(message.contains("missing field `path`"), "{message}");
+    let message = error_text("[[source]]\nkind = \"http\"\n");
+    assert!(message.contains("missing field `url`"), "{message}");
+}
+
+fn check_invalid(text: &str, expected_key: &str, reason_part: &str) {
+    match parse_text(text) {
+        Err(ConfigError::Invalid { path, key, reason }) => {
+            assert_eq!(path, Path::new("/etc/anneal/agent.toml"));
+            assert_eq!(key, expected_key, "reason: {reason}");
+            assert!(reason.contains(reason_part), "{reason:?} should contain {reason_part:?}");
+        }
+        other => panic!("expected Invalid for {expected_key}, got {other:?}"),
+    }
+}
+
+#[test]
+fn agent_values_are_validated() {
+    let with = |agent: &str| format!("[agent]\n{agent}\n{MINIMAL}");
+    check_invalid(&with("parallel = 0"), "[agent] parallel", "must be between 1 and 64, got 0");
+    check_invalid(&with("parallel = 65"), "[agent] parallel", "got 65");
+    check_invalid(&with("poll_interval_secs = 0"), "[agent] poll_interval_secs", "at least 1");
+    check_invalid(&with("hook_timeout_secs = 0"), "[agent] hook_timeout_secs", "at least 1");
+    check_invalid(&with("state_dir = \"var/lib\""), "[agent] state_dir", "absolute");
+    check_invalid(&with("hooks_dirs = [\"/a\", \"b\"]"), "[agent] hooks_dirs[1]", "absolute");
+    check_invalid(&with("hook_env = { \"\" = \"x\" }"), "[agent] hook_env.", "environment variable name");
+    check_invalid(&with("hook_env = { \"A=B\" = \"x\" }"), "[agent] hook_env.A=B", "environment variable name");
+    check_invalid(&with("hook_env = { GOOD = \"a\\u0000b\" }"), "[agent] hook_env.GOOD", "NUL");
+}
+
+#[test]
+fn sources_are_validated() {
+    check_invalid("[agent]\nparallel = 2\n", "[[source]]", "at least one");
+    let http = |url: &str| {
+        format!("[[source]]\nkind = \"local\"\npath = \"/l\"\n[[source]]\nkind = \"http\"\nurl = \"{url}\"\n")
+    };
+    check_invalid(&http("not a url"), "source[1] (http) url", "not a valid URL");
+    check_invalid(&http("ftp://host/x"), "source[1] (http) url", "scheme must be http or https");
+    check_invalid(&http("file:///etc/passwd"), "source[1] (http) url", "scheme");
+    let relative_token = "[[source]]\nkind = \"http\"\nurl = \"http://h/\"\ntoken_file = \"token\"\n";
+    check_invalid(relative_token, "source[0] (http) token_file", "absolute");
+    let relative_ca = "[[source]]\nkind = \"http\"\nurl = \"http://h/\"\nca_file = \"ca.pem\"\n";
+    check_invalid(relative_ca, "source[0] (http) ca_file", "absolute");
+    let zero_connect = "[[source]]\nkind = \"http\"\nurl = \"http://h/\"\nconnect_timeout_secs = 0\n";
+    check_invalid(zero_connect, "source[0] (http) connect_timeout_secs", "at least 1");
+    let zero_read = "[[source]]\nkind = \"http\"\nurl = \"http://h/\"\nread_timeout_secs = 0\n";
+    check_invalid(zero_read, "source[0] (http) read_timeout_secs", "at least 1");
+    check_invalid("[[source]]\nkind = \"local\"\npath = \"rel\"\n", "source[0] (local) path", "absolute");
+    check_invalid("[[source]]\nkind = \"heat-local\"\npath = \"rel\"\n", "source[0] (heat-local) path", "absolute");
+}
+
+#[test]
+fn url_reasons_never_quote_the_query() {
+    let message = error_text("[[source]]\nkind = \"http\"\nurl = \"gopher://h/x?sig=SECRET\"\n");
+    assert!(!message.contains("SECRET"), "{message}");
+}
+
+#[test]
+fn error_display_names_file_and_key() {
+    let message = error_text(&format!("[agent]\nparallel = 0\n{MINIMAL}"));
+    assert_eq!(message, "/etc/anneal/agent.toml: [agent] parallel: must be between 1 and 64, got 0");
+}
+
+#[test]
+fn load_reads_and_refuses_world_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.toml");
+    fs::write(&path, MINIMAL).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(load(&path).unwrap().path, path);
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+    match load(&path) {
+        Err(ConfigError::Unsafe { path: unsafe_path, reason }) => {
+            assert_eq!(unsafe_path, path);
+            assert!(reason.contains("world-writable"));
+        }
+        other => panic!("expected Unsafe, got {other:?}"),
+    }
+}
+
+#[test]
+fn load_reports_a_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing.toml");
+    let error = load(&path).unwrap_err();
+    assert!(matches!(&error, ConfigError::Read { path: p, .. } if *p == path));
+    assert!(error.to_string().contains("missing.toml"));
+}

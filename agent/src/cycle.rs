@@ -1,0 +1,357 @@
+//! The executor: turns the current list of deployments into hook runs, journaling each step
+//! before acting on it. It owns the journal's `seen → started → finished` half (the outbox owns
+//! `finished → signalled`), recovers interrupted runs on start-up per `options.on_interrupt`, and
+//! never starts an id the journal already holds as finished.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anneal_protocol::{Deployment, HookResult, OnInterrupt};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::hook::{Ending, HookChoice, HookError, HookRun, HookRunner};
+use crate::journal::{Entry, Journal, JournalError, State};
+use crate::schedule::{self, Decision, Progress};
+
+/// The reason a restarted agent gives for a run it found interrupted.
+pub const INTERRUPTED_REASON: &str = "interrupted: agent restarted during the run";
+
+/// What went wrong while executing; the deployment concerned is named.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    #[error("cannot record deployment {id} in the journal")]
+    Journal {
+        id: String,
+        #[source]
+        source: JournalError,
+    },
+    #[error("cannot read the journal")]
+    LoadJournal(#[source] JournalError),
+    #[error("deployment {id} is not in the journal")]
+    Unknown { id: String },
+}
+
+/// Counts for one `once` invocation (or a daemon's lifetime).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    pub ran: usize,
+    pub failed: usize,
+}
+
+/// What a pending deployment needs before the ordering rules see it.
+enum Preparation {
+    Ready { resolved: Box<Deployment>, choice: HookChoice },
+    Skip(String),
+    Wait(String),
+    Invalid(String),
+}
+
+type RunOutput = (String, Result<HookRun, HookError>);
+
+pub struct Executor {
+    journal: Arc<Journal>,
+    runner: Arc<HookRunner>,
+    hook_timeout: Duration,
+    parallel: usize,
+    entries: HashMap<String, Entry>,
+    /// Interrupted runs whose deployment asked for `on_interrupt: rerun`.
+    rerun: HashSet<String>,
+    running: JoinSet<RunOutput>,
+    running_ids: HashMap<tokio::task::Id, String>,
+    wake_outbox: Arc<Notify>,
+    counts: RunCounts,
+}
+
+impl Executor {
+    /// Loads the journal and settles every run a previous process left interrupted.
+    pub fn new(
+        journal: Arc<Journal>,
+        runner: Arc<HookRunner>,
+        hook_timeout: Duration,
+        parallel: usize,
+        wake_outbox: Arc<Notify>,
+    ) -> Result<Executor, ExecutorError> {
+        let entries = journal.load_all().map_err(ExecutorError::LoadJournal)?;
+        let entries = entries.into_iter().map(|entry| (entry.id.clone(), entry)).collect();
+        let mut executor = Executor {
+            journal,
+            runner,
+            hook_timeout,
+            parallel: parallel.max(1),
+            entries,
+            rerun: HashSet::new(),
+            running: JoinSet::new(),
+            running_ids: HashMap::new(),
+            wake_outbox,
+            counts: RunCounts::default(),
+        };
+        executor.recover()?;
+        Ok(executor)
+    }
+
+    pub fn counts(&self) -> &RunCounts {
+        &self.counts
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// Ids of deployments that wait for something (a missing hook), with the reason.
+    pub fn waiting<'a>(&'a self, deployments: &'a [Deployment]) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        deployments.iter().filter_map(|deployment| {
+            let entry = self.entries.get(&deployment.id)?;
+            match (entry.state, &entry.waiting_reason) {
+                (State::Waiting, Some(reason)) => Some((deployment.id.as_str(), reason.as_str())),
+                _ => None,
+            }
+        })
+    }
+
+    fn recover(&mut self) -> Result<(), ExecutorError> {
+        let interrupted: Vec<String> =
+            self.entries.values().filter(|entry| entry.state == State::Started).map(|entry| entry.id.clone()).collect();
+        for id in interrupted {
+            let Some(entry) = self.entries.get(&id) else { continue };
+            if entry.deployment.options.on_interrupt == Some(OnInterrupt::Rerun) {
+                info!(deployment_id = %id, "interrupted run will be rerun (on_interrupt: rerun)");
+                self.rerun.insert(id);
+                continue;
+            }
+            warn!(deployment_id = %id, "run was interrupted by an agent restart; signalling failure");
+            let result = HookResult::from_process("", INTERRUPTED_REASON, 1);
+            self.finish(&id, result)?;
+        }
+        Ok(())
+    }
+
+    /// Starts every deployment the ordering rules allow now; returns how many started.
+    pub fn start_ready(
+        &mut self,
+        deployments: &[Deployment],
+        shutdown: &CancellationToken,
+    ) -> Result<usize, ExecutorError> {
+        let mut progress = HashMap::new();
+        let mut ready = HashMap::new();
+        for deployment in deployments {
+            let state = self.progress_of(&deployment.id);
+            if state == Progress::Pending || state == Progress::Waiting {
+                self.ensure_seen(deployment)?;
+                match self.prepare(deployment) {
+                    Preparation::Ready { resolved, choice } => {
+                        // A deployment that waited for its hook is pending again once it has one.
+                        ready.insert(deployment.id.clone(), (resolved, choice));
+                        progress.insert(deployment.id.clone(), Progress::Pending);
+                        continue;
+                    }
+                    Preparation::Skip(reason) => self.update(&deployment.id, |entry| {
+                        entry.skipped(reason);
+                        Ok(())
+                    })?,
+                    Preparation::Wait(reason) => self.mark_waiting(&deployment.id, reason)?,
+                    Preparation::Invalid(reason) => {
+                        self.finish(&deployment.id, HookResult::from_process("", &reason, 1))?
+                    }
+                }
+            }
+            progress.insert(deployment.id.clone(), self.progress_of(&deployment.id));
+        }
+        let mut started = 0;
+        for decision in schedule::decide(deployments, &progress, self.parallel) {
+            match decision {
+                Decision::Fail { id, reason } => {
+                    warn!(deployment_id = %id, %reason, "deployment not run");
+                    self.finish(&id, HookResult::from_process("", &reason, 1))?;
+                }
+                Decision::Start(id) => {
+                    let Some((resolved, choice)) = ready.remove(&id) else { continue };
+                    self.start(*resolved, choice, shutdown)?;
+                    started += 1;
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    /// Waits for one running hook to end and journals its result; `None` when nothing runs.
+    pub async fn finish_next(&mut self) -> Option<Result<(), ExecutorError>> {
+        let joined = self.running.join_next_with_id().await?;
+        let (id, outcome) = match joined {
+            Ok((task, output)) => {
+                self.running_ids.remove(&task);
+                output
+            }
+            Err(join_error) => {
+                let id = self.running_ids.remove(&join_error.id()).unwrap_or_default();
+                (id, Err(HookError::Panicked { detail: join_error.to_string() }))
+            }
+        };
+        Some(self.record_run(&id, outcome))
+    }
+
+    /// Runs what is due until nothing runs and nothing more may start (`anneal-agent once`).
+    pub async fn converge(
+        &mut self,
+        deployments: &[Deployment],
+        shutdown: &CancellationToken,
+    ) -> Result<(), ExecutorError> {
+        loop {
+            self.start_ready(deployments, shutdown)?;
+            match self.finish_next().await {
+                Some(result) => result?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn progress_of(&self, id: &str) -> Progress {
+        let Some(entry) = self.entries.get(id) else { return Progress::Pending };
+        match entry.state {
+            State::Seen => Progress::Pending,
+            State::Waiting => Progress::Waiting,
+            State::Started if self.running_ids.values().any(|running| running == id) => Progress::Running,
+            State::Started => Progress::Pending,
+            State::Finished | State::Signalled => Progress::Done { failed: entry.failed() },
+            State::Skipped => Progress::Skipped,
+        }
+    }
+
+    fn prepare(&self, deployment: &Deployment) -> Preparation {
+        let resolved = match deployment.resolve_component() {
+            Ok(Some(resolved)) => resolved,
+            Ok(None) => {
+                let action = deployment.input_str("deploy_action").unwrap_or("?");
+                return Preparation::Skip(format!("component has no config for action {action}"));
+            }
+            Err(error) => return Preparation::Invalid(format!("invalid component deployment: {error}")),
+        };
+        match self.runner.choose(&resolved) {
+            HookChoice::Skip { reason } => Preparation::Skip(reason),
+            HookChoice::Missing { group, searched } => {
+                let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
+                Preparation::Wait(format!("no hook for group {group} in {}", dirs.join(", ")))
+            }
+            choice => Preparation::Ready { resolved: Box::new(resolved), choice },
+        }
+    }
+
+    fn start(
+        &mut self,
+        resolved: Deployment,
+        choice: HookChoice,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ExecutorError> {
+        let id = resolved.id.clone();
+        let now = now_millis();
+        self.update(&id, |entry| entry.started(now))?;
+        self.rerun.remove(&id);
+        let timeout = resolved.options.timeout.map_or(self.hook_timeout, Duration::from_secs);
+        info!(deployment_id = %id, name = resolved.display_name(), group = %resolved.group, "starting hook");
+        let runner = Arc::clone(&self.runner);
+        let journal = Arc::clone(&self.journal);
+        let mut entry = self.entries.get(&id).cloned();
+        let token = shutdown.clone();
+        let task_id = self.running.spawn(async move {
+            let on_spawn = move |spawned: crate::hook::Spawned| {
+                if let Some(entry) = entry.as_mut() {
+                    entry.spawned(spawned.pid, spawned.process_start_time);
+                    if let Err(source) = journal.write(entry) {
+                        error!(deployment_id = %entry.id, error = %source, "cannot record the hook's pid");
+                    }
+                }
+            };
+            let outcome = runner.run(&resolved, &choice, timeout, &token, on_spawn).await;
+            (resolved.id, outcome)
+        });
+        self.running_ids.insert(task_id.id(), id);
+        Ok(())
+    }
+
+    fn record_run(&mut self, id: &str, outcome: Result<HookRun, HookError>) -> Result<(), ExecutorError> {
+        // The task wrote the pid to disk; start from that copy so it is kept.
+        if let Ok(Some(on_disk)) = self.journal.load(id) {
+            self.entries.insert(id.to_string(), on_disk);
+        }
+        let result = match outcome {
+            Ok(run) => {
+                let ending = match run.ending {
+                    Ending::Exited(code) => format!("exited {code}"),
+                    Ending::Signalled(signal) => format!("killed by signal {signal}"),
+                    Ending::TimedOut { after } => format!("timed out after {} s", after.as_secs()),
+                };
+                info!(deployment_id = %id, %ending, duration_ms = run.duration.as_millis() as u64, "hook finished");
+                run.result
+            }
+            Err(HookError::Cancelled { .. }) => {
+                info!(deployment_id = %id, "hook stopped by shutdown; the run counts as interrupted");
+                return Ok(());
+            }
+            Err(error) => {
+                error!(deployment_id = %id, error = %error, "hook could not run");
+                HookResult::from_process("", &format!("anneal: {error}"), 1)
+            }
+        };
+        self.counts.ran += 1;
+        self.finish(id, result)
+    }
+
+    fn finish(&mut self, id: &str, result: HookResult) -> Result<(), ExecutorError> {
+        let now = now_millis();
+        self.update(id, |entry| entry.finished(result, now))?;
+        if let Some(entry) = self.entries.get(id) {
+            if entry.failed() {
+                self.counts.failed += 1;
+                warn!(deployment_id = %id, outcome = entry.outcome.as_deref().unwrap_or(""), "deployment failed");
+            }
+        }
+        self.wake_outbox.notify_one();
+        Ok(())
+    }
+
+    fn ensure_seen(&mut self, deployment: &Deployment) -> Result<(), ExecutorError> {
+        if self.entries.contains_key(&deployment.id) {
+            return Ok(());
+        }
+        let entry = Entry::seen(deployment, now_millis());
+        self.journal.write(&entry).map_err(|source| ExecutorError::Journal { id: entry.id.clone(), source })?;
+        self.entries.insert(entry.id.clone(), entry);
+        Ok(())
+    }
+
+    fn mark_waiting(&mut self, id: &str, reason: String) -> Result<(), ExecutorError> {
+        let unchanged =
+            self.entries.get(id).is_some_and(|entry| entry.waiting_reason.as_deref() == Some(reason.as_str()));
+        if unchanged {
+            return Ok(());
+        }
+        error!(deployment_id = %id, %reason, "deployment waits for its hook");
+        self.update(id, |entry| {
+            entry.waiting(reason);
+            Ok(())
+        })
+    }
+
+    /// Applies `change` to a copy of the entry, writes it durably, and only then keeps it; a
+    /// rejected transition writes nothing.
+    fn update(
+        &mut self,
+        id: &str,
+        change: impl FnOnce(&mut Entry) -> Result<(), JournalError>,
+    ) -> Result<(), ExecutorError> {
+        let journal_error = |source| ExecutorError::Journal { id: id.to_string(), source };
+        let mut entry = self.entries.get(id).cloned().ok_or_else(|| ExecutorError::Unknown { id: id.to_string() })?;
+        change(&mut entry).map_err(journal_error)?;
+        self.journal.write(&entry).map_err(journal_error)?;
+        self.entries.insert(id.to_string(), entry);
+        Ok(())
+    }
+}
+
+/// Milliseconds since the Unix epoch, the journal's clock.
+pub fn now_millis() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
+}

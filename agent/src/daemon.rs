@@ -1,0 +1,186 @@
+//! Wiring for `anneal-agent run` and `anneal-agent once`: builds the collector, executor and
+//! outbox from a validated config and drives them until shutdown (run) or until nothing more is
+//! due (once). Shutdown is the `CancellationToken` the caller passes in; a cancelled run kills
+//! running hook groups, and the journal keeps them as interrupted for the next start.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::config::Config;
+use crate::cycle::{Executor, ExecutorError, RunCounts};
+use crate::deliver::{DeliverError, SignalSender};
+use crate::error_chain;
+use crate::hook::{HookRunner, HookSettings};
+use crate::journal::{Journal, JournalError};
+use crate::outbox::{Outbox, OutboxSummary};
+use crate::source::SourceError;
+use crate::source::collector::{Collected, Collector};
+
+/// Per-stream bound on the hook output the agent keeps.
+const MAX_HOOK_OUTPUT_BYTES: usize = crate::hook::DEFAULT_MAX_OUTPUT_BYTES;
+/// How many times `once` tries each signal before leaving it in the outbox.
+const ONCE_SIGNAL_ATTEMPTS: u32 = 4;
+/// How long the daemon waits before retrying after a journal write failed (a full disk).
+const JOURNAL_RETRY: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot open the journal")]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Executor(#[from] ExecutorError),
+    #[error("cannot set up the metadata sources")]
+    Source(#[from] SourceError),
+    #[error("cannot set up the signal sender")]
+    Deliver(#[from] DeliverError),
+    #[error("no metadata source answered and none has a cached document: {detail}")]
+    NoMetadata { detail: String },
+}
+
+/// What `once` did, for its exit code and summary line.
+#[derive(Debug, Clone, Default)]
+pub struct OnceReport {
+    pub counts: RunCounts,
+    pub waiting: usize,
+    pub signals: OutboxSummary,
+}
+
+impl OnceReport {
+    /// Exit 0 only if everything it ran succeeded and every signal was acknowledged.
+    pub fn succeeded(&self) -> bool {
+        self.counts.failed == 0 && self.signals.pending == 0 && self.signals.permanent == 0
+    }
+}
+
+/// The parts both commands share.
+struct Parts {
+    executor: Executor,
+    outbox: Arc<Outbox>,
+    wake_outbox: Arc<Notify>,
+    collector: Collector,
+}
+
+fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, DaemonError> {
+    let settings = &config.agent;
+    let journal = Arc::new(Journal::open(&settings.state_dir)?);
+    let runner = Arc::new(HookRunner::new(hook_settings(config, base_env)));
+    let wake_outbox = Arc::new(Notify::new());
+    let executor = Executor::new(
+        Arc::clone(&journal),
+        runner,
+        settings.hook_timeout,
+        settings.parallel,
+        Arc::clone(&wake_outbox),
+    )?;
+    let outbox = Arc::new(Outbox::new(journal, SignalSender::new()?));
+    let collector = Collector::new(config)?;
+    Ok(Parts { executor, outbox, wake_outbox, collector })
+}
+
+/// The hook runner's settings: directories under `state_dir`, the environment `main` built.
+pub fn hook_settings(config: &Config, mut base_env: Vec<(String, String)>) -> HookSettings {
+    let settings = &config.agent;
+    base_env.extend(settings.hook_env.iter().map(|(name, value)| (name.clone(), value.clone())));
+    HookSettings {
+        hooks_dirs: settings.hooks_dirs.clone(),
+        work_dir: settings.state_dir.join("script"),
+        outputs_dir: settings.state_dir.join("outputs"),
+        base_env,
+        kill_grace: settings.hook_kill_grace,
+        max_output_bytes: MAX_HOOK_OUTPUT_BYTES,
+    }
+}
+
+/// `anneal-agent once`: collect, run what is due, deliver signals, return what happened.
+pub async fn once(
+    config: &Config,
+    base_env: Vec<(String, String)>,
+    shutdown: CancellationToken,
+) -> Result<OnceReport, DaemonError> {
+    let Parts { mut executor, outbox, collector: mut sources, .. } = build(config, base_env)?;
+    let collected = sources.collect_once(&shutdown).await;
+    log_collected(&collected);
+    if !sources.has_document() {
+        let detail: Vec<String> = collected.failing.iter().map(|(name, error)| format!("{name}: {error}")).collect();
+        return Err(DaemonError::NoMetadata { detail: detail.join("; ") });
+    }
+    executor.converge(&collected.deployments, &shutdown).await?;
+    let waiting = executor.waiting(&collected.deployments).count();
+    let signals = outbox.flush(ONCE_SIGNAL_ATTEMPTS, &shutdown).await?;
+    Ok(OnceReport { counts: executor.counts().clone(), waiting, signals })
+}
+
+/// `anneal-agent run`: runs until `shutdown` is cancelled. `ready` is called once the config,
+/// journal and sources are set up (sd_notify READY).
+pub async fn run(
+    config: &Config,
+    base_env: Vec<(String, String)>,
+    shutdown: CancellationToken,
+    ready: impl FnOnce(),
+) -> Result<(), DaemonError> {
+    let Parts { mut executor, outbox, wake_outbox, collector } = build(config, base_env)?;
+    ready();
+    info!(state_dir = %config.agent.state_dir.display(), sources = config.sources.len(), "agent running");
+    let outbox_task = tokio::spawn({
+        let outbox = Arc::clone(&outbox);
+        let wake = Arc::clone(&wake_outbox);
+        let shutdown = shutdown.clone();
+        async move { outbox.run(wake, shutdown).await }
+    });
+    let mut updates = collector.spawn(config.agent.poll_interval, shutdown.clone());
+    let mut current: Arc<Collected> = updates.borrow_and_update().clone();
+    // Hooks may appear without a metadata change (another package installs one): look again.
+    let mut recheck = tokio::time::interval(config.agent.poll_interval);
+    let mut retry_after_error = false;
+    loop {
+        if let Err(error) = executor.start_ready(&current.deployments, &shutdown) {
+            error!(error = %error_chain(&error), "cannot start deployments; will retry");
+            retry_after_error = true;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = updates.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                current = updates.borrow_and_update().clone();
+                log_collected(&current);
+            }
+            Some(finished) = executor.finish_next(), if !executor.is_idle() => {
+                if let Err(error) = finished {
+                    error!(error = %error_chain(&error), "cannot record a hook result; will retry");
+                }
+            }
+            _ = recheck.tick() => {}
+            () = tokio::time::sleep(JOURNAL_RETRY), if retry_after_error => retry_after_error = false,
+        }
+    }
+    info!("shutting down: stopping running hooks");
+    while let Some(finished) = executor.finish_next().await {
+        if let Err(error) = finished {
+            error!(error = %error_chain(&error), "cannot record a hook result during shutdown");
+        }
+    }
+    let _ = outbox_task.await;
+    info!("agent stopped");
+    Ok(())
+}
+
+fn log_collected(collected: &Collected) {
+    for (source, rejected) in &collected.rejected {
+        warn!(source = %source, index = rejected.index, id = rejected.id.as_deref().unwrap_or(""), reason = %rejected.reason, "deployment entry rejected");
+    }
+    for (source, error) in &collected.failing {
+        warn!(source = %source, error = %error, "source failing; using its last good document");
+    }
+}
+
+/// The default config path.
+pub fn default_config_path() -> PathBuf {
+    PathBuf::from("/etc/anneal/agent.toml")
+}

@@ -1,0 +1,106 @@
+//! Durable file primitives for everything the agent keeps in `state_dir`: private directories
+//! (0700) and atomic replacement of a file (write a temp file, fsync, rename, fsync the directory),
+//! so a crash or a full disk leaves either the old file or the new one, never a torn one.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Creates `dir` (and parents) with mode 0700 if missing, and tightens an existing one to 0700.
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let metadata = fs::metadata(dir)?;
+    if metadata.permissions().mode() & 0o777 != 0o700 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Replaces `path` with `contents` atomically and durably; the file gets `mode`.
+///
+/// The temp file lives in the same directory so the rename never crosses a file system. On any
+/// error the temp file is removed and `path` is untouched.
+pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let file_name = path.file_name().ok_or_else(|| io::Error::other("path has no file name"))?;
+    let temp = dir.join(format!(".{}.tmp.{}", file_name.to_string_lossy(), std::process::id()));
+    let result = write_then_rename(&temp, path, contents, mode).and_then(|()| sync_dir(dir));
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+fn write_then_rename(temp: &Path, path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(temp)?;
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(temp, path)
+}
+
+/// fsyncs a directory so a rename inside it survives a power loss.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Refuses a file or directory that anyone may write (os-collect-config's rule for local data,
+/// and ours for config): such a file lets any local user choose what root runs.
+pub fn refuse_world_writable(path: &Path) -> io::Result<()> {
+    let metadata = fs::metadata(path)?;
+    if metadata.permissions().mode() & 0o002 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is world-writable; refusing to use it", path.display()),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_sets_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write_atomic(&path, b"one", 0o600).unwrap();
+        write_atomic(&path, b"two", 0o600).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn failed_write_leaves_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing-dir").join("state.json");
+        assert!(write_atomic(&path, b"x", 0o600).is_err());
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn private_dir_is_tightened() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("a/b");
+        fs::create_dir_all(&state).unwrap();
+        fs::set_permissions(&state, fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private_dir(&state).unwrap();
+        assert_eq!(fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn world_writable_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        fs::write(&path, "x").unwrap();
+        refuse_world_writable(&path).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+        let error = refuse_world_writable(&path).unwrap_err();
+        assert!(error.to_string().contains("world-writable"));
+    }
+}

@@ -1,0 +1,268 @@
+//! Running one deployment through its hook, the heat-agents way: choosing the hook (`lookup`),
+//! the built-in `script` hook (`script`), external hooks fed the deployment on stdin (`external`),
+//! and the only code in the agent that spawns processes (`process`, with bounded output capture in
+//! `capture`). Every child gets a clean environment, its own process group and a deadline.
+
+mod capture;
+mod external;
+pub mod lookup;
+pub mod process;
+mod script;
+#[cfg(test)]
+mod testing;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anneal_protocol::{Deployment, HookResult};
+use tokio_util::sync::CancellationToken;
+
+pub use capture::Captured;
+use process::{ProcessError, ProcessOutput, ProcessSpec};
+
+/// Per-stream bound on the hook output the agent keeps unless configured otherwise.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
+/// How long the output pipes are still read after a hook exited; a daemon the hook started may
+/// keep them open forever (heat-config would hang on it).
+pub const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+/// `deploy_status_code` of a run killed at its deadline (the status of coreutils `timeout`).
+pub const TIMED_OUT_STATUS: i64 = 124;
+
+/// Where hooks are found and what every run gets.
+#[derive(Debug, Clone)]
+pub struct HookSettings {
+    pub hooks_dirs: Vec<PathBuf>,
+    /// `<state_dir>/script`: the built-in script hook's files, and every hook's cwd.
+    pub work_dir: PathBuf,
+    /// `<state_dir>/outputs`: `heat_outputs_path` lives here.
+    pub outputs_dir: PathBuf,
+    /// The whole environment of a hook before inputs (PATH, LANG, HOME + `hook_env`).
+    pub base_env: Vec<(String, String)>,
+    /// Between SIGTERM and SIGKILL of a hook's process group.
+    pub kill_grace: Duration,
+    /// Per stream; the tail is kept.
+    pub max_output_bytes: usize,
+}
+
+/// How a deployment would be run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookChoice {
+    BuiltinScript,
+    External(PathBuf),
+    /// Not run and not waited for (the group is handled elsewhere).
+    Skip {
+        reason: String,
+    },
+    /// No hook yet; the deployment waits (another deployment may install it).
+    Missing {
+        group: String,
+        searched: Vec<PathBuf>,
+    },
+}
+
+/// A hook process that has started, for the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spawned {
+    pub pid: u32,
+    /// Field 22 of `/proc/<pid>/stat`, to recognise the process across pid reuse.
+    pub process_start_time: Option<u64>,
+}
+
+/// How a hook process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Exited(i32),
+    Signalled(i32),
+    TimedOut { after: Duration },
+}
+
+/// A finished run: the result to signal and how the process ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookRun {
+    pub result: HookResult,
+    pub ending: Ending,
+    pub duration: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("cannot start hook {path}: {source}")]
+    Spawn { path: PathBuf, source: io::Error },
+    #[error("cannot {action} {path}: {source}")]
+    Io { action: &'static str, path: PathBuf, source: io::Error },
+    /// Shutdown killed the hook's group; the run counts as interrupted.
+    #[error("hook {group} was stopped by shutdown")]
+    Cancelled { group: String },
+    #[error("group {group} has no hook to run: {reason}")]
+    NotRunnable { group: String, reason: String },
+    #[error("deployment id {id:?} cannot be used as a file name")]
+    UnsafeId { id: String },
+    /// The task running the hook panicked or was aborted (reported by the caller).
+    #[error("hook task failed: {detail}")]
+    Panicked { detail: String },
+}
+
+/// Runs deployments through their hooks.
+#[derive(Debug)]
+pub struct HookRunner {
+    settings: HookSettings,
+}
+
+impl HookRunner {
+    pub fn new(settings: HookSettings) -> HookRunner {
+        HookRunner { settings }
+    }
+
+    pub fn settings(&self) -> &HookSettings {
+        &self.settings
+    }
+
+    /// The hook for `deployment`, which is already component-resolved (group = the tool).
+    pub fn choose(&self, deployment: &Deployment) -> HookChoice {
+        lookup::choose(&self.settings.hooks_dirs, deployment)
+    }
+
+    /// Runs `deployment` with `choice` under `timeout`. A hook that fails or times out is an
+    /// `Ok` run whose result says so; errors are for runs that could not happen (or shutdown).
+    pub async fn run(
+        &self,
+        deployment: &Deployment,
+        choice: &HookChoice,
+        timeout: Duration,
+        shutdown: &CancellationToken,
+        on_spawn: impl FnOnce(Spawned) + Send,
+    ) -> Result<HookRun, HookError> {
+        let run = match choice {
+            HookChoice::BuiltinScript => script::run(&self.settings, deployment, timeout, shutdown, on_spawn).await?,
+            HookChoice::External(path) => {
+                external::run(&self.settings, path, deployment, timeout, shutdown, on_spawn).await?
+            }
+            HookChoice::Skip { reason } => {
+                return Err(HookError::NotRunnable { group: deployment.group.clone(), reason: reason.clone() });
+            }
+            HookChoice::Missing { group, searched } => {
+                let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
+                let reason = format!("no hook in {}", dirs.join(", "));
+                return Err(HookError::NotRunnable { group: group.clone(), reason });
+            }
+        };
+        tracing::debug!(
+            deployment_id = %deployment.id,
+            hook = %deployment.group,
+            ending = ?run.ending,
+            duration_ms = run.duration.as_millis() as u64,
+            "hook run ended"
+        );
+        Ok(run)
+    }
+}
+
+impl HookSettings {
+    /// A process spec with this agent's limits; the caller fills in stdin.
+    fn process_spec<'a>(
+        &'a self,
+        program: &'a Path,
+        env: &'a [(String, String)],
+        timeout: Duration,
+    ) -> ProcessSpec<'a> {
+        ProcessSpec {
+            program,
+            env,
+            cwd: &self.work_dir,
+            stdin: None,
+            timeout,
+            kill_grace: self.kill_grace,
+            max_output_bytes: self.max_output_bytes,
+            drain_after_exit: DRAIN_AFTER_EXIT,
+        }
+    }
+}
+
+/// The result of a run killed at its deadline: what it printed, plus a line saying why it ended.
+fn timed_out_result(group: &str, output: &ProcessOutput, after: Duration) -> HookResult {
+    let mut stderr = output.stderr.text();
+    if !stderr.is_empty() && !stderr.ends_with('\n') {
+        stderr.push('\n');
+    }
+    stderr.push_str(&format!("anneal: hook {group} timed out after {}; process group killed", describe(after)));
+    HookResult::from_process(&output.stdout.text(), &stderr, TIMED_OUT_STATUS)
+}
+
+/// `N s` for whole seconds (the configured unit), `N ms` otherwise.
+fn describe(duration: Duration) -> String {
+    if duration.subsec_nanos() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{} ms", duration.as_millis())
+    }
+}
+
+/// Maps a process failure to the hook's error (the built-in script handles spawn failures itself).
+fn hook_error(error: ProcessError, group: &str) -> HookError {
+    match error {
+        ProcessError::Spawn { path, source } => HookError::Spawn { path, source },
+        ProcessError::Wait { path, source } => HookError::Io { action: "wait for hook", path, source },
+        ProcessError::Cancelled { .. } => HookError::Cancelled { group: group.to_string() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hook::testing::{deployment, settings};
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn skipped_and_missing_choices_do_not_run() {
+        let root = tempfile::tempdir().unwrap();
+        let runner = HookRunner::new(settings(root.path()));
+        let target = deployment(json!({"id": "d1", "group": "chef"}));
+        let shutdown = CancellationToken::new();
+        let missing = runner.choose(&target);
+        let error = runner.run(&target, &missing, Duration::from_secs(1), &shutdown, |_| {}).await.unwrap_err();
+        assert!(
+            matches!(&error, HookError::NotRunnable { group, reason } if group == "chef" && reason.contains("hooks1"))
+        );
+        let skip = HookChoice::Skip { reason: "handled elsewhere".into() };
+        let error = runner.run(&target, &skip, Duration::from_secs(1), &shutdown, |_| {}).await.unwrap_err();
+        assert!(matches!(error, HookError::NotRunnable { .. }));
+    }
+
+    #[test]
+    fn run_future_can_be_spawned() {
+        fn assert_send<T: Send>(_: &T) {}
+        let root = tempfile::tempdir().unwrap();
+        let runner = HookRunner::new(settings(root.path()));
+        let target = deployment(json!({"id": "d1", "group": "script"}));
+        let shutdown = CancellationToken::new();
+        let future = runner.run(&target, &HookChoice::BuiltinScript, Duration::from_secs(1), &shutdown, |_| {});
+        assert_send(&future);
+    }
+
+    #[test]
+    fn durations_are_described_in_the_configured_unit() {
+        assert_eq!(describe(Duration::from_secs(3600)), "3600 s");
+        assert_eq!(describe(Duration::from_millis(300)), "300 ms");
+    }
+
+    #[test]
+    fn timed_out_result_keeps_output_and_says_why() {
+        let output = ProcessOutput {
+            stdout: Captured { bytes: b"partial".to_vec(), dropped: 0 },
+            stderr: Captured { bytes: b"working".to_vec(), dropped: 0 },
+            status_code: -15,
+            ending: Ending::TimedOut { after: Duration::from_secs(5) },
+            duration: Duration::from_secs(5),
+        };
+        let result = timed_out_result("puppet", &output, Duration::from_secs(5));
+        assert_eq!(
+            serde_json::to_value(&result).unwrap(),
+            json!({
+                "deploy_stdout": "partial",
+                "deploy_stderr": "working\nanneal: hook puppet timed out after 5 s; process group killed",
+                "deploy_status_code": 124,
+            })
+        );
+    }
+}

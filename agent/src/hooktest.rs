@@ -1,0 +1,79 @@
+//! `anneal-agent hook-test GROUP < deployment.json`: runs one deployment through the hook for
+//! GROUP exactly as the agent would (component resolution, lookup, environment, deadline) and
+//! returns the signal payload, without touching the journal or sending anything. For hook authors
+//! working without a cloud.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
+use anneal_protocol::{Deployment, Outcome, evaluate};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::DEFAULT_HOOKS_DIRS;
+use crate::hook::{DEFAULT_MAX_OUTPUT_BYTES, HookChoice, HookError, HookRunner, HookSettings};
+
+#[derive(Debug, thiserror::Error)]
+pub enum HookTestError {
+    #[error("stdin is not a deployment JSON object")]
+    BadDeployment(#[source] serde_json::Error),
+    #[error("invalid component deployment")]
+    Component(#[from] anneal_protocol::deployment::ComponentError),
+    #[error("the component has no config for action {action}")]
+    NoConfigForAction { action: String },
+    #[error("{reason}")]
+    NotRunnable { reason: String },
+    #[error(transparent)]
+    Hook(#[from] HookError),
+}
+
+/// What `hook-test` prints: the exact signal body, and Heat's verdict on it.
+#[derive(Debug, Clone)]
+pub struct HookTestReport {
+    pub signal_body: String,
+    pub outcome: Outcome,
+}
+
+/// Settings for `hook-test` without a config file: the default hooks dirs, scratch dirs under
+/// `scratch` for the script hook's files.
+pub fn default_settings(scratch: &Path, base_env: Vec<(String, String)>) -> HookSettings {
+    HookSettings {
+        hooks_dirs: DEFAULT_HOOKS_DIRS.iter().map(PathBuf::from).collect(),
+        work_dir: scratch.join("script"),
+        outputs_dir: scratch.join("outputs"),
+        base_env,
+        kill_grace: Duration::from_secs(10),
+        max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+    }
+}
+
+/// Runs `deployment_json` with its group set to `group`.
+pub async fn hook_test(
+    group: &str,
+    deployment_json: &str,
+    settings: HookSettings,
+    default_timeout: Duration,
+    shutdown: &CancellationToken,
+) -> Result<HookTestReport, HookTestError> {
+    let mut deployment: Deployment = serde_json::from_str(deployment_json).map_err(HookTestError::BadDeployment)?;
+    deployment.group = group.to_string();
+    let Some(resolved) = deployment.resolve_component()? else {
+        let action = deployment.input_str("deploy_action").unwrap_or("(none)").to_string();
+        return Err(HookTestError::NoConfigForAction { action });
+    };
+    let runner = HookRunner::new(settings);
+    let choice = runner.choose(&resolved);
+    match &choice {
+        HookChoice::Skip { reason } => return Err(HookTestError::NotRunnable { reason: reason.clone() }),
+        HookChoice::Missing { group, searched } => {
+            let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
+            let reason = format!("no hook for group {group} in {}", dirs.join(", "));
+            return Err(HookTestError::NotRunnable { reason });
+        }
+        HookChoice::BuiltinScript | HookChoice::External(_) => {}
+    }
+    let timeout = resolved.options.timeout.map_or(default_timeout, Duration::from_secs);
+    let run = runner.run(&resolved, &choice, timeout, shutdown, |_| {}).await?;
+    let outcome = evaluate(&run.result, &resolved.outputs).outcome;
+    Ok(HookTestReport { signal_body: signal_body(&run.result, MAX_SIGNAL_CHARS), outcome })
+}

@@ -1,0 +1,327 @@
+//! The durable journal: one JSON file per derived deployment id in `<state_dir>/journal/`
+//! (directory 0700, files 0600), each replaced atomically and fsync'd before the step it records
+//! is acted on, so a restarted agent knows exactly what ran, what finished and what was signalled
+//! (design.md "Journal, outbox, restart"). This module stores and loads entries; it does not
+//! decide what to run or when to deliver.
+
+mod entry;
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anneal_protocol::deployment::is_safe_id;
+use serde::{Deserialize, Serialize};
+
+pub use entry::{Entry, RunRecord, SignalRecord, transport_name};
+
+use crate::fsutil;
+
+/// Where a deployment is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// In the metadata, not started yet.
+    Seen,
+    /// Not runnable yet (missing hook, unfinished dependencies); `waiting_reason` says why.
+    Waiting,
+    /// The hook was started; a restart finding this state knows the run was interrupted.
+    Started,
+    /// The result is recorded and waits for delivery.
+    Finished,
+    /// The engine acknowledged the signal (or no signal was wanted).
+    Signalled,
+    /// Deliberately not run (e.g. `os-apply-config`).
+    Skipped,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Seen => "seen",
+            State::Waiting => "waiting",
+            State::Started => "started",
+            State::Finished => "finished",
+            State::Signalled => "signalled",
+            State::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("failed to create journal directory {path}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to list journal directory {path}")]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to read journal entry {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to write journal entry {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to encode the journal entry of deployment {id}")]
+    Encode {
+        id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("deployment id {id:?} is not safe to use as a file name")]
+    UnsafeId { id: String },
+    #[error("deployment {id}: cannot go from {from} to {to}")]
+    IllegalTransition { id: String, from: State, to: State },
+}
+
+/// The journal directory. Writes are serialised so that two tasks of one process never share a
+/// temp file name.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    write_lock: Mutex<()>,
+}
+
+impl Journal {
+    /// Opens (creating it 0700 if needed) `<state_dir>/journal`.
+    pub fn open(state_dir: &Path) -> Result<Journal, JournalError> {
+        let dir = state_dir.join("journal");
+        fsutil::ensure_private_dir(&dir).map_err(|source| JournalError::CreateDir { path: dir.clone(), source })?;
+        Ok(Journal { dir, write_lock: Mutex::new(()) })
+    }
+
+    /// The journal directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of `id` (which must be a safe id).
+    pub fn path_of(&self, id: &str) -> Result<PathBuf, JournalError> {
+        if !is_safe_id(id) {
+            return Err(JournalError::UnsafeId { id: id.to_string() });
+        }
+        Ok(self.dir.join(format!("{id}.json")))
+    }
+
+    /// Every readable entry, oldest first (by `seen_at`, then id). Temp files and other names are
+    /// ignored; a corrupt file is renamed to `<id>.json.corrupt` and reported, never fatal.
+    pub fn load_all(&self) -> Result<Vec<Entry>, JournalError> {
+        let read_error = |source| JournalError::ReadDir { path: self.dir.clone(), source };
+        let mut entries = Vec::new();
+        for item in fs::read_dir(&self.dir).map_err(read_error)? {
+            let item = item.map_err(read_error)?;
+            let file_name = item.file_name();
+            // Temp files start with '.', which is_safe_id refuses, so they are skipped here.
+            let Some(id) = file_name.to_str().and_then(|name| name.strip_suffix(".json")) else {
+                continue;
+            };
+            if !is_safe_id(id) || !item.file_type().map_err(read_error)?.is_file() {
+                continue;
+            }
+            if let Some(entry) = self.read_entry(id, &item.path())? {
+                entries.push(entry);
+            }
+        }
+        entries.sort_by(|left, right| (left.seen_at, &left.id).cmp(&(right.seen_at, &right.id)));
+        Ok(entries)
+    }
+
+    /// The entry of `id`, `None` if there is none (or it was corrupt and has been quarantined).
+    pub fn load(&self, id: &str) -> Result<Option<Entry>, JournalError> {
+        let path = self.path_of(id)?;
+        self.read_entry(id, &path)
+    }
+
+    /// Replaces the entry's file atomically and durably (temp file, fsync, rename, fsync dir).
+    /// A full disk surfaces as an error naming the file, and the previous version stays intact.
+    pub fn write(&self, entry: &Entry) -> Result<(), JournalError> {
+        let path = self.path_of(&entry.id)?;
+        let bytes =
+            serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;
+        // A poisoned lock only means another write panicked; the files are still consistent.
+        let _guard = self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        fsutil::write_atomic(&path, &bytes, 0o600).map_err(|source| JournalError::Write { path, source })
+    }
+
+    fn read_entry(&self, id: &str, path: &Path) -> Result<Option<Entry>, JournalError> {
+        let bytes = match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(JournalError::Read { path: path.to_path_buf(), source });
+            }
+        };
+        match serde_json::from_slice::<Entry>(&bytes) {
+            Ok(entry) if entry.id == id => Ok(Some(entry)),
+            Ok(entry) => {
+                quarantine(path, &format!("it records deployment {:?}, not {id:?}", entry.id));
+                Ok(None)
+            }
+            Err(error) => {
+                quarantine(path, &error.to_string());
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Moves a corrupt entry aside so it is kept for inspection but no longer read.
+fn quarantine(path: &Path, reason: &str) {
+    let mut target = path.as_os_str().to_owned();
+    target.push(".corrupt");
+    let target = PathBuf::from(target);
+    match fs::rename(path, &target) {
+        Ok(()) => tracing::error!(
+            path = %path.display(),
+            moved_to = %target.display(),
+            reason,
+            "corrupt journal entry quarantined; its deployment is treated as never seen"
+        ),
+        Err(error) => tracing::error!(
+            path = %path.display(),
+            reason,
+            error = %error,
+            "corrupt journal entry could not be quarantined; ignoring it"
+        ),
+    }
+}
+
+/// The current time as unix milliseconds, the journal's timestamp unit.
+pub fn now_millis() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use anneal_protocol::{Deployment, HookResult};
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(id: &str) -> Deployment {
+        serde_json::from_value(json!({"id": id, "name": format!("n-{id}"), "group": "script", "config": "x"})).unwrap()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|item| item.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn open_creates_a_private_directory() {
+        let state = tempfile::tempdir().unwrap();
+        let journal = Journal::open(&state.path().join("nested")).unwrap();
+        assert_eq!(journal.dir(), state.path().join("nested/journal"));
+        assert_eq!(fs::metadata(journal.dir()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(journal.load_all().unwrap().is_empty());
+    }
+
+    #[test]
+    fn write_then_load_round_trips_atomically() {
+        let state = tempfile::tempdir().unwrap();
+        let journal = Journal::open(state.path()).unwrap();
+        let mut entry = Entry::seen(&deployment("abc-1"), 5);
+        journal.write(&entry).unwrap();
+        entry.started(6).unwrap();
+        entry.finished(HookResult::from_process("ok", "", 0), 7).unwrap();
+        journal.write(&entry).unwrap();
+        assert_eq!(journal.load("abc-1").unwrap(), Some(entry));
+        let path = journal.dir().join("abc-1.json");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(names(journal.dir()), ["abc-1.json"], "no temp file is left behind");
+        assert_eq!(journal.load("other").unwrap(), None);
+    }
+
+    #[test]
+    fn unsafe_ids_are_refused() {
+        let state = tempfile::tempdir().unwrap();
+        let journal = Journal::open(state.path()).unwrap();
+        assert!(matches!(journal.load("../etc/passwd"), Err(JournalError::UnsafeId { .. })));
+        let mut entry = Entry::seen(&deployment("ok"), 0);
+        entry.id = "a/b".into();
+        assert!(matches!(journal.write(&entry), Err(JournalError::UnsafeId { .. })));
+    }
+
+    #[test]
+    fn load_all_orders_skips_temp_files_and_quarantines_corrupt_ones() {
+        let state = tempfile::tempdir().unwrap();
+        let journal = Journal::open(state.path()).unwrap();
+        journal.write(&Entry::seen(&deployment("late"), 20)).unwrap();
+        journal.write(&Entry::seen(&deployment("early"), 10)).unwrap();
+        let dir = journal.dir();
+        fs::write(dir.join(".early.json.tmp.99"), "{half").unwrap();
+        fs::write(dir.join("notes.txt"), "hello").unwrap();
+        fs::write(dir.join("broken.json"), "{not json").unwrap();
+        let misfiled = serde_json::to_vec(&Entry::seen(&deployment("someone-else"), 1)).unwrap();
+        fs::write(dir.join("misfiled.json"), misfiled).unwrap();
+
+        let ids: Vec<String> = journal.load_all().unwrap().into_iter().map(|entry| entry.id).collect();
+        assert_eq!(ids, ["early", "late"]);
+        assert_eq!(
+            names(dir),
+            [
+                ".early.json.tmp.99",
+                "broken.json.corrupt",
+                "early.json",
+                "late.json",
+                "misfiled.json.corrupt",
+                "notes.txt"
+            ]
+        );
+        assert_eq!(journal.load("broken").unwrap(), None, "a quarantined entry is gone");
+    }
+
+    #[test]
+    fn load_quarantines_a_corrupt_entry() {
+        let state = tempfile::tempdir().unwrap();
+        let journal = Journal::open(state.path()).unwrap();
+        fs::write(journal.dir().join("x.json"), "[]").unwrap();
+        assert_eq!(journal.load("x").unwrap(), None);
+        assert!(journal.dir().join("x.json.corrupt").exists());
+    }
+
+    #[test]
+    fn write_failure_names_the_file_and_keeps_nothing_half_written() {
+        let state = tempfile::tempdir().unwrap();
+        let journal = Journal::open(state.path()).unwrap();
+        // Replacing the directory with a file makes every write fail (root ignores permissions).
+        fs::remove_dir(journal.dir()).unwrap();
+        fs::write(journal.dir(), "").unwrap();
+        let error = journal.write(&Entry::seen(&deployment("d9"), 0)).unwrap_err();
+        assert!(matches!(error, JournalError::Write { .. }));
+        assert!(error.to_string().contains("journal/d9.json"), "{error}");
+    }
+
+    #[test]
+    fn state_names() {
+        assert_eq!(State::Signalled.to_string(), "signalled");
+        assert_eq!(serde_json::to_value(State::Waiting).unwrap(), "waiting");
+        assert!(now_millis() > 1_600_000_000_000);
+    }
+}

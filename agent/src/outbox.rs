@@ -1,0 +1,191 @@
+//! The outbox: delivers the signals of finished deployments until the engine acknowledges them.
+//! It only touches journal entries in state Finished, sends each through `SignalSender`, and
+//! writes the entry back after every attempt (attempt count, next attempt time and last error, or
+//! Signalled), so a restart resumes exactly where it stopped and never reruns a hook to resend a
+//! result. Permanent refusals stay Finished with `permanent_failure` set: they are not retried
+//! automatically, and `status` shows them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::deliver::{DeliveryOutcome, SignalSender};
+use crate::journal::{Entry, Journal, JournalError, now_millis};
+
+/// `flush`'s short backoff between attempts: 0.5 s doubling up to 4 s.
+const FLUSH_FIRST_DELAY: Duration = Duration::from_millis(500);
+const FLUSH_MAX_DELAY: Duration = Duration::from_secs(4);
+/// How long the daemon loop waits after the journal could not be read or written.
+const JOURNAL_ERROR_DELAY: Duration = Duration::from_secs(5);
+
+/// What `flush` achieved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutboxSummary {
+    /// Signals acknowledged during this flush.
+    pub delivered: usize,
+    /// Signals still owed (transient failures, or shutdown came first).
+    pub pending: usize,
+    /// Signals refused for good, during this flush or before.
+    pub permanent: usize,
+}
+
+/// Delivers journaled results.
+#[derive(Debug)]
+pub struct Outbox {
+    journal: Arc<Journal>,
+    sender: SignalSender,
+}
+
+/// Where one entry ended up after `flush` tried it.
+enum Delivery {
+    Delivered,
+    Pending,
+    Permanent,
+}
+
+impl Outbox {
+    pub fn new(journal: Arc<Journal>, sender: SignalSender) -> Outbox {
+        Outbox { journal, sender }
+    }
+
+    /// `once`: delivers every Finished entry now (ignoring its scheduled time), retrying transient
+    /// failures up to `attempts` tries per entry (at least one) with a short backoff.
+    pub async fn flush(&self, attempts: u32, shutdown: &CancellationToken) -> Result<OutboxSummary, JournalError> {
+        let mut summary = OutboxSummary::default();
+        for mut entry in self.journal.load_all()? {
+            if entry.permanently_failed() {
+                summary.permanent += 1;
+                continue;
+            }
+            if !entry.awaits_delivery() {
+                continue;
+            }
+            match self.deliver_with_retries(&mut entry, attempts.max(1), shutdown).await? {
+                Delivery::Delivered => summary.delivered += 1,
+                Delivery::Pending => summary.pending += 1,
+                Delivery::Permanent => summary.permanent += 1,
+            }
+        }
+        Ok(summary)
+    }
+
+    /// Daemon: until shutdown, delivers every entry that is due, then sleeps until the next one
+    /// is due or `wake` is notified (a deployment just finished).
+    pub async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
+        loop {
+            // Register interest before reading the journal, so a notification sent while this
+            // pass runs (even with notify_waiters) wakes the next sleep instead of being lost.
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let next_due = match self.deliver_due(&shutdown).await {
+                Ok(next_due) => next_due,
+                Err(error) => {
+                    tracing::error!(error = %crate::error_chain(&error), "outbox pass failed");
+                    Some(now_millis().saturating_add(millis(JOURNAL_ERROR_DELAY)))
+                }
+            };
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let sleep = next_due.map(|at| Duration::from_millis(at.saturating_sub(now_millis())));
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = &mut notified => {}
+                () = sleep_or_forever(sleep) => {}
+            }
+        }
+    }
+
+    /// One pass of the daemon loop: attempts each due entry once; returns when the earliest
+    /// remaining entry becomes due.
+    async fn deliver_due(&self, shutdown: &CancellationToken) -> Result<Option<u64>, JournalError> {
+        let mut next_due: Option<u64> = None;
+        for mut entry in self.journal.load_all()? {
+            if entry.delivery_due(now_millis()) && self.attempt(&mut entry, shutdown).await?.is_none() {
+                return Ok(None);
+            }
+            if entry.awaits_delivery() {
+                let at = entry.next_attempt_at().unwrap_or(0);
+                next_due = Some(next_due.map_or(at, |earliest| earliest.min(at)));
+            }
+        }
+        Ok(next_due)
+    }
+
+    async fn deliver_with_retries(
+        &self,
+        entry: &mut Entry,
+        attempts: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<Delivery, JournalError> {
+        let mut delay = FLUSH_FIRST_DELAY;
+        for attempt in 1..=attempts {
+            match self.attempt(entry, shutdown).await? {
+                None => return Ok(Delivery::Pending),
+                Some(DeliveryOutcome::Delivered { .. }) => return Ok(Delivery::Delivered),
+                Some(DeliveryOutcome::Permanent { .. }) => return Ok(Delivery::Permanent),
+                Some(DeliveryOutcome::Transient { .. }) if attempt < attempts => {
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(Delivery::Pending),
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(FLUSH_MAX_DELAY);
+                }
+                Some(DeliveryOutcome::Transient { .. }) => {}
+            }
+        }
+        Ok(Delivery::Pending)
+    }
+
+    /// Sends once and records the attempt durably; `None` when shutdown interrupted the send
+    /// (nothing is recorded then: the attempt may or may not have arrived, and the signal id lets
+    /// the receiver drop the duplicate).
+    async fn attempt(
+        &self,
+        entry: &mut Entry,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<DeliveryOutcome>, JournalError> {
+        let outcome = tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            outcome = self.sender.send(entry) => outcome,
+        };
+        entry.delivery_attempted(outcome.clone(), now_millis());
+        self.journal.write(entry)?;
+        log_attempt(entry, &outcome);
+        Ok(Some(outcome))
+    }
+}
+
+fn log_attempt(entry: &Entry, outcome: &DeliveryOutcome) {
+    let attempts = entry.signal.as_ref().map_or(0, |signal| signal.attempts);
+    let id = entry.id.as_str();
+    match outcome {
+        DeliveryOutcome::Delivered { status } => {
+            tracing::info!(deployment_id = id, status, attempts, "signal delivered");
+        }
+        DeliveryOutcome::Transient { error } => {
+            let retry_in_ms = entry.next_attempt_at().map(|at| at.saturating_sub(now_millis()));
+            tracing::warn!(deployment_id = id, error, attempts, retry_in_ms, "signal not delivered; will retry");
+        }
+        DeliveryOutcome::Permanent { error } => {
+            tracing::error!(deployment_id = id, error, attempts, "signal refused; not retrying automatically");
+        }
+    }
+}
+
+async fn sleep_or_forever(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! The collector: all configured sources, each with its last good document, merged into the one
+//! view the scheduler works from (`Collected`). `collect_once` fetches every source one time (the
+//! `once` command); `spawn` starts one polling task per source for the daemon and publishes the
+//! merged view on a watch channel whenever it changes. A failing source never empties the view:
+//! it keeps contributing its last good document (from memory or from the cache on disk).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anneal_protocol::Deployment;
+use anneal_protocol::deployment::{Rejected, deployments_from_document};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::cache::{Cache, CachedDocument, now_millis};
+use super::{Fetched, Source, SourceError, Validators, error_chain};
+use crate::config::Config;
+
+/// The merged view handed to the scheduler.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Collected {
+    /// In config order, then list order; a later source's deployment with the same id replaces
+    /// the earlier one in the earlier one's position.
+    pub deployments: Vec<Deployment>,
+    /// Entries of a `deployments` list that could not be read: (source name, why).
+    pub rejected: Vec<(String, Rejected)>,
+    /// Sources whose last fetch failed: (source name, error). Such a source contributes its
+    /// cached document if it has one, and nothing otherwise.
+    pub failing: Vec<(String, String)>,
+}
+
+/// Merges documents given in config order (see `Collected::deployments` for the rule).
+pub fn merge(documents: &[(String, Value)]) -> Collected {
+    merge_documents(documents.iter().map(|(name, document)| (name.as_str(), document)))
+}
+
+pub(super) fn merge_documents<'a>(documents: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Collected {
+    let mut collected = Collected::default();
+    let mut positions: HashMap<String, usize> = HashMap::new();
+    for (name, document) in documents {
+        let (deployments, rejected) = deployments_from_document(document);
+        collected.rejected.extend(rejected.into_iter().map(|rejection| (name.to_string(), rejection)));
+        for deployment in deployments {
+            match positions.get(&deployment.id) {
+                Some(&position) => collected.deployments[position] = deployment,
+                None => {
+                    positions.insert(deployment.id.clone(), collected.deployments.len());
+                    collected.deployments.push(deployment);
+                }
+            }
+        }
+    }
+    collected
+}
+
+/// All sources with their last good documents.
+#[derive(Debug)]
+pub struct Collector {
+    slots: Vec<Slot>,
+    cache: Cache,
+}
+
+impl Collector {
+    /// Builds every source and loads their caches (restoring the HTTP validators with them).
+    pub fn new(config: &Config) -> Result<Collector, SourceError> {
+        let cache = Cache::open(&config.agent.state_dir)?;
+        let mut slots = Vec::with_capacity(config.sources.len());
+        for (index, source_config) in config.sources.iter().enumerate() {
+            let mut source = Source::from_config(index, source_config)?;
+            let cached = cache.load(source.name(), &source.identity());
+            let (document, stored_validators) = match cached {
+                Some(cached) => {
+                    tracing::debug!(source = %source.name(), fetched_at = cached.fetched_at, "loaded cached document");
+                    source.restore_validators(cached.validators.clone());
+                    (Some(cached.document), cached.validators)
+                }
+                None => (None, Validators::default()),
+            };
+            slots.push(Slot { source, document, stored_validators, failing: None });
+        }
+        Ok(Collector { slots, cache })
+    }
+
+    /// Whether any source has a document, fresh or cached.
+    pub fn has_document(&self) -> bool {
+        self.slots.iter().any(|slot| slot.document.is_some())
+    }
+
+    /// The merged view of what is known now, without fetching.
+    pub fn collected(&self) -> Collected {
+        collected_from(
+            self.slots.iter().map(|slot| (slot.source.name(), slot.document.as_ref(), slot.failing.as_ref())),
+        )
+    }
+
+    /// `once`: fetches every source one time without long-poll; a failing source falls back to
+    /// its cached document. Shutdown stops early; sources not fetched are listed as failing.
+    pub async fn collect_once(&mut self, shutdown: &CancellationToken) -> Collected {
+        for slot in &mut self.slots {
+            let result = slot.source.fetch(false, shutdown).await;
+            if matches!(result, Ok(Fetched::Cancelled)) {
+                slot.failing = Some("not fetched: shutting down".to_string());
+                continue;
+            }
+            if let Some(cached) = slot.record(result).persist {
+                if let Err(error) = self.cache.store(&cached) {
+                    tracing::warn!(error = %error_chain(&error), "cannot write the source cache");
+                }
+            }
+        }
+        self.collected()
+    }
+
+    /// The daemon: one task per source (see `poll::poll_source`). The receiver starts with the
+    /// view known now (cached documents); the first change notification comes once every source
+    /// has been tried once, and later ones whenever the merged view changes. All tasks end on
+    /// shutdown, which drops the sender. Must be called within a tokio runtime.
+    pub fn spawn(self, poll_interval: Duration, shutdown: CancellationToken) -> watch::Receiver<Arc<Collected>> {
+        let (sender, receiver) = watch::channel(Arc::new(self.collected()));
+        let views = self
+            .slots
+            .iter()
+            .map(|slot| super::poll::SlotView::new(slot.source.name(), slot.document.clone(), slot.failing.clone()))
+            .collect();
+        let shared = Arc::new(super::poll::Shared::new(views, sender));
+        for (index, slot) in self.slots.into_iter().enumerate() {
+            let task = super::poll::poll_source(
+                index,
+                slot,
+                Arc::clone(&shared),
+                self.cache.clone(),
+                poll_interval,
+                shutdown.clone(),
+            );
+            tokio::spawn(task);
+        }
+        receiver
+    }
+}
+
+/// Builds `Collected` from (name, document, failing) per source in config order.
+pub(super) fn collected_from<'a>(
+    slots: impl Iterator<Item = (&'a str, Option<&'a Value>, Option<&'a String>)> + Clone,
+) -> Collected {
+    let documents = slots.clone().filter_map(|(name, document, _)| document.map(|document| (name, document)));
+    let mut collected = merge_documents(documents);
+    collected.failing =
+        slots.filter_map(|(name, _, failing)| failing.map(|error| (name.to_string(), error.clone()))).collect();
+    collected
+}
+
+/// One source and what we know of it.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) source: Source,
+    pub(super) document: Option<Value>,
+    /// The validators in the cache file, to rewrite it when only they change.
+    stored_validators: Validators,
+    pub(super) failing: Option<String>,
+}
+
+/// What recording one fetch result changed.
+pub(super) struct Recorded {
+    /// The document differs from the previous one.
+    pub(super) changed: bool,
+    /// A cache entry to write.
+    pub(super) persist: Option<CachedDocument>,
+}
+
+impl Slot {
+    /// Records a fetch result (not `Cancelled`): keeps the last good document on error.
+    pub(super) fn record(&mut self, result: Result<Fetched, SourceError>) -> Recorded {
+        let name = self.source.name().to_string();
+        let mut recorded = Recorded { changed: false, persist: None };
+        match result {
+            Ok(Fetched::Document(document)) => {
+                if self.failing.take().is_some() {
+                    tracing::info!(source = %name, "source recovered");
+                }
+                let validators = self.source.validators();
+                recorded.changed = self.document.as_ref() != Some(&document);
+                if recorded.changed || validators != self.stored_validators {
+                    recorded.persist = Some(CachedDocument {
+                        source: name,
+                        identity: self.source.identity(),
+                        document: document.clone(),
+                        validators: validators.clone(),
+                        fetched_at: now_millis(),
+                    });
+                    self.stored_validators = validators;
+                }
+                self.document = Some(document);
+            }
+            Ok(Fetched::Unchanged) if self.document.is_none() => {
+                // Validators without a document (a cache written by hand?): ask unconditionally.
+                self.source.restore_validators(Validators::default());
+                self.failing = Some("the server answered 304 Not Modified but no document is cached".to_string());
+            }
+            Ok(Fetched::Unchanged) | Ok(Fetched::Cancelled) => {
+                if self.failing.take().is_some() {
+                    tracing::info!(source = %name, "source recovered");
+                }
+            }
+            Err(error) => {
+                let text = error_chain(&error);
+                let fallback =
+                    if self.document.is_some() { "keeping its last good document" } else { "no document yet" };
+                if error.is_transient() {
+                    tracing::warn!(source = %name, error = %text, "fetch failed; {fallback}");
+                } else {
+                    tracing::error!(source = %name, error = %text, "fetch failed; {fallback}");
+                }
+                self.failing = Some(text);
+            }
+        }
+        recorded
+    }
+}
+
+#[cfg(test)]
+mod tests;

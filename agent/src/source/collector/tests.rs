@@ -1,0 +1,271 @@
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use wiremock::matchers::{header, method, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use super::*;
+use crate::config::{AgentSettings, HttpSourceConfig, LocalSourceConfig, SourceConfig};
+use crate::source::http::LONG_POLL_HEADER;
+
+fn deployment(id: &str, name: &str) -> Value {
+    json!({"id": id, "name": name, "group": "script", "config": "#!/bin/sh\n", "inputs": [], "outputs": []})
+}
+
+fn ids(collected: &Collected) -> Vec<&str> {
+    collected.deployments.iter().map(|deployment| deployment.id.as_str()).collect()
+}
+
+fn http(url: &str) -> SourceConfig {
+    SourceConfig::Http(HttpSourceConfig {
+        url: url.to_string(),
+        token_file: None,
+        ca_file: None,
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(5),
+        long_poll: Duration::from_secs(2),
+    })
+}
+
+fn config(state_dir: &Path, sources: Vec<SourceConfig>) -> Config {
+    Config {
+        path: PathBuf::from("/etc/anneal/agent.toml"),
+        agent: AgentSettings {
+            state_dir: state_dir.to_path_buf(),
+            hooks_dirs: Vec::new(),
+            poll_interval: Duration::from_secs(30),
+            hook_timeout: Duration::from_secs(60),
+            hook_kill_grace: Duration::from_secs(1),
+            parallel: 1,
+            hook_env: Default::default(),
+        },
+        sources,
+    }
+}
+
+fn document_response(document: &Value, etag: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(document).insert_header("etag", etag)
+}
+
+#[test]
+fn merge_keeps_config_order_and_replaces_in_place() {
+    let first = json!({"deployments": [deployment("a", "10_a"), deployment("b", "20_b"), deployment("c", "30_c")]});
+    let second = json!({"deployments": [deployment("d", "05_d"), deployment("b", "20_b_new")]});
+    let collected = merge(&[("source[0] http".to_string(), first), ("source[1] local".to_string(), second)]);
+    assert_eq!(ids(&collected), ["a", "b", "c", "d"]);
+    assert_eq!(collected.deployments[1].name.as_deref(), Some("20_b_new"), "the later source wins in place");
+    assert!(collected.rejected.is_empty());
+    assert!(collected.failing.is_empty());
+}
+
+#[test]
+fn merge_reports_rejections_with_the_source_name() {
+    let first =
+        json!({"deployments": [deployment("ok", "a"), {"id": "../escape", "group": "script"}, {"name": "no id"}]});
+    let second = json!({"deployments": {"not": "a list"}});
+    let third = json!({"no_deployments": true});
+    let collected = merge(&[("s0".to_string(), first), ("s1".to_string(), second), ("s2".to_string(), third)]);
+    assert_eq!(ids(&collected), ["ok"]);
+    let rejected: Vec<(&str, usize)> =
+        collected.rejected.iter().map(|(name, rejection)| (name.as_str(), rejection.index)).collect();
+    assert_eq!(rejected, [("s0", 1), ("s0", 2), ("s1", 0)]);
+    assert_eq!(collected.rejected[0].1.id.as_deref(), Some("../escape"));
+}
+
+#[test]
+fn merge_of_nothing_is_empty() {
+    assert_eq!(merge(&[]), Collected::default());
+}
+
+#[tokio::test]
+async fn collect_once_merges_http_and_local_and_caches() {
+    let server = MockServer::start().await;
+    let remote = json!({"deployments": [deployment("r1", "10_r1")]});
+    Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).mount(&server).await;
+    let state = tempfile::tempdir().unwrap();
+    let local_dir = state.path().join("local.d");
+    fs::create_dir(&local_dir).unwrap();
+    fs::set_permissions(&local_dir, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(local_dir.join("a.json"), json!({"deployments": [deployment("l1", "05_l1")]}).to_string()).unwrap();
+    let sources =
+        vec![http(&format!("{}/m", server.uri())), SourceConfig::Local(LocalSourceConfig { path: local_dir })];
+    let mut collector = Collector::new(&config(state.path(), sources)).unwrap();
+    let collected = collector.collect_once(&CancellationToken::new()).await;
+    assert_eq!(ids(&collected), ["r1", "l1"]);
+    assert!(collected.failing.is_empty(), "{:?}", collected.failing);
+    let cache = state.path().join("sources");
+    assert!(cache.join("source-0-http.json").exists());
+    assert!(cache.join("source-1-local.json").exists());
+}
+
+#[tokio::test]
+async fn collect_once_falls_back_to_the_cache_when_the_server_is_down() {
+    // Not from the pool: this server must really stop listening when dropped.
+    let server = MockServer::builder().start().await;
+    let remote = json!({"deployments": [deployment("r1", "10_r1")]});
+    Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).mount(&server).await;
+    let state = tempfile::tempdir().unwrap();
+    let settings = config(state.path(), vec![http(&format!("{}/m", server.uri()))]);
+    Collector::new(&settings).unwrap().collect_once(&CancellationToken::new()).await;
+    drop(server);
+
+    let mut restarted = Collector::new(&settings).unwrap();
+    assert_eq!(ids(&restarted.collected()), ["r1"], "the cache is loaded at startup");
+    let collected = restarted.collect_once(&CancellationToken::new()).await;
+    assert_eq!(ids(&collected), ["r1"]);
+    assert_eq!(collected.failing.len(), 1);
+    assert_eq!(collected.failing[0].0, "source[0] http");
+    assert!(collected.failing[0].1.contains("GET"), "{}", collected.failing[0].1);
+}
+
+#[tokio::test]
+async fn a_failing_source_without_cache_contributes_nothing() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET")).respond_with(ResponseTemplate::new(503)).mount(&server).await;
+    let state = tempfile::tempdir().unwrap();
+    let mut collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    let collected = collector.collect_once(&CancellationToken::new()).await;
+    assert!(collected.deployments.is_empty());
+    assert!(collected.failing[0].1.contains("HTTP 503"), "{:?}", collected.failing);
+}
+
+#[tokio::test]
+async fn restart_sends_cached_validators_and_uses_the_cached_document_on_304() {
+    let server = MockServer::start().await;
+    let remote = json!({"deployments": [deployment("r1", "10_r1")]});
+    Mock::given(method("GET"))
+        .and(header("if-none-match", "\"v1\""))
+        .respond_with(ResponseTemplate::new(304))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).up_to_n_times(1).mount(&server).await;
+    let state = tempfile::tempdir().unwrap();
+    let settings = config(state.path(), vec![http(&format!("{}/m", server.uri()))]);
+    Collector::new(&settings).unwrap().collect_once(&CancellationToken::new()).await;
+    let collected = Collector::new(&settings).unwrap().collect_once(&CancellationToken::new()).await;
+    assert_eq!(ids(&collected), ["r1"]);
+    assert!(collected.failing.is_empty());
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_cache_for_another_url_is_not_used() {
+    let state = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    let remote = json!({"deployments": [deployment("old", "10_old")]});
+    Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).mount(&server).await;
+    let old = config(state.path(), vec![http(&format!("{}/old", server.uri()))]);
+    Collector::new(&old).unwrap().collect_once(&CancellationToken::new()).await;
+    let moved = config(state.path(), vec![http("http://127.0.0.1:9/new")]);
+    assert!(Collector::new(&moved).unwrap().collected().deployments.is_empty());
+}
+
+#[tokio::test]
+async fn corrupt_cache_is_ignored() {
+    let state = tempfile::tempdir().unwrap();
+    let sources = state.path().join("sources");
+    fs::create_dir_all(&sources).unwrap();
+    fs::write(sources.join("source-0-http.json"), "garbage").unwrap();
+    let collector = Collector::new(&config(state.path(), vec![http("http://127.0.0.1:9/m")])).unwrap();
+    assert_eq!(collector.collected(), Collected::default());
+}
+
+#[tokio::test]
+async fn construction_errors_name_the_source() {
+    let state = tempfile::tempdir().unwrap();
+    let mut bad = http("http://127.0.0.1:9/m");
+    if let SourceConfig::Http(settings) = &mut bad {
+        settings.token_file = Some(state.path().join("missing-token"));
+    }
+    let error = Collector::new(&config(state.path(), vec![bad])).unwrap_err();
+    assert!(error.to_string().starts_with("source[0] http: cannot read"), "{error}");
+}
+
+#[tokio::test]
+async fn cancelled_collect_once_marks_sources_not_fetched() {
+    let state = tempfile::tempdir().unwrap();
+    let mut collector = Collector::new(&config(state.path(), vec![http("http://127.0.0.1:9/m")])).unwrap();
+    let shutdown = CancellationToken::new();
+    shutdown.cancel();
+    let collected = collector.collect_once(&shutdown).await;
+    assert_eq!(collected.failing, [("source[0] http".to_string(), "not fetched: shutting down".to_string())]);
+}
+
+async fn next(receiver: &mut watch::Receiver<Arc<Collected>>) -> Arc<Collected> {
+    tokio::time::timeout(Duration::from_secs(10), receiver.changed()).await.expect("an update in time").unwrap();
+    receiver.borrow_and_update().clone()
+}
+
+#[tokio::test]
+async fn spawn_delivers_an_update_after_a_change() {
+    let server = MockServer::start().await;
+    let first = json!({"deployments": [deployment("a", "10_a")]});
+    Mock::given(method("GET")).respond_with(document_response(&first, "\"v1\"")).mount(&server).await;
+    let state = tempfile::tempdir().unwrap();
+    let collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    let shutdown = CancellationToken::new();
+    let mut receiver = collector.spawn(Duration::from_millis(100), shutdown.clone());
+    assert!(receiver.borrow().deployments.is_empty(), "no cache: starts empty");
+    assert_eq!(ids(&*next(&mut receiver).await), ["a"]);
+
+    server.reset().await;
+    let second = json!({"deployments": [deployment("a", "10_a"), deployment("b", "20_b")]});
+    Mock::given(method("GET")).respond_with(document_response(&second, "\"v2\"")).mount(&server).await;
+    assert_eq!(ids(&*next(&mut receiver).await), ["a", "b"]);
+
+    // A failure keeps the last good document and says so.
+    server.reset().await;
+    Mock::given(method("GET")).respond_with(ResponseTemplate::new(500)).mount(&server).await;
+    let failing = next(&mut receiver).await;
+    assert_eq!(ids(&failing), ["a", "b"]);
+    assert_eq!(failing.failing.len(), 1);
+
+    shutdown.cancel();
+    let closed = tokio::time::timeout(Duration::from_secs(5), async { while receiver.changed().await.is_ok() {} });
+    closed.await.expect("every task stops on shutdown and drops the sender");
+}
+
+#[tokio::test]
+async fn spawn_sends_the_first_round_even_when_nothing_changed() {
+    let state = tempfile::tempdir().unwrap();
+    let missing = state.path().join("absent.d");
+    let sources = vec![SourceConfig::Local(LocalSourceConfig { path: missing })];
+    let collector = Collector::new(&config(state.path(), sources)).unwrap();
+    let shutdown = CancellationToken::new();
+    let mut receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
+    assert_eq!(*next(&mut receiver).await, Collected::default());
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn spawn_long_polls_when_the_server_advertises_it() {
+    let server = MockServer::start().await;
+    let first = json!({"deployments": [deployment("a", "10_a")]});
+    Mock::given(method("GET"))
+        .and(query_param("wait", "2"))
+        .respond_with(
+            ResponseTemplate::new(304).insert_header(LONG_POLL_HEADER, "30").set_delay(Duration::from_millis(300)),
+        )
+        .mount(&server)
+        .await;
+    let response = document_response(&first, "\"v1\"").insert_header(LONG_POLL_HEADER, "30");
+    Mock::given(method("GET")).respond_with(response).up_to_n_times(1).mount(&server).await;
+    let state = tempfile::tempdir().unwrap();
+    let collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    let shutdown = CancellationToken::new();
+    // A poll interval this long shows that the change below arrives through long-poll.
+    let mut receiver = collector.spawn(Duration::from_secs(3600), shutdown.clone());
+    assert_eq!(ids(&*next(&mut receiver).await), ["a"]);
+
+    let second = json!({"deployments": [deployment("b", "20_b")]});
+    Mock::given(method("GET"))
+        .and(query_param("wait", "2"))
+        .respond_with(document_response(&second, "\"v2\"").insert_header(LONG_POLL_HEADER, "30"))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    assert_eq!(ids(&*next(&mut receiver).await), ["b"]);
+    shutdown.cancel();
+}

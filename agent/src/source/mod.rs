@@ -1,0 +1,297 @@
+//! Metadata sources: where the agent reads its Heat-format metadata document (a JSON object) from.
+//! `Source` is the closed set of kinds (http, local, heat-local), built from the config in one
+//! place; `cache` keeps each source's last good document across restarts and `collector` merges
+//! the sources and runs one polling task per source in the daemon. Sources only read: they never
+//! run hooks, and they never log a token or a URL's query string.
+
+pub mod cache;
+pub mod collector;
+pub mod heat_local;
+pub mod http;
+pub mod local;
+pub mod poll;
+
+use std::io;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+pub use cache::{Cache, CachedDocument};
+pub use collector::{Collected, Collector, merge};
+pub use heat_local::HeatLocalSource;
+pub use http::HttpSource;
+pub use local::LocalSource;
+
+use crate::config::SourceConfig;
+
+/// The largest metadata document (or local file) we accept. Heat's documents are far smaller; the
+/// limit keeps a broken or hostile server from exhausting a small VM's memory.
+pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// A configured metadata source.
+#[derive(Debug)]
+pub enum Source {
+    Http(HttpSource),
+    Local(LocalSource),
+    HeatLocal(HeatLocalSource),
+}
+
+/// What one fetch produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fetched {
+    /// The whole current document (a JSON object).
+    Document(Value),
+    /// The server said the document has not changed since the validators we sent.
+    Unchanged,
+    /// Shutdown was requested while fetching.
+    Cancelled,
+}
+
+/// The HTTP cache validators of the last document, echoed back on the next request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+/// Why a fetch failed. `source_name` is the source's stable name; URLs are already redacted.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{source_name}: cannot build the HTTP client")]
+    Client {
+        source_name: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{source_name}: cannot read {path}")]
+    ReadFile {
+        source_name: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{source_name}: {path}: {reason}")]
+    BadFile { source_name: String, path: PathBuf, reason: String },
+    #[error("{source_name}: {path}: {reason}")]
+    Unsafe { source_name: String, path: PathBuf, reason: String },
+    #[error("{source_name}: GET {url} failed")]
+    Request {
+        source_name: String,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{source_name}: GET {url}: no metadata yet (404 Not Found)")]
+    NotFound { source_name: String, url: String },
+    #[error("{source_name}: GET {url} answered HTTP {status}")]
+    Status { source_name: String, url: String, status: u16 },
+    #[error("{source_name}: GET {url} answered a redirect (HTTP {status}); redirects are not followed")]
+    Redirect { source_name: String, url: String, status: u16 },
+    #[error("{source_name}: {what} is larger than the limit of {limit} bytes")]
+    TooLarge { source_name: String, what: String, limit: usize },
+    #[error("{source_name}: {what} is not valid JSON")]
+    InvalidJson {
+        source_name: String,
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{source_name}: {what} is a JSON {found}, not an object")]
+    NotObject { source_name: String, what: String, found: &'static str },
+    #[error("cannot use the source cache {path}")]
+    Cache {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl SourceError {
+    /// Whether the failure is likely to go away by itself (network trouble, a server not yet
+    /// ready, an overloaded server), as opposed to a configuration or content problem. Both kinds
+    /// are retried with backoff; this decides how loudly they are reported.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SourceError::Request { .. } | SourceError::NotFound { .. } => true,
+            SourceError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            _ => false,
+        }
+    }
+}
+
+impl Source {
+    /// Builds source number `index` of the config. Reads an http source's token and CA files.
+    pub fn from_config(index: usize, config: &SourceConfig) -> Result<Source, SourceError> {
+        let name = format!("source[{index}] {}", config.kind());
+        Ok(match config {
+            SourceConfig::Http(http) => Source::Http(HttpSource::new(name, http)?),
+            SourceConfig::Local(local) => Source::Local(LocalSource::new(name, local.path.clone())),
+            SourceConfig::HeatLocal(heat_local) => {
+                Source::HeatLocal(HeatLocalSource::new(name, heat_local.path.clone()))
+            }
+        })
+    }
+
+    /// Stable name such as `source[0] http`: used in logs and as the cache key.
+    pub fn name(&self) -> &str {
+        match self {
+            Source::Http(source) => source.name(),
+            Source::Local(source) => source.name(),
+            Source::HeatLocal(source) => source.name(),
+        }
+    }
+
+    /// Whether the next `fetch(true, ..)` will long-poll (an http source whose server advertised
+    /// long-poll, with long-poll enabled and an ETag to wait on).
+    pub fn can_long_poll(&self) -> bool {
+        match self {
+            Source::Http(source) => source.can_long_poll(),
+            Source::Local(_) | Source::HeatLocal(_) => false,
+        }
+    }
+
+    /// Fetches the current document. `wait` asks an http source to long-poll when it can.
+    pub async fn fetch(&mut self, wait: bool, shutdown: &CancellationToken) -> Result<Fetched, SourceError> {
+        if shutdown.is_cancelled() {
+            return Ok(Fetched::Cancelled);
+        }
+        match self {
+            Source::Http(source) => source.fetch(wait, shutdown).await,
+            Source::Local(source) => source.fetch(),
+            Source::HeatLocal(source) => source.fetch(),
+        }
+    }
+
+    /// The validators to store with the last document (only http sources have any).
+    pub fn validators(&self) -> Validators {
+        match self {
+            Source::Http(source) => source.validators().clone(),
+            Source::Local(_) | Source::HeatLocal(_) => Validators::default(),
+        }
+    }
+
+    /// Restores validators loaded from the cache, so the first request after a restart can be
+    /// answered with 304.
+    pub fn restore_validators(&mut self, validators: Validators) {
+        if let Source::Http(source) = self {
+            source.restore_validators(validators);
+        }
+    }
+
+    /// A digest of what the source reads (kind and URL or path). A cache file written for a
+    /// different URL or path is ignored. Hashed because a URL may carry a credential.
+    pub fn identity(&self) -> String {
+        let described = match self {
+            Source::Http(source) => format!("http {}", source.url()),
+            Source::Local(source) => format!("local {}", source.path().display()),
+            Source::HeatLocal(source) => format!("heat-local {}", source.path().display()),
+        };
+        hex(&Sha256::digest(described.as_bytes()))
+    }
+}
+
+pub use crate::error_chain;
+
+/// Checks that a parsed document is a JSON object; `what` names where it came from.
+fn require_object(source_name: &str, what: &str, value: Value) -> Result<Value, SourceError> {
+    let found = match &value {
+        Value::Object(_) => return Ok(value),
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+    };
+    Err(SourceError::NotObject { source_name: source_name.to_string(), what: what.to_string(), found })
+}
+
+/// Parses `bytes` as a JSON object.
+fn parse_document(source_name: &str, what: &str, bytes: &[u8]) -> Result<Value, SourceError> {
+    let value = serde_json::from_slice(bytes).map_err(|source| SourceError::InvalidJson {
+        source_name: source_name.to_string(),
+        what: what.to_string(),
+        source,
+    })?;
+    require_object(source_name, what, value)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{HeatLocalSourceConfig, HttpSourceConfig, LocalSourceConfig};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn http_config(url: &str) -> SourceConfig {
+        SourceConfig::Http(HttpSourceConfig {
+            url: url.to_string(),
+            token_file: None,
+            ca_file: None,
+            connect_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+            long_poll: Duration::from_secs(60),
+        })
+    }
+
+    #[test]
+    fn names_are_index_and_kind() {
+        let http = Source::from_config(0, &http_config("http://127.0.0.1:9/m")).unwrap();
+        assert_eq!(http.name(), "source[0] http");
+        let local = Source::from_config(1, &SourceConfig::Local(LocalSourceConfig { path: "/l".into() })).unwrap();
+        assert_eq!(local.name(), "source[1] local");
+        let heat = SourceConfig::HeatLocal(HeatLocalSourceConfig { path: "/h".into() });
+        assert_eq!(Source::from_config(2, &heat).unwrap().name(), "source[2] heat-local");
+        assert!(!local.can_long_poll());
+        assert!(!http.can_long_poll(), "no long-poll before the server advertised it");
+    }
+
+    #[test]
+    fn identity_depends_on_what_is_read() {
+        let one = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s")).unwrap();
+        let same = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s")).unwrap();
+        let other = Source::from_config(0, &http_config("http://127.0.0.1:9/b")).unwrap();
+        assert_eq!(one.identity(), same.identity());
+        assert_ne!(one.identity(), other.identity());
+        assert_eq!(one.identity().len(), 64);
+        assert!(!one.identity().contains("sig"));
+    }
+
+    #[tokio::test]
+    async fn cancelled_before_fetch() {
+        let mut source = Source::from_config(0, &http_config("http://127.0.0.1:9/m")).unwrap();
+        let shutdown = CancellationToken::new();
+        shutdown.cancel();
+        assert_eq!(source.fetch(false, &shutdown).await.unwrap(), Fetched::Cancelled);
+    }
+
+    #[test]
+    fn objects_are_required() {
+        assert_eq!(parse_document("s", "f", b"{\"a\": 1}").unwrap(), json!({"a": 1}));
+        let error = parse_document("s", "f", b"[1]").unwrap_err();
+        assert_eq!(error.to_string(), "s: f is a JSON array, not an object");
+        let error = parse_document("s", "f", b"{").unwrap_err();
+        assert!(matches!(error, SourceError::InvalidJson { .. }));
+        assert!(error_chain(&error).starts_with("s: f is not valid JSON: EOF"), "{}", error_chain(&error));
+    }
+
+    #[test]
+    fn transient_classification() {
+        let status = |status| SourceError::Status { source_name: "s".into(), url: "u".into(), status };
+        assert!(status(500).is_transient());
+        assert!(status(503).is_transient());
+        assert!(status(429).is_transient());
+        assert!(status(408).is_transient());
+        assert!(!status(403).is_transient());
+        assert!(SourceError::NotFound { source_name: "s".into(), url: "u".into() }.is_transient());
+        assert!(!SourceError::Redirect { source_name: "s".into(), url: "u".into(), status: 302 }.is_transient());
+        let too_large = SourceError::TooLarge { source_name: "s".into(), what: "w".into(), limit: 1 };
+        assert!(!too_large.is_transient());
+    }
+}
