@@ -111,7 +111,7 @@ fn main() -> ExitCode {
 
 async fn dispatch(command: Command) -> ExitCode {
     let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    cancel_on_signal(shutdown.clone());
     match command {
         Command::Run { config } => run(&config, shutdown).await,
         Command::Once { config } => once(&config, shutdown).await,
@@ -249,18 +249,24 @@ fn hook_base_env() -> Vec<(String, String)> {
     ]
 }
 
-async fn cancel_on_signal(shutdown: CancellationToken) {
+/// Registers the SIGTERM/SIGINT handlers now (so a signal that arrives before the runtime
+/// polls anything still counts) and cancels `shutdown` when one arrives.
+fn cancel_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        tracing::error!("cannot install SIGTERM/SIGINT handlers");
-        return;
+    let (mut terminate, mut interrupt) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(terminate), Ok(interrupt)) => (terminate, interrupt),
+        _ => {
+            tracing::error!("cannot install SIGTERM/SIGINT handlers");
+            return;
+        }
     };
-    tokio::select! {
-        _ = terminate.recv() => tracing::info!("SIGTERM received"),
-        _ = interrupt.recv() => tracing::info!("SIGINT received"),
-    }
-    shutdown.cancel();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM received"),
+            _ = interrupt.recv() => tracing::info!("SIGINT received"),
+        }
+        shutdown.cancel();
+    });
 }
 
 fn init_logging(format: LogFormat) {

@@ -101,6 +101,25 @@ async fn interrupted_run_with_rerun_policy_runs_again() {
     assert_eq!(body_json(&received[0])["deploy_status_code"], 0);
 }
 
+#[tokio::test]
+async fn run_notifies_systemd_when_ready() {
+    let sandbox = Sandbox::new();
+    sandbox.write_local_document("a.json", &json!({"deployments": []}));
+    sandbox.write_local_config("");
+    let socket_path = sandbox.root().join("notify.sock");
+    let socket = tokio::net::UnixDatagram::bind(&socket_path).unwrap();
+    let mut daemon = sandbox.spawn_run_with_env(&[("NOTIFY_SOCKET", socket_path.to_str().unwrap())]);
+    let mut buffer = vec![0u8; 4096];
+    let received =
+        tokio::time::timeout(Duration::from_secs(20), socket.recv(&mut buffer)).await.expect("no READY").unwrap();
+    assert!(String::from_utf8_lossy(&buffer[..received]).contains("READY=1"));
+    daemon.terminate();
+    let received =
+        tokio::time::timeout(Duration::from_secs(20), socket.recv(&mut buffer)).await.expect("no STOPPING").unwrap();
+    assert!(String::from_utf8_lossy(&buffer[..received]).contains("STOPPING=1"));
+    assert!(daemon.wait(Duration::from_secs(15)).await.success());
+}
+
 async fn wait_for_signals(receiver: &MockServer, count: usize) {
     for _ in 0..400 {
         if signals(receiver).await.len() >= count {

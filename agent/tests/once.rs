@@ -212,3 +212,77 @@ async fn unsupported_transport_is_reported_not_dropped() {
     let signal = Sandbox::status_of(&rows, "5555")["signal"].as_str().unwrap().to_string();
     assert!(signal.contains("not supported"), "{signal}");
 }
+
+#[tokio::test]
+async fn parallel_runs_independent_deployments_together_and_honours_depends_on() {
+    let sandbox = Sandbox::new();
+    let log = sandbox.root().join("events.log");
+    let step = |name: &str| {
+        format!(
+            "#!/bin/sh\necho \"start {name}\" >> {log}\nsleep 1\necho \"end {name}\" >> {log}\n",
+            log = log.display()
+        )
+    };
+    let a = script_deployment("p-a", "10_a", &step("a"), None);
+    let b = script_deployment("p-b", "20_b", &step("b"), None);
+    let mut c = script_deployment("p-c", "30_c", &step("c"), None);
+    c["options"] = json!({"depends_on": ["10_a", "20_b"]});
+    sandbox.write_local_document("a.json", &json!({"deployments": [c, a, b]}));
+    sandbox.write_local_config("parallel = 2");
+
+    let finished = sandbox.once().await;
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let events: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(events.len(), 6, "{events:?}");
+    assert!(
+        events[..2].contains(&"start a".to_string()) && events[..2].contains(&"start b".to_string()),
+        "a and b overlap: {events:?}"
+    );
+    assert_eq!(events[4], "start c", "c waits for both of its dependencies: {events:?}");
+}
+
+#[tokio::test]
+async fn unacknowledged_signal_is_resent_after_restart_without_rerunning_the_hook() {
+    let sandbox = Sandbox::new();
+    let receiver = MockServer::start().await;
+    let runs = sandbox.root().join("runs");
+    let script = format!("#!/bin/sh\necho run >> {}\necho -n v > $heat_outputs_path.result\n", runs.display());
+    let deployment = script_deployment("r-1", "resend", &script, Some(&format!("{}/signal/r", receiver.uri())));
+    sandbox.write_local_document("a.json", &json!({"deployments": [deployment]}));
+    sandbox.write_local_config("");
+    // The engine is unreachable for the whole first cycle.
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(503)).mount(&receiver).await;
+    let first = sandbox.once().await;
+    assert_eq!(first.status.code(), Some(1), "an undelivered signal fails once: {}", first.stderr);
+    let rows = sandbox.status().await;
+    let row = Sandbox::status_of(&rows, "r-1");
+    assert_eq!(row["state"], "finished");
+    assert!(row["signal"].as_str().unwrap().starts_with("pending"), "{row}");
+
+    receiver.reset().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
+    let second = sandbox.once().await;
+    assert!(second.status.success(), "{}", second.stderr);
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n", "the hook ran once");
+    let received = signals(&receiver).await;
+    assert_eq!(received.len(), 1);
+    assert_eq!(body_json(&received[0])["result"], "v", "the stored result is what is resent");
+}
+
+#[tokio::test]
+async fn json_log_format_writes_json_lines() {
+    let sandbox = Sandbox::new();
+    sandbox.write_local_document(
+        "a.json",
+        &json!({"deployments": [script_deployment("j-1", "j", "#!/bin/sh\ntrue\n", None)]}),
+    );
+    sandbox.write_local_config("");
+    let finished = sandbox.agent(&["--log-format", "json", "once"], Duration::from_secs(60)).await;
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let lines: Vec<&str> = finished.stderr.lines().collect();
+    assert!(!lines.is_empty());
+    for line in lines {
+        let parsed: Value = serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+        assert!(parsed.get("level").is_some() && parsed.get("fields").is_some(), "{line}");
+    }
+}

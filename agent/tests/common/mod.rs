@@ -110,7 +110,13 @@ impl Sandbox {
 
     /// Starts `anneal-agent run` in its own process group.
     pub fn spawn_run(&self) -> Daemon {
+        self.spawn_run_with_env(&[])
+    }
+
+    /// Starts `anneal-agent run` with extra environment variables.
+    pub fn spawn_run_with_env(&self, env: &[(&str, &str)]) -> Daemon {
         let child = Command::new(BINARY)
+            .envs(env.iter().copied())
             .arg("run")
             .arg("--config")
             .arg(self.config_path())

@@ -43,7 +43,11 @@ fn heat_config_fixture_defaults() {
     let salt = &deployments[2];
     assert_eq!(salt.group, "salt");
     assert_eq!(salt.inputs[0].input_type(), "String");
-    assert_eq!(serde_json::to_value(&salt.inputs[0]).unwrap(), json!({"name": "foo", "value": "bar"}), "no type invented");
+    assert_eq!(
+        serde_json::to_value(&salt.inputs[0]).unwrap(),
+        json!({"name": "foo", "value": "bar"}),
+        "no type invented"
+    );
     assert_eq!(deployments[1].outputs, vec![]);
     assert_eq!(
         deployments[0].signal_transport(),
