@@ -269,13 +269,24 @@ fn cancel_on_signal(shutdown: CancellationToken) {
     });
 }
 
+/// Logs go to stderr; `ANNEAL_LOG` takes `info`, `debug`, or per-target levels such as
+/// `info,anneal_agent::source=debug` (a bad value falls back to `info` and says so).
 fn init_logging(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("ANNEAL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::prelude::*;
+    let requested = std::env::var("ANNEAL_LOG").ok();
+    let parsed = requested.as_deref().map(str::parse::<Targets>);
+    let filter = match &parsed {
+        Some(Ok(targets)) => targets.clone(),
+        _ => Targets::new().with_default(tracing::Level::INFO),
+    };
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => tracing_subscriber::registry().with(layer.with_filter(filter)).init(),
+        LogFormat::Json => tracing_subscriber::registry().with(layer.json().with_filter(filter)).init(),
+    }
+    if let Some(Err(error)) = parsed {
+        tracing::warn!(%error, "ANNEAL_LOG is not a valid filter; logging at info");
     }
 }
 
