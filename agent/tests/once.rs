@@ -205,9 +205,12 @@ async fn unsupported_transport_is_reported_not_dropped() {
     sandbox.write_local_document("a.json", &json!({"deployments": [deployment]}));
     sandbox.write_local_config("");
 
-    let finished = sandbox.once().await;
+    let mut command = tokio::process::Command::new(BINARY);
+    command.args(["once", "--config"]).arg(sandbox.config_path()).env("ANNEAL_LOG", "trace");
+    let finished = run_to_end(command, None, Duration::from_secs(60)).await;
     assert_eq!(finished.status.code(), Some(1));
-    assert!(!finished.stderr.contains("planted-s3cret-value"), "secrets are not logged");
+    assert!(finished.stderr.contains("DEBUG"), "debug logging was on");
+    assert!(!finished.stderr.contains("planted-s3cret-value"), "secrets are not logged, even at trace level");
     let rows = sandbox.status().await;
     let signal = Sandbox::status_of(&rows, "5555")["signal"].as_str().unwrap().to_string();
     assert!(signal.contains("not supported"), "{signal}");
@@ -285,4 +288,39 @@ async fn json_log_format_writes_json_lines() {
         let parsed: Value = serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
         assert!(parsed.get("level").is_some() && parsed.get("fields").is_some(), "{line}");
     }
+}
+
+#[tokio::test]
+async fn heat_local_source_runs_heat_published_metadata() {
+    let sandbox = Sandbox::new();
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/heat/server-metadata-cfn.json"
+    ))
+    .unwrap();
+    let mut document: Value = serde_json::from_str(&text).unwrap();
+    // Keep Heat's pre-signed URL shape, but on loopback: tests never contact another address.
+    let signed = "/v1/signal/arn%3Aopenstack%3Aheat%3A%3A8a3f%3Astacks/mystack/2f0c/resources/deployment?SignatureMethod=HmacSHA256&SignatureVersion=2&AWSAccessKeyId=4e3f2a1b&Timestamp=2024-05-01T10%3A00%3A00Z&Signature=abc%2Bdef%3D";
+    for input in document["deployments"][0]["inputs"].as_array_mut().unwrap() {
+        if input["name"] == "deploy_signal_id" {
+            input["value"] = json!(format!("{}{signed}", receiver.uri()));
+        }
+    }
+    let cfn_init_data = sandbox.root().join("cfn-init-data");
+    std::fs::write(&cfn_init_data, serde_json::to_vec(&document).unwrap()).unwrap();
+    sandbox.write_config("", &format!("[[source]]\nkind = \"heat-local\"\npath = \"{}\"\n", cfn_init_data.display()));
+
+    let finished = sandbox.once().await;
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let received = receiver.received_requests().await.unwrap();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].method.as_str(), "POST");
+    let sent = format!("{}?{}", received[0].url.path(), received[0].url.query().unwrap());
+    assert_eq!(sent, signed, "the pre-signed URL is sent byte for byte");
+    assert_eq!(
+        body_json(&received[0]),
+        json!({"result": "hello fooooo", "deploy_stdout": "", "deploy_stderr": "", "deploy_status_code": 0})
+    );
 }
