@@ -1,0 +1,225 @@
+//! The shim's API vocabulary: the JSON shapes of the HTTP API (shared by the server, the CLI
+//! client and the engine) and the `Service` trait, the seam between the HTTP layer and the
+//! engine. The HTTP layer only parses, authenticates and maps errors; every decision is the
+//! engine's.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// `POST /v1/servers` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddServer {
+    pub name: String,
+}
+
+/// What `server add` prints: everything an agent needs. The token is shown once, never stored
+/// in clear.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerCredentials {
+    pub name: String,
+    pub token: String,
+    /// `<base>/v1/servers/<name>/metadata`: bearer token, ETag, long-poll.
+    pub metadata_url: String,
+    /// `<base>/v1/metadata/<token>`: for os-collect-config's `request` collector.
+    pub request_url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerSummary {
+    pub name: String,
+    pub created_at: String,
+    /// Version of its metadata document (0 before anything was published).
+    pub metadata_version: u64,
+    /// Last time its agent asked for metadata (RFC 3339), if ever.
+    pub last_seen: Option<String>,
+}
+
+/// `POST /v1/stacks` and `PUT /v1/stacks/{name}` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackRequest {
+    /// Only on create; must match the path on update (or be absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The HOT template text (YAML or JSON).
+    pub template: String,
+    /// Parameter values as given on the command line (`--param K=V`).
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+    /// Stack timeout; the stack fails when it is not COMPLETE by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+/// A stack or resource status: `<ACTION>_<STATE>` as Heat spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    #[serde(rename = "CREATE")]
+    Create,
+    #[serde(rename = "UPDATE")]
+    Update,
+    #[serde(rename = "DELETE")]
+    Delete,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum State {
+    #[serde(rename = "IN_PROGRESS")]
+    InProgress,
+    #[serde(rename = "COMPLETE")]
+    Complete,
+    #[serde(rename = "FAILED")]
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackSummary {
+    pub name: String,
+    pub id: String,
+    /// e.g. `CREATE_IN_PROGRESS`.
+    pub status: String,
+    pub status_reason: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSummary {
+    pub name: String,
+    /// e.g. `OS::Heat::SoftwareDeployment`.
+    pub resource_type: String,
+    pub status: String,
+    pub status_reason: String,
+    /// For deployments: the server it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackOutput {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `null` until it can be resolved.
+    pub value: Value,
+    /// Why it has no value yet (its producer is not COMPLETE, or failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `GET /v1/stacks/{name}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackDetail {
+    #[serde(flatten)]
+    pub summary: StackSummary,
+    /// Parameter values; `hidden` ones are shown as `"******"`.
+    pub parameters: BTreeMap<String, Value>,
+    pub resources: Vec<ResourceSummary>,
+    pub outputs: Vec<StackOutput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: u64,
+    pub time: String,
+    /// The resource, or the stack's own name for stack-level events.
+    pub resource: String,
+    pub status: String,
+    pub reason: String,
+}
+
+/// A server's materialised metadata document as served.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetadataDocument {
+    /// Increases on every change; the ETag is `"<version>"`.
+    pub version: u64,
+    /// The JSON text (`{"deployments": [...], "anneal": {"server", "version"}}`).
+    pub body: Arc<str>,
+    /// When this version was published, as an HTTP date (RFC 7231), for `Last-Modified`.
+    pub last_modified: String,
+}
+
+/// What a signal did. Repeated and stale signals are accepted (2xx) and change nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalAck {
+    Applied,
+    Duplicate,
+    Stale,
+}
+
+/// Errors the engine reports; the HTTP layer maps each kind to a status code.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// 404.
+    #[error("{what} not found")]
+    NotFound { what: String },
+    /// 409: a server or stack with that name exists.
+    #[error("{what} already exists")]
+    Conflict { what: String },
+    /// 400/422: the request is well-formed JSON but invalid (names the problem).
+    #[error("{message}")]
+    Invalid { message: String },
+    /// 400: the template or parameters are invalid; one entry per problem, each naming the
+    /// resource (or parameter) and the reason.
+    #[error("template is invalid: {}", problems.join("; "))]
+    Template { problems: Vec<String> },
+    /// 500 (logged with the chain; the client sees a short message).
+    #[error("storage failure")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The engine as the HTTP layer sees it. Implemented by `engine::Engine`; tests of the HTTP
+/// layer implement it with a fake.
+pub trait Service: Send + Sync + 'static {
+    fn add_server(&self, request: AddServer) -> impl Future<Output = Result<ServerCredentials, ServiceError>> + Send;
+    fn list_servers(&self) -> impl Future<Output = Result<Vec<ServerSummary>, ServiceError>> + Send;
+    /// The server whose token this is (`None` for an unknown or malformed token).
+    fn server_for_token(&self, token: &str) -> impl Future<Output = Result<Option<String>, ServiceError>> + Send;
+    /// Records that the server's agent asked for metadata (liveness).
+    fn touch_server(&self, name: &str);
+    /// The current document of a server (O(1), from memory after the first read).
+    fn metadata(&self, server: &str) -> impl Future<Output = Result<MetadataDocument, ServiceError>> + Send;
+    /// A receiver of the server's document version, for long-polls.
+    fn watch_metadata(&self, server: &str) -> impl Future<Output = Result<watch::Receiver<u64>, ServiceError>> + Send;
+
+    fn create_stack(&self, request: StackRequest) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
+    fn update_stack(&self, name: &str, request: StackRequest) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
+    fn delete_stack(&self, name: &str) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
+    fn list_stacks(&self) -> impl Future<Output = Result<Vec<StackSummary>, ServiceError>> + Send;
+    fn show_stack(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
+    fn stack_events(&self, name: &str) -> impl Future<Output = Result<Vec<Event>, ServiceError>> + Send;
+
+    /// A heat-config-notify body for the deployment whose signal token this is. `Ok(None)`:
+    /// unknown token (404).
+    fn deployment_signal(
+        &self,
+        token: &str,
+        body: Value,
+        signal_id: Option<String>,
+    ) -> impl Future<Output = Result<Option<SignalAck>, ServiceError>> + Send;
+    /// A wait-condition handle signal (either body style, already parsed). `Ok(None)`: unknown token.
+    fn wait_condition_signal(
+        &self,
+        token: &str,
+        signal: WaitConditionSignal,
+    ) -> impl Future<Output = Result<Option<SignalAck>, ServiceError>> + Send;
+}
+
+/// A wait-condition signal in Heat's normal form (AWS bodies are converted by the HTTP layer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitConditionSignal {
+    /// `true` for SUCCESS.
+    pub success: bool,
+    pub reason: Option<String>,
+    pub data: Option<Value>,
+    /// `None`: Heat numbers it (the count of signals so far, plus one).
+    pub id: Option<String>,
+}
