@@ -191,7 +191,11 @@ pub trait Service: Send + Sync + 'static {
     fn watch_metadata(&self, server: &str) -> impl Future<Output = Result<watch::Receiver<u64>, ServiceError>> + Send;
 
     fn create_stack(&self, request: StackRequest) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
-    fn update_stack(&self, name: &str, request: StackRequest) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
+    fn update_stack(
+        &self,
+        name: &str,
+        request: StackRequest,
+    ) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
     fn delete_stack(&self, name: &str) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
     fn list_stacks(&self) -> impl Future<Output = Result<Vec<StackSummary>, ServiceError>> + Send;
     fn show_stack(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;

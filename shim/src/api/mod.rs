@@ -1,1 +1,149 @@
-//! Placeholder: being written.
+//! The shim's HTTP layer over `model::Service`: routing, authentication (admin bearer token,
+//! per-server bearer tokens, capability tokens in signal URLs), request parsing, conditional
+//! and long-poll metadata responses, and the mapping of every failure to a JSON error body.
+//! It makes no decisions of its own and holds no state beyond the request in flight: what a
+//! request means is the engine's business. It never logs a token: paths that carry one are
+//! logged with the token replaced by `***`.
+
+mod auth;
+mod conditional;
+mod error;
+mod extract;
+mod metadata;
+mod servers;
+mod signals;
+mod stacks;
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use tokio_util::sync::CancellationToken;
+
+use crate::model::Service;
+
+pub use conditional::{format_http_date, parse_http_date};
+pub use error::ApiError;
+
+/// How the HTTP layer is set up.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// SHA-256 (hex, `token::hash_token`) of the admin token.
+    pub admin_token_hash: String,
+    /// The longest a metadata long-poll is held; longer `?wait=` values are clamped to it.
+    pub long_poll_max: Duration,
+    /// The largest request body accepted; larger ones get 413.
+    pub body_limit: usize,
+}
+
+impl ApiConfig {
+    /// The default long-poll ceiling (agents are told it in `X-Anneal-Long-Poll`).
+    pub const DEFAULT_LONG_POLL_MAX: Duration = Duration::from_secs(60);
+    /// Heat's `max_json_body_size`.
+    pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+    /// The defaults above for the given admin token hash.
+    pub fn new(admin_token_hash: String) -> ApiConfig {
+        ApiConfig { admin_token_hash, long_poll_max: Self::DEFAULT_LONG_POLL_MAX, body_limit: Self::DEFAULT_BODY_LIMIT }
+    }
+}
+
+/// What every handler gets. `shutdown` ends held long-polls so a graceful shutdown is prompt.
+struct AppState<S> {
+    service: Arc<S>,
+    config: Arc<ApiConfig>,
+    shutdown: CancellationToken,
+}
+
+// Derived Clone would demand `S: Clone`; only the Arc is cloned.
+impl<S> Clone for AppState<S> {
+    fn clone(&self) -> Self {
+        AppState {
+            service: Arc::clone(&self.service),
+            config: Arc::clone(&self.config),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}
+
+/// The whole API. Long-polls held by this router end only by change or timeout; use
+/// [`router_with_shutdown`] (as [`serve`] does) to also end them on shutdown.
+pub fn router<S: Service>(service: Arc<S>, config: ApiConfig) -> Router {
+    router_with_shutdown(service, config, CancellationToken::new())
+}
+
+/// The whole API; held long-polls answer 304 as soon as `shutdown` is cancelled.
+pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shutdown: CancellationToken) -> Router {
+    let body_limit = config.body_limit;
+    let state = AppState { service, config: Arc::new(config), shutdown };
+    Router::new()
+        .route("/v1/servers", post(servers::add::<S>).get(servers::list::<S>))
+        .route("/v1/servers/{name}/metadata", get(metadata::server_metadata::<S>))
+        .route("/v1/metadata/{token}", get(metadata::request_metadata::<S>))
+        .route("/v1/stacks", post(stacks::create::<S>).get(stacks::list::<S>))
+        .route("/v1/stacks/{name}", get(stacks::show::<S>).put(stacks::update::<S>).delete(stacks::delete::<S>))
+        .route("/v1/stacks/{name}/events", get(stacks::events::<S>))
+        .route("/v1/signals/{token}", post(signals::deployment::<S>).put(signals::deployment::<S>))
+        .route(
+            "/v1/waitconditions/{token}",
+            post(signals::wait_condition_heat::<S>).put(signals::wait_condition_aws::<S>),
+        )
+        // Must come after the routes: it is installed on the routes that exist.
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .fallback(error::no_route)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(log_request))
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` is cancelled, then stops accepting, ends the
+/// held long-polls and waits for the requests in flight.
+pub async fn serve<S: Service>(
+    listener: tokio::net::TcpListener,
+    service: Arc<S>,
+    config: ApiConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = router_with_shutdown(service, config, shutdown.clone());
+    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await
+}
+
+/// One debug line per request, with tokens masked.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = redact_path(request.uri().path()).into_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_ms, "request");
+    response
+}
+
+/// The path with every token replaced by `***`: the segment after `/v1/metadata/`,
+/// `/v1/signals/` and `/v1/waitconditions/`, and, in case a client mistyped a route, any
+/// segment long enough to be a token.
+pub fn redact_path(path: &str) -> Cow<'_, str> {
+    const TOKEN_ROUTES: [&str; 3] = ["metadata", "signals", "waitconditions"];
+    const LONGEST_PLAIN_SEGMENT: usize = 31;
+    let segments: Vec<&str> = path.split('/').collect();
+    let is_secret = |index: usize, segment: &str| {
+        let after_token_route = index == 3 && segments[1] == "v1" && TOKEN_ROUTES.contains(&segments[2]);
+        (after_token_route && !segment.is_empty()) || segment.len() > LONGEST_PLAIN_SEGMENT
+    };
+    if !segments.iter().enumerate().any(|(index, segment)| is_secret(index, segment)) {
+        return Cow::Borrowed(path);
+    }
+    let masked: Vec<&str> = segments
+        .iter()
+        .enumerate()
+        .map(|(index, segment)| if is_secret(index, segment) { "***" } else { segment })
+        .collect();
+    Cow::Owned(masked.join("/"))
+}

@@ -1,1 +1,346 @@
-//! Placeholder: being written.
+//! The durable truth of the shim: servers and their materialised metadata documents, stacks,
+//! graph nodes and edges, released document entries, wait-condition signals, events and
+//! deadlines. `Store` runs work in one transaction; `Tx` is the vocabulary of reads and writes
+//! inside it. `SqliteStore` is the embedded backend. This module makes no decisions (that is
+//! the engine's job) and holds no state outside the database.
+//!
+//! Keys: child rows (`NodeRow::stack`, `EntryRow::stack`, ...) name their stack by its *name*,
+//! which is what `delete_stack` cascades on. Events are keyed the same way but outlive the stack.
+//! Parents are written first: a node, edge, wait signal or deadline needs its stack, an entry its
+//! server and stack (foreign keys, checked per statement).
+
+mod sqlite;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+pub use sqlite::SqliteStore;
+
+/// A registered server and its current metadata document.
+#[derive(Clone, PartialEq)]
+pub struct ServerRow {
+    pub name: String,
+    pub token_hash: String,
+    pub created_at: u64,
+    pub metadata_version: u64,
+    /// The JSON document served to the agent. It carries deployment inputs and signal URLs
+    /// (secrets), so `Debug` shows only its length.
+    pub metadata_body: String,
+    pub published_at: u64,
+    pub last_seen: Option<u64>,
+}
+
+#[derive(Clone, PartialEq)]
+pub struct StackRow {
+    pub id: String,
+    pub name: String,
+    pub action: String,
+    pub state: String,
+    pub status_reason: String,
+    pub template: String,
+    /// Resolved parameter values, a JSON object. `Debug` masks the ones named in
+    /// `hidden_parameters`.
+    pub parameters: Value,
+    pub hidden_parameters: Vec<String>,
+    pub generation: u64,
+    pub pending: i64,
+    pub deadline: Option<u64>,
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub stack: String,
+    pub name: String,
+    pub resource_type: String,
+    pub generation: u64,
+    pub action: String,
+    pub state: String,
+    pub status_reason: String,
+    pub remaining: i64,
+    pub definition: Value,
+    pub attributes: Value,
+    pub derived_config_id: Option<String>,
+    pub signal_token_hash: Option<String>,
+    pub server: Option<String>,
+    pub updated_at: u64,
+}
+
+/// One released deployment in a server's metadata document.
+#[derive(Clone, PartialEq)]
+pub struct EntryRow {
+    pub server: String,
+    pub stack: String,
+    pub node: String,
+    pub sort_key: String,
+    /// Holds inputs and the signal URL (secrets), so `Debug` elides it.
+    pub entry: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitSignalRow {
+    pub stack: String,
+    pub handle: String,
+    pub signal_id: String,
+    pub success: bool,
+    pub reason: String,
+    pub data: Value,
+    pub received_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRow {
+    pub id: u64,
+    pub stack: String,
+    pub time: u64,
+    pub resource: String,
+    pub status: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadlineRow {
+    pub key: String,
+    pub stack: String,
+    pub node: Option<String>,
+    pub due_at: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("failed to create database directory {path}")]
+    CreateDirectory {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to create database file {path}")]
+    CreateFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to open database {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("failed to set {setting} on the database")]
+    Configure {
+        setting: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("failed to {action}")]
+    Sql {
+        action: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The COMMIT of the batch this call's work was in failed; none of the batch took effect.
+    #[error("failed to commit a transaction")]
+    Commit {
+        #[source]
+        source: std::sync::Arc<rusqlite::Error>,
+    },
+    /// SQLite rolled the transaction back on its own (an I/O error, a full disk, ...).
+    #[error("the transaction was rolled back after a storage failure")]
+    RolledBack,
+    #[error("failed to encode column {column} as JSON")]
+    Encode {
+        column: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("stored column {column} is not valid JSON")]
+    Decode {
+        column: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("failed to apply schema migration {version}")]
+    Migration {
+        version: u32,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database refused WAL journal mode (it is in {mode} mode)")]
+    JournalMode { mode: String },
+    #[error("database schema version {found} is newer than this anneal-shim supports ({supported})")]
+    SchemaTooNew { found: u32, supported: u32 },
+    #[error("{kind} {key} does not exist")]
+    NotFound { kind: &'static str, key: String },
+    #[error("database integrity check failed: {report}")]
+    Integrity { report: String },
+    #[error("unsupported database URL {url}: {reason}")]
+    UnsupportedUrl { url: String, reason: &'static str },
+}
+
+/// The reads and writes available inside one transaction. Updates of a row that does not exist
+/// fail with `StoreError::NotFound` (a bug in the caller, not a race: the transaction holds the
+/// write lock); deletes of a missing row succeed.
+pub trait Tx {
+    /// False when the name is taken.
+    fn insert_server(&mut self, row: &ServerRow) -> Result<bool, StoreError>;
+    fn server(&mut self, name: &str) -> Result<Option<ServerRow>, StoreError>;
+    fn server_by_token_hash(&mut self, hash: &str) -> Result<Option<ServerRow>, StoreError>;
+    /// Ordered by name.
+    fn servers(&mut self) -> Result<Vec<ServerRow>, StoreError>;
+    fn set_server_document(
+        &mut self,
+        name: &str,
+        version: u64,
+        body: &str,
+        published_at: u64,
+    ) -> Result<(), StoreError>;
+    fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError>;
+    /// Upsert by (server, stack, node).
+    fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError>;
+    fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError>;
+    /// Ordered by sort_key, stack, node.
+    fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError>;
+    /// False when the name is taken.
+    fn insert_stack(&mut self, row: &StackRow) -> Result<bool, StoreError>;
+    fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError>;
+    /// Ordered by name.
+    fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError>;
+    /// Rewrites every column except `name` (the key) and `created_at`.
+    fn update_stack(&mut self, row: &StackRow) -> Result<(), StoreError>;
+    /// Atomic; returns the new value.
+    fn add_pending(&mut self, stack: &str, delta: i64) -> Result<i64, StoreError>;
+    /// Deletes the stack and its nodes, edges, entries, wait signals and deadlines; events are kept.
+    fn delete_stack(&mut self, name: &str) -> Result<(), StoreError>;
+    fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError>;
+    fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError>;
+    /// In insertion order.
+    fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError>;
+    fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError>;
+    /// The conditional write of a signal: writes `row` only if the stored node still has `generation` and `state`;
+    /// false when 0 rows matched (a duplicate or stale signal).
+    fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: &str) -> Result<bool, StoreError>;
+    fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError>;
+    /// Atomic; returns the new value.
+    fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError>;
+    fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError>;
+    /// Idempotent.
+    fn insert_edge(&mut self, stack: &str, from: &str, to: &str) -> Result<(), StoreError>;
+    /// Ordered by name.
+    fn successors(&mut self, stack: &str, from: &str) -> Result<Vec<String>, StoreError>;
+    fn delete_edges(&mut self, stack: &str) -> Result<(), StoreError>;
+    /// Upsert by (stack, handle, signal_id); true for a new signal id. A repeated id replaces the
+    /// earlier signal but keeps its place in the order (as Heat's metadata dict does).
+    fn upsert_wait_signal(&mut self, row: &WaitSignalRow) -> Result<bool, StoreError>;
+    /// In the order the signal ids were first received.
+    fn wait_signals(&mut self, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError>;
+    /// Returns the event's id; ids only grow, even across deleted stacks.
+    fn append_event(
+        &mut self,
+        stack: &str,
+        time: u64,
+        resource: &str,
+        status: &str,
+        reason: &str,
+    ) -> Result<u64, StoreError>;
+    /// Ordered by id.
+    fn events(&mut self, stack: &str) -> Result<Vec<EventRow>, StoreError>;
+    /// Upsert by key.
+    fn put_deadline(&mut self, row: &DeadlineRow) -> Result<(), StoreError>;
+    fn delete_deadline(&mut self, key: &str) -> Result<(), StoreError>;
+    /// Deadlines with `due_at <= now`, earliest first, at most `limit`.
+    fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError>;
+}
+
+pub trait Store: Send + Sync + 'static {
+    /// Runs `work` in one transaction: commit if it returns Ok (durably: synchronous=FULL), roll back on Err.
+    /// Blocking: async callers use `tokio::task::spawn_blocking` (the engine does that).
+    /// Must not be called again from inside `work` (the connection is held: it would deadlock).
+    fn transaction<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E>;
+    /// Statements executed since open (instrumentation for the benchmarks).
+    fn statements(&self) -> u64;
+}
+
+/// `sqlite:///abs/path`, `sqlite://relative/path` or a plain path. PostgreSQL is not supported yet.
+pub fn parse_database_url(url: &str) -> Result<PathBuf, StoreError> {
+    let unsupported = |reason| StoreError::UnsupportedUrl { url: url.to_owned(), reason };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err(unsupported("PostgreSQL is not supported yet"));
+    }
+    let path = match url.strip_prefix("sqlite://") {
+        Some(rest) => rest,
+        None if url.starts_with("sqlite:") => return Err(unsupported("expected sqlite://<path>")),
+        None if url.contains("://") => return Err(unsupported("only sqlite:// URLs and plain paths are supported")),
+        None => url,
+    };
+    if path.is_empty() {
+        return Err(unsupported("the path is empty"));
+    }
+    if path.contains('?') {
+        // Query strings (`?mode=ro`) would silently become part of the file name.
+        return Err(unsupported("query parameters are not supported"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+impl fmt::Debug for ServerRow {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("ServerRow")
+            .field("name", &self.name)
+            .field("token_hash", &self.token_hash)
+            .field("created_at", &self.created_at)
+            .field("metadata_version", &self.metadata_version)
+            .field("metadata_body", &format_args!("<{} bytes>", self.metadata_body.len()))
+            .field("published_at", &self.published_at)
+            .field("last_seen", &self.last_seen)
+            .finish()
+    }
+}
+
+impl fmt::Debug for StackRow {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parameters = self.parameters.clone();
+        if let Value::Object(map) = &mut parameters {
+            for (name, value) in map.iter_mut() {
+                if self.hidden_parameters.contains(name) {
+                    *value = Value::String("***".to_owned());
+                }
+            }
+        }
+        formatter
+            .debug_struct("StackRow")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("action", &self.action)
+            .field("state", &self.state)
+            .field("status_reason", &self.status_reason)
+            .field("template", &format_args!("<{} bytes>", self.template.len()))
+            .field("parameters", &parameters)
+            .field("hidden_parameters", &self.hidden_parameters)
+            .field("generation", &self.generation)
+            .field("pending", &self.pending)
+            .field("deadline", &self.deadline)
+            .field("created_at", &self.created_at)
+            .field("updated_at", &self.updated_at)
+            .finish()
+    }
+}
+
+impl fmt::Debug for EntryRow {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("EntryRow")
+            .field("server", &self.server)
+            .field("stack", &self.stack)
+            .field("node", &self.node)
+            .field("sort_key", &self.sort_key)
+            .field("entry", &format_args!("<elided>"))
+            .finish()
+    }
+}

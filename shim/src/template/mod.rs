@@ -1,1 +1,234 @@
-//! Placeholder: being written.
+//! HOT templates, the software-config subset: parsing (YAML or JSON text to `Template`),
+//! parameter typing and constraints, the intrinsic functions (`Expr`), and validation into a
+//! dependency-ordered `Plan`. Pure: no I/O, no clock, no store; the engine supplies parameter
+//! values, registered server names and, at run time, resource values through `Scope`.
+
+mod evaluate;
+mod expr;
+mod graph;
+mod hot;
+mod parameters;
+mod properties;
+mod structured;
+mod validate;
+pub mod yaml;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value;
+
+pub use evaluate::{ParameterScope, kind_name, render};
+pub use expr::{EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
+pub use hot::{MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_template};
+pub use parameters::resolve_parameters;
+pub use structured::substitute_inputs;
+pub use validate::{PSEUDO_PARAMETERS, Plan, PlanNode, validate};
+pub use yaml::YamlError;
+
+/// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    pub version: String,
+    pub description: Option<String>,
+    pub parameters: Vec<(String, Parameter)>,
+    pub resources: Vec<(String, Resource)>,
+    pub outputs: Vec<(String, Output)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parameter {
+    pub kind: ParameterType,
+    pub default: Option<Value>,
+    pub description: Option<String>,
+    /// A secret: its value is never shown in errors (and the engine masks it in the API).
+    pub hidden: bool,
+    pub constraints: Vec<Constraint>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParameterType {
+    String,
+    Number,
+    Json,
+    CommaDelimitedList,
+    Boolean,
+}
+
+/// A parameter constraint. `description`, when given, is the error message (as in Heat).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Constraint {
+    Length { min: Option<u64>, max: Option<u64>, description: Option<String> },
+    Range { min: Option<f64>, max: Option<f64>, description: Option<String> },
+    AllowedValues { values: Vec<Value>, description: Option<String> },
+    AllowedPattern { pattern: String, description: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub kind: ResourceType,
+    pub properties: Vec<(String, Expr)>,
+    pub depends_on: Vec<String>,
+    /// 1-based line of the resource's name in the template text.
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ResourceType {
+    SoftwareConfig,
+    SoftwareDeployment,
+    SoftwareDeploymentGroup,
+    SoftwareComponent,
+    StructuredConfig,
+    StructuredDeployment,
+    WaitConditionHandle,
+    WaitCondition,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub description: Option<String>,
+    pub value: Expr,
+}
+
+/// Why a template text could not be parsed into a `Template`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("the template is {size} bytes, over the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
+    #[error(transparent)]
+    Yaml(#[from] YamlError),
+    /// The text is well-formed YAML but not an acceptable HOT template; one entry per problem.
+    #[error("{}", problems.join("; "))]
+    Invalid { problems: Vec<String> },
+}
+
+impl Template {
+    pub fn parameter(&self, name: &str) -> Option<&Parameter> {
+        self.parameters.iter().find(|(declared, _)| declared == name).map(|(_, parameter)| parameter)
+    }
+
+    pub fn resource(&self, name: &str) -> Option<&Resource> {
+        self.resources.iter().find(|(declared, _)| declared == name).map(|(_, resource)| resource)
+    }
+
+    /// Names of the hidden parameters, whose values the API must mask.
+    pub fn hidden_parameters(&self) -> Vec<String> {
+        self.parameters.iter().filter(|(_, parameter)| parameter.hidden).map(|(name, _)| name.clone()).collect()
+    }
+}
+
+impl Resource {
+    /// A property's expression, if the template sets it.
+    pub fn property(&self, name: &str) -> Option<&Expr> {
+        self.properties.iter().find(|(property, _)| property == name).map(|(_, expr)| expr)
+    }
+}
+
+impl TemplateError {
+    /// The problems as separate messages, for `ServiceError::Template`.
+    pub fn problems(&self) -> Vec<String> {
+        match self {
+            TemplateError::Invalid { problems } => problems.clone(),
+            other => vec![other.to_string()],
+        }
+    }
+}
+
+impl ParameterType {
+    /// The HOT spelling (`comma_delimited_list`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ParameterType::String => "string",
+            ParameterType::Number => "number",
+            ParameterType::Json => "json",
+            ParameterType::CommaDelimitedList => "comma_delimited_list",
+            ParameterType::Boolean => "boolean",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            ParameterType::String,
+            ParameterType::Number,
+            ParameterType::Json,
+            ParameterType::CommaDelimitedList,
+            ParameterType::Boolean,
+        ]
+        .into_iter()
+        .find(|kind| kind.name() == name)
+    }
+}
+
+impl Constraint {
+    pub fn description(&self) -> Option<&str> {
+        match self {
+            Constraint::Length { description, .. }
+            | Constraint::Range { description, .. }
+            | Constraint::AllowedValues { description, .. }
+            | Constraint::AllowedPattern { description, .. } => description.as_deref(),
+        }
+    }
+}
+
+impl ResourceType {
+    pub const ALL: [ResourceType; 8] = [
+        ResourceType::SoftwareConfig,
+        ResourceType::SoftwareDeployment,
+        ResourceType::SoftwareDeploymentGroup,
+        ResourceType::SoftwareComponent,
+        ResourceType::StructuredConfig,
+        ResourceType::StructuredDeployment,
+        ResourceType::WaitConditionHandle,
+        ResourceType::WaitCondition,
+    ];
+
+    /// The Heat type name, e.g. `OS::Heat::SoftwareConfig`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ResourceType::SoftwareConfig => "OS::Heat::SoftwareConfig",
+            ResourceType::SoftwareDeployment => "OS::Heat::SoftwareDeployment",
+            ResourceType::SoftwareDeploymentGroup => "OS::Heat::SoftwareDeploymentGroup",
+            ResourceType::SoftwareComponent => "OS::Heat::SoftwareComponent",
+            ResourceType::StructuredConfig => "OS::Heat::StructuredConfig",
+            ResourceType::StructuredDeployment => "OS::Heat::StructuredDeployment",
+            ResourceType::WaitConditionHandle => "OS::Heat::WaitConditionHandle",
+            ResourceType::WaitCondition => "OS::Heat::WaitCondition",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        ResourceType::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// A config resource a deployment can point at with `config: {get_resource: ...}`.
+    pub fn is_config(&self) -> bool {
+        matches!(self, ResourceType::SoftwareConfig | ResourceType::StructuredConfig | ResourceType::SoftwareComponent)
+    }
+
+    /// A deployment (single server) or a deployment group.
+    pub fn is_deployment(&self) -> bool {
+        matches!(
+            self,
+            ResourceType::SoftwareDeployment
+                | ResourceType::StructuredDeployment
+                | ResourceType::SoftwareDeploymentGroup
+        )
+    }
+
+    /// Attributes every resource of this type has; deployments also have their config's
+    /// declared outputs (see `validate`).
+    pub fn base_attributes(&self) -> &'static [&'static str] {
+        match self {
+            ResourceType::SoftwareConfig | ResourceType::StructuredConfig | ResourceType::SoftwareComponent => {
+                &["config"]
+            }
+            ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
+                &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
+            }
+            ResourceType::SoftwareDeploymentGroup => &["deploy_stdouts", "deploy_stderrs", "deploy_status_codes"],
+            ResourceType::WaitConditionHandle => &["endpoint", "curl_cli", "token", "signal"],
+            ResourceType::WaitCondition => &["data"],
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Every failure the HTTP layer answers, and its one JSON shape:
+//! `{"error": {"code": <status>, "message": "...", "problems": [...]?}}`. This includes axum's
+//! own rejections (unknown route, wrong method, unreadable path, query or body), so a client
+//! never sees a plain-text error.
+
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::model::ServiceError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 401: no credentials, or not in the `Bearer <token>` form.
+    #[error("missing or malformed Authorization header: expected `Bearer <token>`")]
+    Unauthenticated,
+    /// 403: credentials given, but not ones that open this resource.
+    #[error("the token does not grant access to {resource}")]
+    Forbidden { resource: String },
+    /// 404.
+    #[error("{what} not found")]
+    NotFound { what: String },
+    /// 405.
+    #[error("method {method} is not allowed here")]
+    MethodNotAllowed { method: Method },
+    /// 400: the request is unreadable or breaks a rule of the API.
+    #[error("{message}")]
+    BadRequest { message: String },
+    /// 413.
+    #[error("request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    /// An axum rejection with a status other than the above (kept as axum chose it).
+    #[error("{message}")]
+    Rejected { status: StatusCode, message: String },
+    /// Whatever the engine said; see [`ApiError::status`] for the mapping.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Rejected { status, .. } => *status,
+            ApiError::Service(error) => match error {
+                ServiceError::NotFound { .. } => StatusCode::NOT_FOUND,
+                ServiceError::Conflict { .. } => StatusCode::CONFLICT,
+                ServiceError::Invalid { .. } | ServiceError::Template { .. } => StatusCode::BAD_REQUEST,
+                ServiceError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+        }
+    }
+
+    /// A failed read of the request body: 413 over `limit`, else 400 (client went away,
+    /// broken chunking).
+    pub fn from_body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit }
+        } else {
+            ApiError::Rejected { status: rejection.status(), message: rejection.body_text() }
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::BadRequest { message: message.into() }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> ApiError {
+        ApiError::Rejected { status: rejection.status(), message: rejection.body_text() }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> ApiError {
+        ApiError::Rejected { status: rejection.status(), message: rejection.body_text() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if let ApiError::Service(ServiceError::Store(source)) = &self {
+            tracing::error!(error = %error_chain(source.as_ref()), "storage failure while answering a request");
+        } else if status.is_server_error() {
+            tracing::error!(error = %self, "internal error while answering a request");
+        }
+        let mut error = json!({"code": status.as_u16(), "message": self.to_string()});
+        if let ApiError::Service(ServiceError::Template { problems }) = &self {
+            error["problems"] = json!(problems);
+        }
+        let mut response = (status, axum::Json(json!({ "error": error }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// `error: source: source...`, for the log line of a 500.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The fallback for paths no route matches.
+pub(super) async fn no_route() -> ApiError {
+    ApiError::NotFound { what: "route".to_string() }
+}
+
+/// The fallback for a known path with a method it does not serve (axum adds `Allow`).
+pub(super) async fn method_not_allowed(method: Method) -> ApiError {
+    ApiError::MethodNotAllowed { method }
+}

@@ -1,0 +1,32 @@
+//! Request-body extraction for the admin routes: a JSON body read within the body limit and
+//! parsed with the error mapped to a 400 that names the problem (axum's `Json` would answer
+//! 415/422 in plain text, and insist on a Content-Type).
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use serde::de::DeserializeOwned;
+
+use super::{ApiError, AppState};
+use crate::model::Service;
+
+/// A JSON request body of type `T` (any Content-Type is accepted).
+pub(super) struct JsonBody<T>(pub T);
+
+impl<S: Service, T: DeserializeOwned> FromRequest<AppState<S>> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState<S>) -> Result<JsonBody<T>, ApiError> {
+        let body = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| ApiError::from_body_rejection(rejection, state.config.body_limit))?;
+        parse_json(&body).map(JsonBody)
+    }
+}
+
+/// `body` as a `T`; 400 naming the problem (empty body, syntax, unknown or missing field).
+pub(super) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("request body is empty; a JSON object is expected"));
+    }
+    serde_json::from_slice(body).map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
+}

@@ -1,0 +1,154 @@
+//! Serving servers' metadata documents: the agent route (bearer token, `ETag` /
+//! `If-None-Match`, long-poll with `?wait=SECS`) and the route for stock os-collect-config
+//! (token in the URL, `Last-Modified` / `If-Modified-Since`). A 304 costs one `metadata()`
+//! call, which the engine answers from memory; a held long-poll costs a watch receiver.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use super::conditional::{entity_tag, if_none_match, not_modified_since};
+use super::{ApiError, AppState, auth};
+use crate::model::{MetadataDocument, Service};
+
+/// Tells the agent how long the server may hold a long-poll, so it can set its own timeout.
+pub(super) const LONG_POLL_HEADER: &str = "x-anneal-long-poll";
+
+#[derive(Debug, Deserialize)]
+pub(super) struct MetadataQuery {
+    wait: Option<String>,
+}
+
+/// `GET /v1/servers/{name}/metadata`.
+pub(super) async fn server_metadata<S: Service>(
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<MetadataQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Path(name) = path?;
+    auth::authorize_server(&state, &headers, &name).await?;
+    state.service.touch_server(&name);
+    let Query(query) = query?;
+    let wait = parse_wait(query.wait.as_deref(), state.config.long_poll_max)?;
+    let document = state.service.metadata(&name).await?;
+    let long_poll = HeaderValue::from(state.config.long_poll_max.as_secs());
+    if if_none_match(&headers, document.version) != Some(true) {
+        return Ok(document_response(StatusCode::OK, document, Some(long_poll)));
+    }
+    let client_version = document.version;
+    let document = match wait {
+        Some(wait) => wait_for_change(&state, &name, document, wait).await?,
+        None => document,
+    };
+    let status = if document.version == client_version { StatusCode::NOT_MODIFIED } else { StatusCode::OK };
+    Ok(document_response(status, document, Some(long_poll)))
+}
+
+/// `GET|HEAD /v1/metadata/{token}` (axum answers HEAD from the GET route without the body).
+pub(super) async fn request_metadata<S: Service>(
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Path(token) = path?;
+    let server = auth::server_of_url_token(&state, &token).await?;
+    state.service.touch_server(&server);
+    let document = state.service.metadata(&server).await?;
+    // RFC 9110 §13.2.2: If-None-Match, when present, decides and If-Modified-Since is ignored.
+    let unchanged = match if_none_match(&headers, document.version) {
+        Some(matched) => matched,
+        None => not_modified_since(&headers, &document.last_modified),
+    };
+    let status = if unchanged { StatusCode::NOT_MODIFIED } else { StatusCode::OK };
+    Ok(document_response(status, document, None))
+}
+
+/// `?wait=SECS`: `None` to answer at once (absent or 0), else the hold time, clamped to
+/// `long_poll_max`.
+pub(super) fn parse_wait(wait: Option<&str>, long_poll_max: Duration) -> Result<Option<Duration>, ApiError> {
+    let Some(text) = wait else {
+        return Ok(None);
+    };
+    let seconds: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("wait must be a whole number of seconds, got {text:?}")))?;
+    if seconds == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Duration::from_secs(seconds).min(long_poll_max)))
+}
+
+/// Holds the request until the server's document is no longer at `current.version`, the wait
+/// ends, or the server shuts down; returns the document to answer with.
+async fn wait_for_change<S: Service>(
+    state: &AppState<S>,
+    server: &str,
+    current: MetadataDocument,
+    wait: Duration,
+) -> Result<MetadataDocument, ApiError> {
+    let deadline = Instant::now() + wait;
+    let mut versions = state.service.watch_metadata(server).await?;
+    loop {
+        // Covers a change between `metadata()` and the subscription as well as each wake-up.
+        if *versions.borrow_and_update() != current.version {
+            let document = state.service.metadata(server).await?;
+            if document.version != current.version {
+                return Ok(document);
+            }
+        }
+        tokio::select! {
+            changed = versions.changed() => {
+                if changed.is_err() {
+                    // The publisher went away (server removed, engine stopping): nothing
+                    // more will come on this receiver.
+                    return Ok(current);
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => return Ok(current),
+            () = state.shutdown.cancelled() => return Ok(current),
+        }
+    }
+}
+
+/// The document (or, for 304, only its headers). The body is shared with the engine's cache,
+/// not copied.
+fn document_response(status: StatusCode, document: MetadataDocument, long_poll: Option<HeaderValue>) -> Response {
+    let mut response = Response::new(if status == StatusCode::OK {
+        Body::from(Bytes::from_owner(SharedText(document.body)))
+    } else {
+        Body::empty()
+    });
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Ok(tag) = HeaderValue::from_str(&entity_tag(document.version)) {
+        headers.insert(header::ETAG, tag);
+    }
+    match HeaderValue::from_str(&document.last_modified) {
+        Ok(date) => {
+            headers.insert(header::LAST_MODIFIED, date);
+        }
+        Err(_) => tracing::warn!(version = document.version, "metadata document has an unusable Last-Modified date"),
+    }
+    if let Some(value) = long_poll {
+        headers.insert(HeaderName::from_static(LONG_POLL_HEADER), value);
+    }
+    response
+}
+
+/// `Arc<str>` as bytes, so `Bytes::from_owner` can borrow the cached document.
+struct SharedText(std::sync::Arc<str>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}

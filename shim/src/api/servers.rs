@@ -1,0 +1,29 @@
+//! Admin routes for servers: `POST /v1/servers` registers one and returns its credentials
+//! (the only time its token is shown), `GET /v1/servers` lists them.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use super::auth::Admin;
+use super::extract::JsonBody;
+use super::{ApiError, AppState};
+use crate::model::{AddServer, ServerCredentials, ServerSummary, Service};
+
+/// `POST /v1/servers`: 201 with the credentials.
+pub(super) async fn add<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    JsonBody(request): JsonBody<AddServer>,
+) -> Result<(StatusCode, Json<ServerCredentials>), ApiError> {
+    let credentials = state.service.add_server(request).await?;
+    Ok((StatusCode::CREATED, Json(credentials)))
+}
+
+/// `GET /v1/servers`.
+pub(super) async fn list<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+) -> Result<Json<Vec<ServerSummary>>, ApiError> {
+    Ok(Json(state.service.list_servers().await?))
+}

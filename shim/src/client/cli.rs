@@ -1,0 +1,333 @@
+//! The command line of `anneal-shim` as clap types: `serve` (run by `main.rs`) and the client
+//! commands (`server ...`, `stack ...`) that `client::run` executes. Parsing only: nothing here
+//! reads files, environment variables or the network.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Where the client looks for the API when neither `--url` nor `ANNEAL_URL` says.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+/// The admin token file `serve` writes next to its default database (`<db dir>/admin.token`).
+pub const DEFAULT_TOKEN_FILE: &str = "/var/lib/anneal/admin.token";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_DATABASE_URL: &str = "sqlite:///var/lib/anneal/shim.db";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "anneal-shim",
+    version,
+    about = "Engine side of anneal: HOT software-config templates, the component graph, metadata and signals"
+)]
+pub struct Cli {
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP API; prints where the admin token file is.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = DEFAULT_LISTEN)]
+        listen: String,
+        /// Database URL (sqlite:///path).
+        #[arg(long, default_value = DEFAULT_DATABASE_URL)]
+        db: String,
+        /// Base URL agents use to reach this service [default: http://<listen>].
+        #[arg(long)]
+        public_url: Option<String>,
+    },
+    /// Register servers and print their agent configuration.
+    Server {
+        #[command(subcommand)]
+        command: ServerCommand,
+    },
+    /// Create, update, delete and inspect stacks.
+    Stack {
+        #[command(subcommand)]
+        command: StackCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// Register a server and print its agent configuration (the token is shown only once).
+    Add(ServerAddArgs),
+    /// List registered servers.
+    List(ListArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StackCommand {
+    /// Create a stack from a HOT template.
+    Create(StackWriteArgs),
+    /// Update a stack with a new template and parameters.
+    Update(StackWriteArgs),
+    /// Delete a stack.
+    Delete(StackDeleteArgs),
+    /// Show a stack: its resources with status and reason, then its outputs.
+    Show(StackReadArgs),
+    /// List stacks.
+    List(ListArgs),
+    /// Show a stack's events.
+    Events(StackReadArgs),
+    /// Show a stack's outputs.
+    Outputs(StackReadArgs),
+}
+
+/// How to reach the API; every client command takes these.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct ConnectionArgs {
+    /// Base URL of the anneal-shim API [default: $ANNEAL_URL, else http://127.0.0.1:8080].
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// File holding the admin token (ANNEAL_TOKEN, when set, wins).
+    #[arg(long, value_name = "FILE", default_value = DEFAULT_TOKEN_FILE)]
+    pub token_file: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentConfigFormat {
+    /// A complete /etc/anneal/agent.toml, then the token instruction as a comment.
+    Toml,
+    /// `#cloud-config` user data that installs the config and token and starts the agent.
+    CloudInit,
+    /// The API's JSON: name, token, metadata_url, request_url.
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServerAddArgs {
+    pub name: String,
+    #[arg(long, value_enum, default_value_t = AgentConfigFormat::Toml)]
+    pub format: AgentConfigFormat,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StackWriteArgs {
+    pub name: String,
+    /// The HOT template (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub template: PathBuf,
+    /// A parameter value; repeatable. The value may contain '='.
+    #[arg(long = "param", value_name = "K=V", value_parser = parse_param)]
+    pub params: Vec<Param>,
+    /// Wait until the stack is COMPLETE (exit 0) or FAILED (exit 1), showing progress.
+    #[arg(long)]
+    pub wait: bool,
+    /// Stack timeout: the stack fails when it is not COMPLETE by then; also bounds --wait.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// Print the API's JSON (with --wait: the final stack, without progress lines).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StackDeleteArgs {
+    pub name: String,
+    /// Wait until the stack is gone (exit 0) or its delete FAILED (exit 1), showing progress.
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this long (exit 1).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StackReadArgs {
+    pub name: String,
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+/// One `--param K=V`. Its `Debug` hides the value: it may be a hidden parameter (a password).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub value: String,
+}
+
+impl fmt::Debug for Param {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.debug_struct("Param").field("name", &self.name).field("value", &"***").finish()
+    }
+}
+
+/// Splits `K=V` at the first '=' (so the value may contain more); the name must not be empty.
+pub fn parse_param(text: &str) -> Result<Param, String> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err("expected K=V (a parameter name, '=', and its value)".to_string());
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err("the parameter name before '=' is empty".to_string());
+    }
+    Ok(Param { name: name.to_string(), value: value.to_string() })
+}
+
+/// The commands `client::run` executes (everything but `serve`).
+#[derive(Debug)]
+pub enum ClientCommand {
+    Server(ServerCommand),
+    Stack(StackCommand),
+}
+
+impl ClientCommand {
+    /// The `--url` / `--token-file` given to this command, for `ClientContext::new`.
+    pub fn connection(&self) -> &ConnectionArgs {
+        match self {
+            ClientCommand::Server(ServerCommand::Add(args)) => &args.connection,
+            ClientCommand::Server(ServerCommand::List(args)) | ClientCommand::Stack(StackCommand::List(args)) => {
+                &args.connection
+            }
+            ClientCommand::Stack(StackCommand::Create(args) | StackCommand::Update(args)) => &args.connection,
+            ClientCommand::Stack(StackCommand::Delete(args)) => &args.connection,
+            ClientCommand::Stack(
+                StackCommand::Show(args) | StackCommand::Events(args) | StackCommand::Outputs(args),
+            ) => &args.connection,
+        }
+    }
+}
+
+impl From<ServerCommand> for ClientCommand {
+    fn from(command: ServerCommand) -> ClientCommand {
+        ClientCommand::Server(command)
+    }
+}
+
+impl From<StackCommand> for ClientCommand {
+    fn from(command: StackCommand) -> ClientCommand {
+        ClientCommand::Stack(command)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(arguments: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("anneal-shim").chain(arguments.iter().copied()))
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn param_splits_at_the_first_equals_sign() {
+        assert_eq!(
+            parse_param("url=http://x/?a=b").unwrap(),
+            Param { name: "url".to_string(), value: "http://x/?a=b".to_string() }
+        );
+        assert_eq!(parse_param("empty=").unwrap(), Param { name: "empty".to_string(), value: String::new() });
+        assert!(parse_param("novalue").unwrap_err().contains("K=V"));
+        assert!(parse_param("=value").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn param_debug_hides_the_value() {
+        let param = Param { name: "db_password".to_string(), value: "s3cret".to_string() };
+        let text = format!("{param:?}");
+        assert!(text.contains("db_password") && !text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn stack_create_takes_repeated_params_wait_and_timeout() {
+        let cli = parse(&[
+            "stack",
+            "create",
+            "web",
+            "--template",
+            "t.yaml",
+            "--param",
+            "a=1",
+            "--param",
+            "b=x=y",
+            "--wait",
+            "--timeout",
+            "30",
+            "--url",
+            "http://h:1",
+        ])
+        .unwrap();
+        let Command::Stack { command: StackCommand::Create(args) } = cli.command else { panic!("not create") };
+        assert_eq!(args.name, "web");
+        assert_eq!(args.template, PathBuf::from("t.yaml"));
+        let names: Vec<_> = args.params.iter().map(|param| (param.name.as_str(), param.value.as_str())).collect();
+        assert_eq!(names, [("a", "1"), ("b", "x=y")]);
+        assert!(args.wait && !args.json);
+        assert_eq!(args.timeout, Some(30));
+        assert_eq!(args.connection.url.as_deref(), Some("http://h:1"));
+        assert_eq!(args.connection.token_file, PathBuf::from(DEFAULT_TOKEN_FILE));
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        for arguments in [
+            &["stack", "create", "web"][..],
+            &["stack", "create", "web", "--template", "t", "--param", "oops"],
+            &["stack", "delete", "web", "--timeout", "0"],
+            &["server", "add", "web1", "--format", "yaml"],
+            &["stack", "frobnicate"],
+        ] {
+            let error = parse(arguments).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{arguments:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn server_add_formats_and_defaults() {
+        let cli = parse(&["server", "add", "web1", "--format", "cloud-init"]).unwrap();
+        let Command::Server { command: ServerCommand::Add(args) } = cli.command else { panic!("not add") };
+        assert_eq!(args.format, AgentConfigFormat::CloudInit);
+        assert_eq!(args.connection.url, None);
+        let cli = parse(&["server", "add", "web1"]).unwrap();
+        let Command::Server { command: ServerCommand::Add(args) } = cli.command else { panic!("not add") };
+        assert_eq!(args.format, AgentConfigFormat::Toml);
+    }
+
+    #[test]
+    fn serve_defaults_and_global_log_format() {
+        let cli = parse(&["serve", "--log-format", "json"]).unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let Command::Serve { listen, db, public_url } = cli.command else { panic!("not serve") };
+        assert_eq!((listen.as_str(), db.as_str(), public_url), (DEFAULT_LISTEN, DEFAULT_DATABASE_URL, None));
+        let cli = parse(&["stack", "list", "--json", "--log-format", "json", "--token-file", "/t"]).unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let Command::Stack { command } = cli.command else { panic!("not stack") };
+        let client = ClientCommand::from(command);
+        assert_eq!(client.connection().token_file, PathBuf::from("/t"));
+    }
+}

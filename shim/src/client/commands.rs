@@ -1,0 +1,213 @@
+//! One function per client command: checks what can be checked locally (parameters, the
+//! template file), makes the API call, and prints the result as a table, the API's JSON or an
+//! agent config; `--wait` hands over to `wait`. Local problems are found before the admin token
+//! is read or the network is touched.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::cli::{
+    AgentConfigFormat, ClientCommand, ListArgs, Param, ServerAddArgs, ServerCommand, StackCommand, StackDeleteArgs,
+    StackReadArgs, StackWriteArgs,
+};
+use super::http::AdminClient;
+use super::wait::{WaitRequest, wait_for_stack};
+use super::{ClientContext, ClientError, ExitStatus, formats, render, write};
+use crate::model::{
+    Action, AddServer, Event, ServerCredentials, ServerSummary, StackDetail, StackOutput, StackRequest, StackSummary,
+};
+
+/// `run` with the `--wait` poll interval as a parameter (tests poll faster).
+pub(crate) async fn execute(
+    command: ClientCommand,
+    context: &ClientContext,
+    interval: Duration,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    match command {
+        ClientCommand::Server(ServerCommand::Add(args)) => server_add(&args, context, out).await,
+        ClientCommand::Server(ServerCommand::List(args)) => server_list(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Create(args)) => {
+            stack_write(&args, Action::Create, context, interval, out).await
+        }
+        ClientCommand::Stack(StackCommand::Update(args)) => {
+            stack_write(&args, Action::Update, context, interval, out).await
+        }
+        ClientCommand::Stack(StackCommand::Delete(args)) => stack_delete(&args, context, interval, out).await,
+        ClientCommand::Stack(StackCommand::Show(args)) => stack_show(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::List(args)) => stack_list(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Events(args)) => stack_events(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Outputs(args)) => stack_outputs(&args, context, out).await,
+    }
+}
+
+async fn server_add(
+    args: &ServerAddArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let client = AdminClient::new(context)?;
+    let body = to_value(&AddServer { name: args.name.clone() });
+    let value = client.request(Method::POST, &["v1", "servers"], Some(&body)).await?;
+    let text = match args.format {
+        AgentConfigFormat::Json => pretty(&value),
+        AgentConfigFormat::Toml => {
+            formats::agent_config_with_token_note(&decode::<ServerCredentials>(value, "servers")?)
+        }
+        AgentConfigFormat::CloudInit => formats::cloud_init(&decode::<ServerCredentials>(value, "servers")?),
+    };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+async fn server_list(args: &ListArgs, context: &ClientContext, out: &mut dyn Write) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "servers"]).await?;
+    let text =
+        if args.json { pretty(&value) } else { render::server_list(&decode::<Vec<ServerSummary>>(value, "servers")?) };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+/// `stack create` (POST, 201) and `stack update` (PUT, 202).
+async fn stack_write(
+    args: &StackWriteArgs,
+    action: Action,
+    context: &ClientContext,
+    interval: Duration,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let request = stack_request(args, action)?;
+    let client = AdminClient::new(context)?;
+    let body = to_value(&request);
+    let value = match action {
+        Action::Update => client.request(Method::PUT, &["v1", "stacks", &args.name], Some(&body)).await?,
+        Action::Create | Action::Delete => client.request(Method::POST, &["v1", "stacks"], Some(&body)).await?,
+    };
+    if !args.wait {
+        let text =
+            if args.json { pretty(&value) } else { render::stack_line(&decode::<StackSummary>(value, "stacks")?) };
+        write(out, &text)?;
+        return Ok(ExitStatus::Success);
+    }
+    let wait = WaitRequest {
+        stack: &args.name,
+        action,
+        timeout: args.timeout.map(Duration::from_secs),
+        interval,
+        json: args.json,
+    };
+    wait_for_stack(&client, &wait, out).await
+}
+
+/// The request body: the template file's text and the parameters (each name at most once).
+pub(crate) fn stack_request(args: &StackWriteArgs, action: Action) -> Result<StackRequest, ClientError> {
+    let parameters = parameter_map(&args.params)?;
+    let template =
+        fs::read_to_string(&args.template).map_err(|source| ClientError::read_template(&args.template, source))?;
+    Ok(StackRequest {
+        name: (action == Action::Create).then(|| args.name.clone()),
+        template,
+        parameters,
+        timeout_secs: args.timeout,
+    })
+}
+
+/// A repeated name is refused: which value was meant is unclear (heatclient makes it a list).
+pub(crate) fn parameter_map(params: &[Param]) -> Result<BTreeMap<String, String>, ClientError> {
+    let mut parameters = BTreeMap::new();
+    for param in params {
+        if parameters.insert(param.name.clone(), param.value.clone()).is_some() {
+            return Err(ClientError::DuplicateParameter { name: param.name.clone() });
+        }
+    }
+    Ok(parameters)
+}
+
+async fn stack_delete(
+    args: &StackDeleteArgs,
+    context: &ClientContext,
+    interval: Duration,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let client = AdminClient::new(context)?;
+    let value = client.request(Method::DELETE, &["v1", "stacks", &args.name], None).await?;
+    if !args.wait {
+        write(out, &render::stack_line(&decode::<StackSummary>(value, "stacks")?))?;
+        return Ok(ExitStatus::Success);
+    }
+    let wait = WaitRequest {
+        stack: &args.name,
+        action: Action::Delete,
+        timeout: args.timeout.map(Duration::from_secs),
+        interval,
+        json: false,
+    };
+    wait_for_stack(&client, &wait, out).await
+}
+
+async fn stack_show(
+    args: &StackReadArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "stacks", &args.name]).await?;
+    let text = if args.json { pretty(&value) } else { render::stack_detail(&decode::<StackDetail>(value, "stacks")?) };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+async fn stack_list(args: &ListArgs, context: &ClientContext, out: &mut dyn Write) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "stacks"]).await?;
+    let text =
+        if args.json { pretty(&value) } else { render::stack_list(&decode::<Vec<StackSummary>>(value, "stacks")?) };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+async fn stack_events(
+    args: &StackReadArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "stacks", &args.name, "events"]).await?;
+    let text = if args.json { pretty(&value) } else { render::events(&decode::<Vec<Event>>(value, "events")?) };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+/// There is no outputs endpoint: the outputs are part of `GET /v1/stacks/{name}`.
+async fn stack_outputs(
+    args: &StackReadArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "stacks", &args.name]).await?;
+    let outputs = value.get("outputs").cloned().unwrap_or(Value::Null);
+    let text =
+        if args.json { pretty(&outputs) } else { render::outputs(&decode::<Vec<StackOutput>>(outputs, "stacks")?) };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+fn decode<T: DeserializeOwned>(value: Value, endpoint: &str) -> Result<T, ClientError> {
+    serde_json::from_value(value).map_err(|error| ClientError::Response {
+        url: format!("/v1/{endpoint}"),
+        reason: format!("unexpected JSON shape: {error}"),
+    })
+}
+
+/// Model types always serialise (string keys, no non-finite floats).
+fn to_value<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+fn pretty(value: &Value) -> String {
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    format!("{text}\n")
+}

@@ -1,0 +1,108 @@
+//! The agent config formats: the TOML is valid and uses only keys the agent accepts, strings are
+//! escaped, and the cloud-config is YAML that installs the same config and the token.
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+use super::toml_subset::{TomlTable, TomlValue, parse};
+use crate::client::formats::{AGENT_TOKEN_PATH, agent_config, agent_config_with_token_note, cloud_init};
+use crate::model::ServerCredentials;
+
+/// The keys anneal-agent's config accepts (agent/src/config.rs; unknown keys are rejected there).
+const AGENT_KEYS: [&str; 7] = [
+    "state_dir",
+    "hooks_dirs",
+    "poll_interval_secs",
+    "hook_timeout_secs",
+    "hook_kill_grace_secs",
+    "parallel",
+    "hook_env",
+];
+const HTTP_SOURCE_KEYS: [&str; 7] =
+    ["kind", "url", "token_file", "ca_file", "connect_timeout_secs", "read_timeout_secs", "long_poll_secs"];
+
+fn credentials(metadata_url: &str) -> ServerCredentials {
+    ServerCredentials {
+        name: "web1".to_string(),
+        token: "srv_tok-123".to_string(),
+        metadata_url: metadata_url.to_string(),
+        request_url: "http://shim:8080/v1/metadata/srv_tok-123".to_string(),
+    }
+}
+
+fn string(table: &TomlTable, key: &str) -> String {
+    match table.entries.get(key) {
+        Some(TomlValue::String(text)) => text.clone(),
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// Parses the config and checks it the way the agent would; returns its http source.
+fn check_agent_config(text: &str) -> TomlTable {
+    let tables = parse(text).unwrap_or_else(|error| panic!("{error}\n{text}"));
+    assert!(tables[0].entries.is_empty(), "keys outside a table");
+    let agent = tables.iter().find(|table| table.name == "agent" && !table.array).expect("[agent]");
+    for key in agent.entries.keys() {
+        assert!(AGENT_KEYS.contains(&key.as_str()), "unknown [agent] key {key}");
+    }
+    assert_eq!(string(agent, "state_dir"), "/var/lib/anneal");
+    let Some(TomlValue::Array(hooks_dirs)) = agent.entries.get("hooks_dirs") else { panic!("hooks_dirs") };
+    assert_eq!(hooks_dirs.len(), 3);
+    assert_eq!(agent.entries.get("parallel"), Some(&TomlValue::Integer(1)));
+    let sources: Vec<&TomlTable> = tables.iter().filter(|table| table.name == "source").collect();
+    assert_eq!(sources.len(), 1);
+    assert!(sources[0].array, "[[source]] must be an array of tables");
+    for key in sources[0].entries.keys() {
+        assert!(HTTP_SOURCE_KEYS.contains(&key.as_str()), "unknown http source key {key}");
+    }
+    assert_eq!(string(sources[0], "kind"), "http");
+    assert_eq!(string(sources[0], "token_file"), AGENT_TOKEN_PATH);
+    sources[0].clone()
+}
+
+#[test]
+fn toml_is_a_complete_agent_config_then_the_token_note() {
+    let text = agent_config_with_token_note(&credentials("http://shim:8080/v1/servers/web1/metadata"));
+    let source = check_agent_config(&text);
+    assert_eq!(string(&source, "url"), "http://shim:8080/v1/servers/web1/metadata");
+    assert!(text.ends_with("\n# token: write srv_tok-123 to /etc/anneal/token (mode 0600)\n"), "{text}");
+    assert_eq!(text.matches("srv_tok-123").count(), 1, "the token appears only in the note");
+}
+
+#[test]
+fn toml_strings_are_escaped() {
+    let url = "http://shim:8080/v1/servers/we\"b\\1/metadata\u{7}";
+    let source = check_agent_config(&agent_config(&credentials(url)));
+    assert_eq!(string(&source, "url"), url);
+}
+
+#[test]
+fn cloud_init_writes_config_and_token_and_starts_the_agent() {
+    let credentials = credentials("http://shim:8080/v1/servers/web1/metadata");
+    let text = cloud_init(&credentials);
+    assert!(text.starts_with("#cloud-config\n"), "{text}");
+    let documents = YamlLoader::load_from_str(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
+    let document = &documents[0];
+    let files = document["write_files"].as_vec().expect("write_files");
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["path"].as_str(), Some("/etc/anneal/agent.toml"));
+    assert_eq!(files[0]["permissions"].as_str(), Some("0600"));
+    let config = files[0]["content"].as_str().expect("config content");
+    assert_eq!(config, agent_config(&credentials));
+    check_agent_config(config);
+    assert_eq!(files[1]["path"].as_str(), Some(AGENT_TOKEN_PATH));
+    assert_eq!(files[1]["permissions"].as_str(), Some("0600"));
+    assert_eq!(files[1]["content"].as_str(), Some("srv_tok-123\n"));
+    let command: Vec<&str> = document["runcmd"][0].as_vec().expect("runcmd").iter().filter_map(Yaml::as_str).collect();
+    assert_eq!(command, ["systemctl", "enable", "--now", "anneal-agent.service"]);
+}
+
+#[test]
+fn cloud_init_survives_odd_strings() {
+    let mut credentials = credentials("http://shim:8080/v1/servers/x/metadata?a=\"b\"#: - [c]");
+    credentials.token = "to\"ken: #1".to_string();
+    let documents = YamlLoader::load_from_str(&cloud_init(&credentials)).unwrap();
+    let files = documents[0]["write_files"].as_vec().unwrap();
+    let source = check_agent_config(files[0]["content"].as_str().unwrap());
+    assert_eq!(string(&source, "url"), credentials.metadata_url);
+    assert_eq!(files[1]["content"].as_str(), Some("to\"ken: #1\n"));
+}

@@ -1,0 +1,182 @@
+//! What one engine operation works with inside its store transaction: the transaction, the
+//! token key, the clock, the servers whose documents it changed (republished after commit) and
+//! the `Scope` that resolves `get_param`, `get_resource` and `get_attr` from stored nodes.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::EngineError;
+use super::secrets::TokenKey;
+use crate::store::{NodeRow, StackRow, Tx};
+use crate::template::{EvalError, Expr, Scope};
+
+pub const STATE_INIT: &str = "INIT";
+pub const STATE_IN_PROGRESS: &str = "IN_PROGRESS";
+pub const STATE_COMPLETE: &str = "COMPLETE";
+pub const STATE_FAILED: &str = "FAILED";
+
+/// Attribute keys the engine keeps for itself on a node; never visible through `get_attr`.
+pub const PRIVATE_PREFIX: &str = "_";
+
+pub struct Context<'a> {
+    pub tx: &'a mut dyn Tx,
+    pub key: &'a TokenKey,
+    pub public_url: &'a str,
+    pub now: u64,
+    /// Servers whose deployment entries changed; their documents get a new version.
+    pub touched_servers: BTreeSet<String>,
+}
+
+impl Context<'_> {
+    pub fn event(&mut self, stack: &str, resource: &str, status: &str, reason: &str) -> Result<(), EngineError> {
+        self.tx.append_event(stack, self.now, resource, status, reason)?;
+        Ok(())
+    }
+
+    /// Evaluates `expression` against the stack's parameters and nodes.
+    pub fn evaluate(&mut self, stack: &StackRow, expression: &Expr) -> Result<Value, EvalError> {
+        let scope = StackScope { tx: RefCell::new(&mut *self.tx), stack };
+        expression.evaluate(&scope)
+    }
+
+    /// Evaluates a node's stored properties into a JSON object.
+    pub fn evaluate_properties(&mut self, stack: &StackRow, node: &NodeRow) -> Result<Map<String, Value>, String> {
+        let mut values = Map::new();
+        let Some(properties) = node.definition.get("properties").and_then(Value::as_object) else {
+            return Ok(values);
+        };
+        for (name, stored) in properties {
+            let expression = Expr::from_json(stored).map_err(|error| format!("property {name}: {error}"))?;
+            match self.evaluate(stack, &expression) {
+                Ok(value) => {
+                    values.insert(name.clone(), value);
+                }
+                Err(EvalError::NotReady { resource, attribute }) => {
+                    let what = attribute.map_or(resource.clone(), |attribute| format!("{resource}.{attribute}"));
+                    return Err(format!("property {name}: {what} has no value"));
+                }
+                Err(EvalError::Invalid { message }) => return Err(format!("property {name}: {message}")),
+            }
+        }
+        Ok(values)
+    }
+}
+
+/// Resolves functions from stored state. A node's attributes are visible once it is COMPLETE.
+struct StackScope<'a, 'b> {
+    tx: RefCell<&'a mut dyn Tx>,
+    stack: &'b StackRow,
+}
+
+impl StackScope<'_, '_> {
+    fn complete_node(&self, resource: &str) -> Option<NodeRow> {
+        let node = self.tx.borrow_mut().node(&self.stack.name, resource).ok().flatten()?;
+        (node.state == STATE_COMPLETE).then_some(node)
+    }
+}
+
+impl Scope for StackScope<'_, '_> {
+    fn parameter(&self, name: &str) -> Option<Value> {
+        self.stack.parameters.get(name).cloned()
+    }
+
+    fn resource_id(&self, resource: &str) -> Option<Value> {
+        // A handle's or config's id exists from activation on; a deployment's too.
+        let node = self.tx.borrow_mut().node(&self.stack.name, resource).ok().flatten()?;
+        node.attributes.get("_id").cloned()
+    }
+
+    fn attribute(&self, resource: &str, attribute: &str) -> Option<Value> {
+        if attribute.starts_with(PRIVATE_PREFIX) {
+            return None;
+        }
+        let node = self.complete_node(resource)?;
+        Some(node.attributes.get(attribute).cloned().unwrap_or(Value::Null))
+    }
+}
+
+/// A random UUID (version 4), as Heat's ids are.
+pub fn new_uuid() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 16];
+    rand::rngs::StdRng::from_os_rng_or_seed().fill_bytes(&mut bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// Seeds from the OS, falling back to the clock (ids need uniqueness, not secrecy).
+trait FromOsRngOrSeed {
+    fn from_os_rng_or_seed() -> Self;
+}
+
+impl FromOsRngOrSeed for rand::rngs::StdRng {
+    fn from_os_rng_or_seed() -> Self {
+        use rand::SeedableRng;
+        rand::rngs::StdRng::try_from_os_rng().unwrap_or_else(|_| {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            rand::rngs::StdRng::seed_from_u64(nanos as u64 ^ u64::from(std::process::id()))
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+/// RFC 3339 UTC (`2026-11-21T05:00:00Z`) for API times and Heat's `creation_time`.
+pub fn rfc3339(millis: u64) -> String {
+    let secs = millis / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// An HTTP date (RFC 7231 IMF-fixdate) for `Last-Modified`.
+pub fn http_date(millis: u64) -> String {
+    let secs = millis / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    let month_name =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][month as usize - 1];
+    format!("{weekday}, {day:02} {month_name} {year} {:02}:{:02}:{:02} GMT", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// Howard Hinnant's days-to-civil algorithm.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_779_339_600_000), "2026-05-21T05:00:00Z");
+        assert_eq!(http_date(784_111_777_000), "Sun, 06 Nov 1994 08:49:37 GMT");
+    }
+
+    #[test]
+    fn uuids_are_version_4() {
+        let id = new_uuid();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert_ne!(id, new_uuid());
+    }
+}

@@ -1,0 +1,272 @@
+//! Derived configs: what a deployment publishes into its server's document, built as Heat's
+//! `_build_derived_config_params` does (declared inputs with values or defaults, undeclared
+//! `input_values`, then the `deploy_*` inputs; StructuredDeployment substitutes `get_input`), and
+//! the fingerprint that tells an update whether a deployment must run again.
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::secrets::{Purpose, placeholder};
+
+/// The config a deployment refers to, as its config node stores it.
+#[derive(Debug, Clone)]
+pub struct ConfigDefinition {
+    pub group: String,
+    pub config: Value,
+    pub options: Value,
+    pub inputs: Vec<Value>,
+    pub outputs: Vec<Value>,
+}
+
+impl ConfigDefinition {
+    /// From a config node's evaluated properties.
+    pub fn from_properties(resource_type: &str, properties: &Map<String, Value>) -> ConfigDefinition {
+        let list = |key: &str| properties.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+        let (group, config) = if resource_type == "OS::Heat::SoftwareComponent" {
+            ("component".to_string(), json!({"configs": properties.get("configs").cloned().unwrap_or(json!([]))}))
+        } else {
+            let group = properties.get("group").and_then(Value::as_str).unwrap_or("Heat::Ungrouped").to_string();
+            let default = if resource_type == "OS::Heat::StructuredConfig" { json!({}) } else { json!("") };
+            (group, properties.get("config").cloned().filter(|value| !value.is_null()).unwrap_or(default))
+        };
+        let options = properties.get("options").cloned().filter(|value| !value.is_null()).unwrap_or(json!({}));
+        ConfigDefinition { group, config, options, inputs: list("inputs"), outputs: list("outputs") }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({"group": self.group, "config": self.config, "options": self.options, "inputs": self.inputs, "outputs": self.outputs})
+    }
+
+    pub fn from_json(value: &Value) -> ConfigDefinition {
+        let list = |key: &str| value.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+        ConfigDefinition {
+            group: value.get("group").and_then(Value::as_str).unwrap_or("Heat::Ungrouped").to_string(),
+            config: value.get("config").cloned().unwrap_or(json!("")),
+            options: value.get("options").cloned().unwrap_or(json!({})),
+            inputs: list("inputs"),
+            outputs: list("outputs"),
+        }
+    }
+
+    /// Declared outputs in the deployment document's shape (`error_output` always present).
+    pub fn output_declarations(&self) -> Vec<Value> {
+        self.outputs
+            .iter()
+            .filter_map(|output| {
+                let name = output.get("name")?.as_str()?;
+                let mut declaration = json!({"name": name, "type": output.get("type").cloned().unwrap_or(json!("String")),
+                    "error_output": output.get("error_output").and_then(Value::as_bool).unwrap_or(false)});
+                if let Some(description) = output.get("description") {
+                    declaration["description"] = description.clone();
+                }
+                Some(declaration)
+            })
+            .collect()
+    }
+}
+
+/// Everything about one publication of a deployment.
+pub struct Publication<'a> {
+    pub derived_id: &'a str,
+    pub name: &'a str,
+    pub action: &'a str,
+    pub server: &'a str,
+    pub stack_path: &'a str,
+    pub resource_name: &'a str,
+    /// `None` for NO_SIGNAL.
+    pub signal_transport: &'a str,
+    pub public_url: &'a str,
+    pub creation_time: &'a str,
+    pub input_values: &'a Map<String, Value>,
+    /// StructuredDeployment: the key that marks an input reference (`get_input`), and STRICT checking.
+    pub structured: Option<(&'a str, bool)>,
+}
+
+/// The deployment entry as Heat's `format_software_config` renders it; the signal URL carries a
+/// token placeholder. Errors name an unknown input under STRICT.
+pub fn build_entry(config: &ConfigDefinition, publication: &Publication<'_>) -> Result<Value, String> {
+    let inputs = derived_inputs(config, publication);
+    let body = match publication.structured {
+        Some((input_key, strict)) => {
+            let values: Map<String, Value> = inputs
+                .iter()
+                .filter_map(|input| Some((input.get("name")?.as_str()?.to_string(), input.get("value")?.clone())))
+                .collect();
+            crate::template::substitute_inputs(&config.config, input_key, &values, strict)?
+        }
+        None => config.config.clone(),
+    };
+    Ok(json!({
+        "id": publication.derived_id,
+        "name": publication.name,
+        "group": config.group,
+        "creation_time": publication.creation_time,
+        "config": body,
+        "options": config.options,
+        "inputs": inputs,
+        "outputs": config.output_declarations(),
+    }))
+}
+
+fn derived_inputs(config: &ConfigDefinition, publication: &Publication<'_>) -> Vec<Value> {
+    let mut inputs = Vec::new();
+    let mut declared = std::collections::BTreeSet::new();
+    for input in &config.inputs {
+        let Some(name) = input.get("name").and_then(Value::as_str) else { continue };
+        declared.insert(name.to_string());
+        let value = publication.input_values.get(name).or_else(|| input.get("default")).cloned().unwrap_or(Value::Null);
+        let mut derived =
+            json!({"name": name, "type": input.get("type").cloned().unwrap_or(json!("String")), "value": value});
+        for key in ["description", "default"] {
+            if let Some(extra) = input.get(key) {
+                derived[key] = extra.clone();
+            }
+        }
+        if input.get("replace_on_change") == Some(&Value::Bool(true)) {
+            derived["replace_on_change"] = Value::Bool(true);
+        }
+        inputs.push(derived);
+    }
+    for (name, value) in publication.input_values {
+        if !declared.contains(name) {
+            inputs.push(json!({"name": name, "type": "String", "value": value}));
+        }
+    }
+    let described = |name: &str, description: &str, value: &str| json!({"name": name, "type": "String", "description": description, "value": value});
+    inputs.push(described("deploy_server_id", "ID of the server being deployed to", publication.server));
+    inputs.push(described("deploy_action", "Name of the current action being deployed", publication.action));
+    inputs.push(described("deploy_stack_id", "ID of the stack this deployment belongs to", publication.stack_path));
+    inputs.push(described(
+        "deploy_resource_name",
+        "Name of this deployment resource in the stack",
+        publication.resource_name,
+    ));
+    inputs.push(described(
+        "deploy_signal_transport",
+        "How the server should signal to heat with the deployment output values.",
+        publication.signal_transport,
+    ));
+    if publication.signal_transport != "NO_SIGNAL" {
+        let url =
+            format!("{}/v1/signals/{}", publication.public_url, placeholder(Purpose::Signal, publication.derived_id));
+        inputs.push(described("deploy_signal_id", "ID of signal to use for signaling output values", &url));
+        inputs.push(described("deploy_signal_verb", "HTTP verb to use for signaling output values", "POST"));
+    }
+    inputs
+}
+
+/// What decides whether an update must rerun a deployment: everything the hook would see except
+/// the ids, times and the action.
+pub fn fingerprint(entry: &Value, server: &str) -> String {
+    let mut essential = entry.clone();
+    if let Some(map) = essential.as_object_mut() {
+        map.remove("id");
+        map.remove("creation_time");
+    }
+    if let Some(inputs) = essential.get_mut("inputs").and_then(Value::as_array_mut) {
+        inputs.retain(|input| {
+            let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
+            !matches!(name, "deploy_action" | "deploy_signal_id" | "deploy_signal_verb")
+        });
+    }
+    let text = format!("{server}\n{essential}");
+    Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn publication<'a>(values: &'a Map<String, Value>, structured: Option<(&'a str, bool)>) -> Publication<'a> {
+        Publication {
+            derived_id: "d1",
+            name: "10_app",
+            action: "CREATE",
+            server: "web1",
+            stack_path: "s/1234",
+            resource_name: "app",
+            signal_transport: "CFN_SIGNAL",
+            public_url: "http://127.0.0.1:8080",
+            creation_time: "2026-01-01T00:00:00Z",
+            input_values: values,
+            structured,
+        }
+    }
+
+    #[test]
+    fn entry_has_heat_shape_and_inputs_in_heat_order() {
+        let config = ConfigDefinition {
+            group: "script".into(),
+            config: json!("#!/bin/sh\n"),
+            options: json!({}),
+            inputs: vec![json!({"name": "foo", "default": "d"}), json!({"name": "bar", "type": "Number"})],
+            outputs: vec![json!({"name": "result"})],
+        };
+        let values = Map::from_iter([("bar".to_string(), json!(5)), ("extra".to_string(), json!("x"))]);
+        let entry = build_entry(&config, &publication(&values, None)).unwrap();
+        let names: Vec<&str> =
+            entry["inputs"].as_array().unwrap().iter().map(|input| input["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "foo",
+                "bar",
+                "extra",
+                "deploy_server_id",
+                "deploy_action",
+                "deploy_stack_id",
+                "deploy_resource_name",
+                "deploy_signal_transport",
+                "deploy_signal_id",
+                "deploy_signal_verb"
+            ]
+        );
+        assert_eq!(entry["inputs"][0]["value"], "d");
+        assert_eq!(entry["inputs"][1]["value"], 5);
+        assert_eq!(entry["outputs"], json!([{"name": "result", "type": "String", "error_output": false}]));
+        let url = entry["inputs"][8]["value"].as_str().unwrap();
+        assert!(url.starts_with("http://127.0.0.1:8080/v1/signals/@@anneal-token:signal:d1@@"), "{url}");
+        let parsed: anneal_protocol::Deployment = serde_json::from_value(entry.clone()).unwrap();
+        assert_eq!(parsed.id, "d1");
+    }
+
+    #[test]
+    fn structured_config_substitutes_inputs() {
+        let config = ConfigDefinition {
+            group: "os-apply-config".into(),
+            config: json!({"db": {"host": {"get_input": "host"}, "list": [{"get_input": "deploy_action"}]}}),
+            options: json!({}),
+            inputs: vec![],
+            outputs: vec![],
+        };
+        let values = Map::from_iter([("host".to_string(), json!("10.0.0.5"))]);
+        let entry = build_entry(&config, &publication(&values, Some(("get_input", false)))).unwrap();
+        assert_eq!(entry["config"], json!({"db": {"host": "10.0.0.5", "list": ["CREATE"]}}));
+        let strict = ConfigDefinition { config: json!({"x": {"get_input": "missing"}}), ..config };
+        assert!(build_entry(&strict, &publication(&values, Some(("get_input", true)))).is_err());
+    }
+
+    #[test]
+    fn fingerprint_ignores_ids_and_action_only() {
+        let config = ConfigDefinition {
+            group: "script".into(),
+            config: json!("a"),
+            options: json!({}),
+            inputs: vec![],
+            outputs: vec![],
+        };
+        let values = Map::new();
+        let first = build_entry(&config, &publication(&values, None)).unwrap();
+        let mut second_publication = publication(&values, None);
+        second_publication.derived_id = "d2";
+        second_publication.action = "UPDATE";
+        let second = build_entry(&config, &second_publication).unwrap();
+        assert_eq!(fingerprint(&first, "web1"), fingerprint(&second, "web1"));
+        assert_ne!(fingerprint(&first, "web1"), fingerprint(&first, "web2"));
+        let changed = ConfigDefinition { config: json!("b"), ..config };
+        assert_ne!(
+            fingerprint(&first, "web1"),
+            fingerprint(&build_entry(&changed, &publication(&values, None)).unwrap(), "web1")
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! Stack operations as traversals. Create stores one node per resource with its definition and
+//! its counter of unfinished predecessors, plus the edges, then activates the roots. Update starts
+//! a new generation over the same nodes (unchanged deployments complete at once, changed ones
+//! publish an UPDATE, removed ones publish DELETE when their config asks for it). Delete publishes
+//! the DELETE actions and removes the stack when they are done.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use super::context::{Context, STATE_FAILED, STATE_IN_PROGRESS, STATE_INIT};
+use super::graph::{self, config_of, deployment_actions, is_deployment};
+use super::{EngineError, sweeper};
+use crate::model::StackRequest;
+use crate::store::{DeadlineRow, NodeRow, StackRow};
+use crate::template::{Plan, Template};
+
+/// A template that parsed and validated, with its resolved parameters.
+pub struct Checked {
+    pub template: Template,
+    pub parameters: BTreeMap<String, Value>,
+    pub plan: Plan,
+}
+
+pub fn create(
+    ctx: &mut Context<'_>,
+    name: &str,
+    id: &str,
+    request: &StackRequest,
+    checked: &Checked,
+) -> Result<StackRow, EngineError> {
+    let stack = StackRow {
+        id: id.to_string(),
+        name: name.to_string(),
+        action: "CREATE".into(),
+        state: STATE_IN_PROGRESS.into(),
+        status_reason: "Stack CREATE started".into(),
+        template: request.template.clone(),
+        parameters: json!(checked.parameters),
+        hidden_parameters: hidden_parameters(&checked.template),
+        generation: 1,
+        pending: checked.plan.nodes.len() as i64,
+        deadline: request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000))),
+        created_at: ctx.now,
+        updated_at: ctx.now,
+    };
+    if !ctx.tx.insert_stack(&stack)? {
+        return Err(EngineError::Conflict { what: format!("stack {name}") });
+    }
+    ctx.event(name, name, "CREATE_IN_PROGRESS", "Stack CREATE started")?;
+    let ready = write_plan(ctx, &stack, checked, &BTreeMap::new())?;
+    start(ctx, &stack, ready)
+}
+
+pub fn update(
+    ctx: &mut Context<'_>,
+    name: &str,
+    request: &StackRequest,
+    checked: &Checked,
+) -> Result<StackRow, EngineError> {
+    let Some(mut stack) = ctx.tx.stack(name)? else {
+        return Err(EngineError::NotFound { what: format!("stack {name}") });
+    };
+    if stack.action == "DELETE" {
+        return Err(EngineError::Invalid { message: format!("stack {name} is being deleted") });
+    }
+    stack.generation += 1;
+    stack.action = "UPDATE".into();
+    stack.state = STATE_IN_PROGRESS.into();
+    stack.status_reason = "Stack UPDATE started".into();
+    stack.template = request.template.clone();
+    stack.parameters = json!(checked.parameters);
+    stack.hidden_parameters = hidden_parameters(&checked.template);
+    stack.pending = checked.plan.nodes.len() as i64;
+    stack.deadline = request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000)));
+    stack.updated_at = ctx.now;
+    ctx.tx.update_stack(&stack)?;
+    ctx.event(name, name, "UPDATE_IN_PROGRESS", "Stack UPDATE started")?;
+    let existing: BTreeMap<String, NodeRow> =
+        ctx.tx.nodes(name)?.into_iter().map(|node| (node.name.clone(), node)).collect();
+    let kept: BTreeSet<&str> = checked.plan.nodes.iter().map(|node| node.name.as_str()).collect();
+    let removed: Vec<NodeRow> = existing.values().filter(|node| !kept.contains(node.name.as_str())).cloned().collect();
+    ctx.tx.delete_edges(name)?;
+    let ready = write_plan(ctx, &stack, checked, &existing)?;
+    for node in removed {
+        remove_node(ctx, &stack, node)?;
+    }
+    start(ctx, &stack, ready)
+}
+
+pub fn delete(ctx: &mut Context<'_>, name: &str) -> Result<StackRow, EngineError> {
+    let Some(mut stack) = ctx.tx.stack(name)? else {
+        return Err(EngineError::NotFound { what: format!("stack {name}") });
+    };
+    stack.generation += 1;
+    stack.action = "DELETE".into();
+    stack.state = STATE_IN_PROGRESS.into();
+    stack.status_reason = "Stack DELETE started".into();
+    stack.pending = 0;
+    stack.deadline = None;
+    stack.updated_at = ctx.now;
+    ctx.tx.update_stack(&stack)?;
+    ctx.event(name, name, "DELETE_IN_PROGRESS", "Stack DELETE started")?;
+    // One extra count held while publishing, so DELETE actions that finish at once (NO_SIGNAL)
+    // cannot finish the stack before every one has been published.
+    ctx.tx.add_pending(name, 1)?;
+    for node in ctx.tx.nodes(name)? {
+        publish_delete(ctx, &stack, node)?;
+    }
+    graph::node_done(ctx, &stack)?;
+    Ok(ctx.tx.stack(name)?.unwrap_or(stack))
+}
+
+/// Stores the plan's nodes (reusing `existing` rows, whose attributes an update compares
+/// against) and edges; returns the nodes with no unfinished predecessor.
+fn write_plan(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    checked: &Checked,
+    existing: &BTreeMap<String, NodeRow>,
+) -> Result<Vec<String>, EngineError> {
+    let resources: BTreeMap<&str, &crate::template::Resource> =
+        checked.template.resources.iter().map(|(name, resource)| (name.as_str(), resource)).collect();
+    let mut ready = Vec::new();
+    for planned in &checked.plan.nodes {
+        let Some(resource) = resources.get(planned.name.as_str()) else { continue };
+        let properties: Map<String, Value> =
+            resource.properties.iter().map(|(key, expression)| (key.clone(), expression.to_json())).collect();
+        let definition =
+            json!({"type": resource.kind.name(), "properties": properties, "depends_on": resource.depends_on});
+        let mut node = match existing.get(&planned.name) {
+            Some(previous) => NodeRow { action: "UPDATE".into(), ..previous.clone() },
+            None => NodeRow {
+                stack: stack.name.clone(),
+                name: planned.name.clone(),
+                resource_type: String::new(),
+                generation: 0,
+                action: "CREATE".into(),
+                state: String::new(),
+                status_reason: String::new(),
+                remaining: 0,
+                definition: Value::Null,
+                attributes: json!({}),
+                derived_config_id: None,
+                signal_token_hash: None,
+                server: None,
+                updated_at: ctx.now,
+            },
+        };
+        node.resource_type = resource.kind.name().to_string();
+        node.generation = stack.generation;
+        node.state = STATE_INIT.into();
+        node.status_reason = String::new();
+        node.remaining = planned.depends_on.len() as i64;
+        node.definition = definition;
+        node.updated_at = ctx.now;
+        if existing.contains_key(&planned.name) {
+            ctx.tx.update_node(&node)?;
+        } else {
+            ctx.tx.insert_node(&node)?;
+        }
+        for dependency in &planned.depends_on {
+            ctx.tx.insert_edge(&stack.name, dependency, &planned.name)?;
+        }
+        if node.remaining == 0 {
+            ready.push(node.name);
+        }
+    }
+    Ok(ready)
+}
+
+fn start(ctx: &mut Context<'_>, stack: &StackRow, mut ready: Vec<String>) -> Result<StackRow, EngineError> {
+    if let Some(due_at) = stack.deadline {
+        let row =
+            DeadlineRow { key: sweeper::stack_deadline_key(stack), stack: stack.name.clone(), node: None, due_at };
+        ctx.tx.put_deadline(&row)?;
+    }
+    if ctx.tx.stack(&stack.name)?.is_some_and(|current| current.pending <= 0) {
+        // Nothing to traverse (an empty template): done already.
+        ctx.tx.add_pending(&stack.name, 1)?;
+        graph::node_done(ctx, stack)?;
+    }
+    // Activate in declaration order (settle pops from the end).
+    ready.reverse();
+    graph::settle(ctx, &stack.name, ready)?;
+    Ok(ctx.tx.stack(&stack.name)?.unwrap_or_else(|| stack.clone()))
+}
+
+/// A resource an update removed: publish its DELETE action when its config asks for one,
+/// otherwise forget it now.
+fn remove_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<(), EngineError> {
+    if publish_delete(ctx, stack, node.clone())? {
+        return Ok(());
+    }
+    forget_node(ctx, stack, &node)
+}
+
+fn forget_node(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(), EngineError> {
+    if let Some(server) = &node.server {
+        ctx.tx.remove_entry(server, &stack.name, &node.name)?;
+        ctx.touched_servers.insert(server.clone());
+    }
+    ctx.tx.delete_node(&stack.name, &node.name).map_err(EngineError::from)
+}
+
+/// Publishes the DELETE action of a deployment that ran and whose actions include DELETE,
+/// counting it in the stack's pending work first; false when there is nothing to run.
+fn publish_delete(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow) -> Result<bool, EngineError> {
+    let ran = node.server.is_some() && node.state != STATE_INIT;
+    if !is_deployment(&node.resource_type) || !ran {
+        return Ok(false);
+    }
+    let actions: Vec<String> = node
+        .attributes
+        .get("_actions")
+        .cloned()
+        .and_then(|value| serde_json::from_value(value).ok())
+        .unwrap_or_default();
+    if !actions.iter().any(|action| action == "DELETE") {
+        return Ok(false);
+    }
+    let properties = match ctx.evaluate_properties(stack, &node) {
+        Ok(properties) => properties,
+        // The inputs no longer resolve (their producers are gone): run DELETE with none.
+        Err(_) => Map::from_iter([("actions".to_string(), json!(deployment_actions(&Map::new())))]),
+    };
+    let (Some(server), Some(config)) = (node.server.clone(), config_of(ctx, stack, &node)?) else { return Ok(false) };
+    node.action = "DELETE".into();
+    node.generation = stack.generation;
+    node.state = STATE_INIT.into();
+    ctx.tx.add_pending(&stack.name, 1)?;
+    let mut ready = Vec::new();
+    graph::publish(ctx, stack, node, &server, &config, &properties, &mut ready)?;
+    Ok(true)
+}
+
+/// A DELETE action finished (a signal, or NO_SIGNAL at once).
+pub fn delete_action_done(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(), EngineError> {
+    let Some(current) = ctx.tx.stack(&stack.name)? else { return Ok(()) };
+    if current.action == "UPDATE" {
+        forget_node(ctx, &current, node)?;
+    }
+    graph::node_done(ctx, &current)
+}
+
+/// Removes everything of a deleted stack but its events.
+pub fn finish_delete(ctx: &mut Context<'_>, stack: &StackRow) -> Result<(), EngineError> {
+    let failed = ctx.tx.nodes(&stack.name)?.iter().any(|node| node.action == "DELETE" && node.state == STATE_FAILED);
+    if failed {
+        return graph::fail_stack(ctx, &stack.name, stack.generation, "a DELETE deployment failed");
+    }
+    for node in ctx.tx.nodes(&stack.name)? {
+        if let Some(server) = &node.server {
+            ctx.tx.remove_entry(server, &stack.name, &node.name)?;
+            ctx.touched_servers.insert(server.clone());
+        }
+    }
+    ctx.tx.delete_stack(&stack.name)?;
+    ctx.event(&stack.name, &stack.name, "DELETE_COMPLETE", "Stack DELETE completed successfully")
+}
+
+fn hidden_parameters(template: &Template) -> Vec<String> {
+    template.parameters.iter().filter(|(_, parameter)| parameter.hidden).map(|(name, _)| name.clone()).collect()
+}

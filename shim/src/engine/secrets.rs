@@ -1,0 +1,162 @@
+//! Capability tokens that never touch the database in clear. Signal tokens (per derived config)
+//! and wait-condition handle tokens are HMAC-SHA256 of their ids under a key kept in a 0600 file
+//! beside the database; the store keeps only their SHA-256. Values that must carry a token (a
+//! deployment's `deploy_signal_id`, a handle's `curl_cli` pasted into a script by `str_replace`)
+//! are stored with a placeholder, and rendering for an agent or an operator substitutes the token.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::token;
+
+const PLACEHOLDER_PREFIX: &str = "@@anneal-token:";
+const PLACEHOLDER_SUFFIX: &str = "@@";
+
+/// The key behind derived tokens.
+pub struct TokenKey {
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for TokenKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("TokenKey(***)")
+    }
+}
+
+/// What a token is for; part of the MAC input so one kind can never stand for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Signal,
+    Handle,
+}
+
+impl Purpose {
+    fn label(self) -> &'static str {
+        match self {
+            Purpose::Signal => "signal",
+            Purpose::Handle => "handle",
+        }
+    }
+}
+
+impl TokenKey {
+    /// Reads the key at `path`, creating it (32 random bytes, hex, mode 0600) on first start.
+    pub fn load_or_create(path: &Path) -> std::io::Result<TokenKey> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let fresh = token::new_token()?;
+                let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+                file.write_all(fresh.as_bytes())?;
+                file.sync_all()?;
+                fresh
+            }
+            Err(error) => return Err(error),
+        };
+        let key = text.trim();
+        if !token::is_well_formed(key) {
+            return Err(std::io::Error::other(format!("{} does not hold a 64-hex-digit key", path.display())));
+        }
+        Ok(TokenKey::from_secret(key.as_bytes()))
+    }
+
+    pub fn from_secret(secret: &[u8]) -> TokenKey {
+        TokenKey { key: secret.to_vec() }
+    }
+
+    /// The token for `id` (a derived config id or a handle id): 64 hex characters.
+    pub fn token(&self, purpose: Purpose, id: &str) -> String {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.key) else { return String::new() };
+        mac.update(purpose.label().as_bytes());
+        mac.update(b":");
+        mac.update(id.as_bytes());
+        mac.finalize().into_bytes().iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
+    /// What the store keeps to find the owner of a token.
+    pub fn token_hash(&self, purpose: Purpose, id: &str) -> String {
+        token::hash_token(&self.token(purpose, id))
+    }
+
+    /// Replaces every placeholder in `text` with its token; anything that only looks like one
+    /// is left as it is.
+    pub fn render(&self, text: &str) -> String {
+        let mut rendered = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(start) = rest.find(PLACEHOLDER_PREFIX) {
+            rendered.push_str(&rest[..start]);
+            let after = &rest[start + PLACEHOLDER_PREFIX.len()..];
+            match parse_placeholder(after) {
+                Some((purpose, id, consumed)) => {
+                    rendered.push_str(&self.token(purpose, id));
+                    rest = &after[consumed..];
+                }
+                None => {
+                    rendered.push_str(PLACEHOLDER_PREFIX);
+                    rest = after;
+                }
+            }
+        }
+        rendered.push_str(rest);
+        rendered
+    }
+}
+
+/// `signal:<id>@@...` → (purpose, id, bytes consumed including the suffix).
+fn parse_placeholder(text: &str) -> Option<(Purpose, &str, usize)> {
+    let (purpose, label) = [(Purpose::Signal, "signal:"), (Purpose::Handle, "handle:")]
+        .into_iter()
+        .find(|(_, label)| text.starts_with(label))?;
+    let body = &text[label.len()..];
+    let end = body.find(PLACEHOLDER_SUFFIX)?;
+    let id = &body[..end];
+    let valid =
+        !id.is_empty() && id.len() <= 200 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    valid.then_some((purpose, id, label.len() + end + PLACEHOLDER_SUFFIX.len()))
+}
+
+/// The placeholder that stands for a token in stored values.
+pub fn placeholder(purpose: Purpose, id: &str) -> String {
+    format!("{PLACEHOLDER_PREFIX}{}:{id}{PLACEHOLDER_SUFFIX}", purpose.label())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_stable_distinct_and_rendered() {
+        let key = TokenKey::from_secret(b"k");
+        let signal = key.token(Purpose::Signal, "abc");
+        assert_eq!(signal.len(), 64);
+        assert_eq!(signal, key.token(Purpose::Signal, "abc"));
+        assert_ne!(signal, key.token(Purpose::Handle, "abc"));
+        assert_ne!(signal, TokenKey::from_secret(b"other").token(Purpose::Signal, "abc"));
+        let stored = format!("curl -X POST http://h/v1/signals/{}", placeholder(Purpose::Signal, "abc"));
+        assert!(!stored.contains(&signal));
+        assert_eq!(key.render(&stored), format!("curl -X POST http://h/v1/signals/{signal}"));
+        assert_eq!(key.token_hash(Purpose::Signal, "abc"), token::hash_token(&signal));
+        assert_eq!(key.render("a @@anneal-token:bogus:x@@ b"), "a @@anneal-token:bogus:x@@ b");
+        assert_eq!(
+            key.render("@@anneal-token:handle:h1@@@@anneal-token:"),
+            format!("{}@@anneal-token:", key.token(Purpose::Handle, "h1"))
+        );
+    }
+
+    #[test]
+    fn key_file_is_created_private_and_reused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shim.key");
+        let first = TokenKey::load_or_create(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let second = TokenKey::load_or_create(&path).unwrap();
+        assert_eq!(first.token(Purpose::Handle, "x"), second.token(Purpose::Handle, "x"));
+        std::fs::write(&path, "garbage").unwrap();
+        assert!(TokenKey::load_or_create(&path).is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! Engine scenarios over a real SQLite file, driven through the `Service` trait the way agents
+//! and operators drive it: release order across servers, get_attr flowing between them, wait
+//! conditions, duplicate and unknown signals, update, delete, restart and timeouts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::model::{AddServer, Service, SignalAck, StackRequest, WaitConditionSignal};
+use crate::store::SqliteStore;
+
+const TEMPLATE: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  db_server: {type: string, default: db1}
+  app_server: {type: string, default: app1}
+  web_server: {type: string, default: web1}
+  db_password: {type: string, hidden: true, default: planted-password}
+  web_message: {type: string, default: hello}
+resources:
+  db_config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: password}]
+      outputs: [{name: db_host}]
+      config: "#!/bin/sh\necho -n 10.0.0.5 > $heat_outputs_path.db_host\n"
+  db_deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: db_config}
+      server: {get_param: db_server}
+      actions: [CREATE, UPDATE, DELETE]
+      input_values: {password: {get_param: db_password}}
+  app_config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: db_host}]
+      outputs: [{name: app_url}]
+      config: "#!/bin/sh\necho app\n"
+  app_deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: app_config}
+      server: {get_param: app_server}
+      input_values: {db_host: {get_attr: [db_deploy, db_host]}}
+  handle:
+    type: OS::Heat::WaitConditionHandle
+  wait:
+    type: OS::Heat::WaitCondition
+    properties: {handle: {get_resource: handle}, timeout: 600, count: 1}
+  web_config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: app_url}, {name: wc_notify}]
+      config:
+        str_replace:
+          template: "#!/bin/sh\necho MESSAGE\n"
+          params: {MESSAGE: {get_param: web_message}}
+  web_deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: web_config}
+      server: {get_param: web_server}
+      input_values:
+        app_url: {get_attr: [app_deploy, app_url]}
+        wc_notify: {get_attr: [handle, curl_cli]}
+outputs:
+  app_url: {value: {get_attr: [app_deploy, app_url]}}
+  wait_data: {value: {get_attr: [wait, data]}}
+"##;
+
+fn engine_at(path: &Path) -> Engine<SqliteStore> {
+    let store = SqliteStore::open(path).unwrap();
+    Engine::new(store, TokenKey::from_secret(b"test key"), EngineConfig { public_url: "http://127.0.0.1:9".into() })
+}
+
+async fn register(engine: &Engine<SqliteStore>, names: &[&str]) -> Vec<String> {
+    let mut tokens = Vec::new();
+    for name in names {
+        tokens.push(engine.add_server(AddServer { name: name.to_string() }).await.unwrap().token);
+    }
+    tokens
+}
+
+fn request(name: &str, template: &str, parameters: &[(&str, &str)]) -> StackRequest {
+    let parameters: BTreeMap<String, String> = parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    StackRequest { name: Some(name.into()), template: template.into(), parameters, timeout_secs: None }
+}
+
+async fn deployments(engine: &Engine<SqliteStore>, server: &str) -> Vec<Value> {
+    let document = engine.metadata(server).await.unwrap();
+    let body: Value = serde_json::from_str(&document.body).unwrap();
+    body["deployments"].as_array().unwrap().clone()
+}
+
+fn input<'a>(deployment: &'a Value, name: &str) -> &'a Value {
+    deployment["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|input| input["name"] == name)
+        .map(|input| &input["value"])
+        .unwrap()
+}
+
+fn signal_token(deployment: &Value) -> String {
+    input(deployment, "deploy_signal_id").as_str().unwrap().rsplit('/').next().unwrap().to_string()
+}
+
+async fn status(engine: &Engine<SqliteStore>, stack: &str) -> String {
+    engine.show_stack(stack).await.unwrap().summary.status
+}
+
+/// Drives the three-server stack to COMPLETE; returns the web deployment as published.
+async fn converge(engine: &Engine<SqliteStore>) -> Value {
+    let db = deployments(engine, "db1").await;
+    assert_eq!(db.len(), 1);
+    assert!(deployments(engine, "app1").await.is_empty(), "app waits for db's output");
+    let ack = engine
+        .deployment_signal(&signal_token(&db[0]), json!({"db_host": "10.0.0.5", "deploy_status_code": 0}), None)
+        .await;
+    assert_eq!(ack.unwrap(), Some(SignalAck::Applied));
+    let app = deployments(engine, "app1").await;
+    assert_eq!(input(&app[0], "db_host"), "10.0.0.5", "get_attr crossed servers");
+    engine.deployment_signal(&signal_token(&app[0]), json!({"app_url": "http://app1:80"}), None).await.unwrap();
+    let web = deployments(engine, "web1").await;
+    assert_eq!(input(&web[0], "app_url"), "http://app1:80");
+    let curl = input(&web[0], "wc_notify").as_str().unwrap().to_string();
+    assert!(curl.starts_with("curl -i -X POST") && !curl.contains("@@"), "{curl}");
+    let handle_token = curl.rsplit('/').next().unwrap().to_string();
+    let signal = WaitConditionSignal { success: true, reason: None, data: Some(json!("ok")), id: Some("web1".into()) };
+    assert_eq!(engine.wait_condition_signal(&handle_token, signal).await.unwrap(), Some(SignalAck::Applied));
+    assert_eq!(status(engine, "s").await, "CREATE_IN_PROGRESS");
+    engine.deployment_signal(&signal_token(&web[0]), json!({"deploy_status_code": 0}), None).await.unwrap();
+    web[0].clone()
+}
+
+#[tokio::test]
+async fn three_servers_converge_with_get_attr_and_a_wait_condition() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    let tokens = register(&engine, &["db1", "app1", "web1"]).await;
+    let app_watch = engine.watch_metadata("app1").await.unwrap();
+    let created = engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap();
+    assert_eq!(created.status, "CREATE_IN_PROGRESS");
+    assert!(!app_watch.has_changed().unwrap());
+    let web = converge(&engine).await;
+    assert!(app_watch.has_changed().unwrap(), "releasing app's deployment woke its long-poll");
+
+    let detail = engine.show_stack("s").await.unwrap();
+    assert_eq!(detail.summary.status, "CREATE_COMPLETE", "{detail:?}");
+    let outputs: BTreeMap<_, _> =
+        detail.outputs.iter().map(|output| (output.name.as_str(), output.value.clone())).collect();
+    assert_eq!(outputs["app_url"], "http://app1:80");
+    assert_eq!(outputs["wait_data"], json!("{\"web1\":\"ok\"}"));
+    assert_eq!(detail.parameters["db_password"], "******", "hidden parameters are never echoed");
+    assert!(detail.resources.iter().all(|resource| resource.status == "CREATE_COMPLETE"), "{:?}", detail.resources);
+
+    // Repeated and unknown signals change nothing.
+    let again = engine.deployment_signal(&signal_token(&web), json!({"deploy_status_code": 1}), None).await.unwrap();
+    assert_eq!(again, Some(SignalAck::Duplicate));
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    assert_eq!(engine.deployment_signal(&"0".repeat(64), json!({}), None).await.unwrap(), None);
+    assert_eq!(engine.deployment_signal("not-a-token", json!({}), None).await.unwrap(), None);
+
+    // A server token reads only its own server; tokens are stored hashed.
+    assert_eq!(engine.server_for_token(&tokens[0]).await.unwrap().as_deref(), Some("db1"));
+    let events = engine.stack_events("s").await.unwrap();
+    assert!(events.iter().any(|event| event.resource == "s" && event.status == "CREATE_COMPLETE"));
+    drop(engine);
+    let database = std::fs::read(dir.path().join("shim.db")).unwrap_or_default();
+    let wal = std::fs::read(dir.path().join("shim.db-wal")).unwrap_or_default();
+    for secret in tokens.iter().map(String::as_str).chain([signal_token(&web).as_str()]) {
+        let needle = secret.as_bytes();
+        let found =
+            database.windows(needle.len()).any(|w| w == needle) || wal.windows(needle.len()).any(|w| w == needle);
+        assert!(!found, "a token is stored in clear");
+    }
+}
+
+#[tokio::test]
+async fn update_reruns_only_what_changed_and_delete_runs_delete_actions() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["db1", "app1", "web1"]).await;
+    engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap();
+    converge(&engine).await;
+    let ids =
+        |deployments: &[Value]| deployments.iter().map(|d| d["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (db_before, app_before, web_before) = (
+        ids(&deployments(&engine, "db1").await),
+        ids(&deployments(&engine, "app1").await),
+        ids(&deployments(&engine, "web1").await),
+    );
+
+    let updated = engine.update_stack("s", request("s", TEMPLATE, &[("web_message", "changed")])).await.unwrap();
+    assert_eq!(updated.status, "UPDATE_IN_PROGRESS");
+    assert_eq!(ids(&deployments(&engine, "db1").await), db_before, "unchanged deployments keep their id");
+    assert_eq!(ids(&deployments(&engine, "app1").await), app_before);
+    let web = deployments(&engine, "web1").await;
+    assert_ne!(ids(&web), web_before, "the changed config gets a new derived id");
+    assert_eq!(input(&web[0], "deploy_action"), "UPDATE");
+    assert!(web[0]["config"].as_str().unwrap().contains("changed"));
+    engine.deployment_signal(&signal_token(&web[0]), json!({}), None).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE");
+
+    // Restart in the middle of a delete: nothing is lost.
+    let deleting = engine.delete_stack("s").await.unwrap();
+    assert_eq!(deleting.status, "DELETE_IN_PROGRESS");
+    drop(engine);
+    let engine = engine_at(&dir.path().join("shim.db"));
+    let db = deployments(&engine, "db1").await;
+    let delete = db.iter().find(|d| input(d, "deploy_action") == "DELETE").expect("db's DELETE action is published");
+    assert!(deployments(&engine, "web1").await.len() == 1, "web has no DELETE action; removed with the stack");
+    engine.deployment_signal(&signal_token(delete), json!({}), None).await.unwrap();
+    assert!(matches!(engine.show_stack("s").await, Err(ServiceError::NotFound { .. })));
+    assert!(deployments(&engine, "db1").await.is_empty() && deployments(&engine, "web1").await.is_empty());
+    let events = engine.stack_events("s").await.unwrap();
+    assert_eq!(events.last().unwrap().status, "DELETE_COMPLETE");
+}
+
+#[tokio::test]
+async fn failure_and_timeouts_fail_the_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["db1", "app1", "web1"]).await;
+    engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap();
+    let db = deployments(&engine, "db1").await;
+    engine
+        .deployment_signal(&signal_token(&db[0]), json!({"deploy_status_code": 3, "deploy_stderr": "boom"}), None)
+        .await
+        .unwrap();
+    let detail = engine.show_stack("s").await.unwrap();
+    assert_eq!(detail.summary.status, "CREATE_FAILED");
+    assert!(detail.summary.status_reason.contains("non-zero status code: 3"), "{}", detail.summary.status_reason);
+    assert!(deployments(&engine, "app1").await.is_empty(), "nothing after a failure is released");
+
+    let waiting = "heat_template_version: 2018-08-31\nresources:\n  h: {type: OS::Heat::WaitConditionHandle}\n  w:\n    type: OS::Heat::WaitCondition\n    properties: {handle: {get_resource: h}, timeout: 1}\n";
+    let mut timed = request("t", waiting, &[]);
+    timed.timeout_secs = Some(60);
+    engine.create_stack(timed).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let fired = engine.transact(sweeper::sweep).await.unwrap();
+    assert!(fired >= 1);
+    let detail = engine.show_stack("t").await.unwrap();
+    assert_eq!(detail.summary.status, "CREATE_FAILED");
+    assert!(
+        detail.summary.status_reason.contains("WaitConditionTimeout: 0 of 1 received"),
+        "{}",
+        detail.summary.status_reason
+    );
+}
+
+#[tokio::test]
+async fn invalid_stacks_are_rejected_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["db1", "app1"]).await;
+    let Err(ServiceError::Template { problems }) = engine.create_stack(request("s", TEMPLATE, &[])).await else {
+        panic!("an unregistered server must be rejected")
+    };
+    assert!(
+        problems.iter().any(|problem| problem.contains("web1") && problem.contains("not registered")),
+        "{problems:?}"
+    );
+    assert!(matches!(engine.show_stack("s").await, Err(ServiceError::NotFound { .. })), "nothing was stored");
+    let cycle = "heat_template_version: 2018-08-31\nresources:\n  a: {type: OS::Heat::WaitConditionHandle, depends_on: b}\n  b: {type: OS::Heat::WaitConditionHandle, depends_on: a}\n";
+    let Err(ServiceError::Template { problems }) = engine.create_stack(request("c", cycle, &[])).await else {
+        panic!()
+    };
+    assert!(problems.iter().any(|problem| problem.contains("cycle")), "{problems:?}");
+    assert!(matches!(engine.create_stack(request("bad name/", cycle, &[])).await, Err(ServiceError::Invalid { .. })));
+    assert!(matches!(engine.add_server(AddServer { name: "db1".into() }).await, Err(ServiceError::Conflict { .. })));
+}

@@ -1,0 +1,119 @@
+//! `SqliteTx`, the handle `Tx` methods run on inside one transaction, and the few helpers every
+//! statement goes through: cached preparation, the statement counter, error context, and the
+//! JSON and integer conversions of columns. Nothing here commits or rolls back.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
+use rusqlite::{Connection, Params, Row, ToSql};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::store::StoreError;
+
+pub(crate) struct SqliteTx<'transaction> {
+    connection: &'transaction Connection,
+    statements: &'transaction AtomicU64,
+}
+
+impl<'transaction> SqliteTx<'transaction> {
+    /// `connection` must be inside a transaction for the life of the value.
+    pub(crate) fn new(connection: &'transaction Connection, statements: &'transaction AtomicU64) -> Self {
+        SqliteTx { connection, statements }
+    }
+
+    /// Runs a statement that returns no rows; the number of rows it changed.
+    pub(crate) fn execute(&self, action: &'static str, sql: &str, params: impl Params) -> Result<usize, StoreError> {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        let sql_error = |source| StoreError::Sql { action, source };
+        let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
+        statement.execute(params).map_err(sql_error)
+    }
+
+    /// The first row a statement returns (also for `UPDATE ... RETURNING`), mapped by `map`.
+    pub(crate) fn query_optional<T>(
+        &self,
+        action: &'static str,
+        sql: &str,
+        params: impl Params,
+        map: impl FnOnce(&Row<'_>) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        let sql_error = |source| StoreError::Sql { action, source };
+        let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
+        let mut rows = statement.query(params).map_err(sql_error)?;
+        match rows.next().map_err(sql_error)? {
+            Some(row) => map(row).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Every row a statement returns, mapped by `map`.
+    pub(crate) fn query_all<T>(
+        &self,
+        action: &'static str,
+        sql: &str,
+        params: impl Params,
+        mut map: impl FnMut(&Row<'_>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        let sql_error = |source| StoreError::Sql { action, source };
+        let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
+        let mut rows = statement.query(params).map_err(sql_error)?;
+        let mut found = Vec::new();
+        while let Some(row) = rows.next().map_err(sql_error)? {
+            found.push(map(row)?);
+        }
+        Ok(found)
+    }
+}
+
+/// Reads column `index` of a row; the rusqlite error names the column and the type it found.
+pub(crate) fn column<T: FromSql>(row: &Row<'_>, index: usize) -> Result<T, StoreError> {
+    row.get(index).map_err(|source| StoreError::Sql { action: "read a stored row", source })
+}
+
+/// Reads a JSON TEXT column.
+pub(crate) fn json_column<T: DeserializeOwned>(
+    row: &Row<'_>,
+    index: usize,
+    column_name: &'static str,
+) -> Result<T, StoreError> {
+    let text: String = column(row, index)?;
+    serde_json::from_str(&text).map_err(|source| StoreError::Decode { column: column_name, source })
+}
+
+/// The TEXT stored for a JSON column.
+pub(crate) fn to_json_text(value: &impl Serialize, column_name: &'static str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|source| StoreError::Encode { column: column_name, source })
+}
+
+/// A `u64` as an SQLite integer (an i64). rusqlite converts `u64` only with its `fallible_uint`
+/// feature; this makes the same check: a value beyond i64 fails instead of wrapping around.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unsigned(pub(crate) u64);
+
+impl ToSql for Unsigned {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        i64::try_from(self.0)
+            .map(ToSqlOutput::from)
+            .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))
+    }
+}
+
+impl FromSql for Unsigned {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let signed = i64::column_result(value)?;
+        u64::try_from(signed).map(Unsigned).map_err(|_| FromSqlError::OutOfRange(signed))
+    }
+}
+
+/// Reads a `u64` column.
+pub(crate) fn unsigned_column(row: &Row<'_>, index: usize) -> Result<u64, StoreError> {
+    column::<Unsigned>(row, index).map(|value| value.0)
+}
+
+/// Reads a nullable `u64` column.
+pub(crate) fn optional_unsigned_column(row: &Row<'_>, index: usize) -> Result<Option<u64>, StoreError> {
+    column::<Option<Unsigned>>(row, index).map(|value| value.map(|value| value.0))
+}

@@ -1,0 +1,121 @@
+//! Statements on the smaller tables: `wait_signals` (what wait condition handles received),
+//! `events` (the stack's history, kept after the stack is deleted) and `deadlines` (every
+//! timeout the sweeper enforces).
+
+use rusqlite::{Row, params};
+
+use super::access::{SqliteTx, Unsigned, column, json_column, to_json_text, unsigned_column};
+use crate::store::{DeadlineRow, EventRow, StoreError, WaitSignalRow};
+
+pub(super) fn upsert_wait_signal(tx: &SqliteTx<'_>, row: &WaitSignalRow) -> Result<bool, StoreError> {
+    let data = to_json_text(&row.data, "wait_signals.data")?;
+    // Insert first: a new id (the usual case) costs one statement. A repeated id replaces the
+    // signal in place, keeping its `seq` and so its position, as Heat's metadata dict does.
+    let inserted = tx.execute(
+        "record a wait condition signal",
+        "INSERT INTO wait_signals (stack, handle, signal_id, success, reason, data, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (stack, handle, signal_id) DO NOTHING",
+        params![row.stack, row.handle, row.signal_id, row.success, row.reason, data, Unsigned(row.received_at)],
+    )?;
+    if inserted == 1 {
+        return Ok(true);
+    }
+    tx.execute(
+        "replace a wait condition signal",
+        "UPDATE wait_signals SET success = ?4, reason = ?5, data = ?6, received_at = ?7
+         WHERE stack = ?1 AND handle = ?2 AND signal_id = ?3",
+        params![row.stack, row.handle, row.signal_id, row.success, row.reason, data, Unsigned(row.received_at)],
+    )?;
+    Ok(false)
+}
+
+pub(super) fn wait_signals(tx: &SqliteTx<'_>, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
+    tx.query_all(
+        "list wait condition signals",
+        "SELECT stack, handle, signal_id, success, reason, data, received_at FROM wait_signals
+         WHERE stack = ?1 AND handle = ?2 ORDER BY seq",
+        [stack, handle],
+        wait_signal_from_row,
+    )
+}
+
+pub(super) fn append_event(
+    tx: &SqliteTx<'_>,
+    stack: &str,
+    time: u64,
+    resource: &str,
+    status: &str,
+    reason: &str,
+) -> Result<u64, StoreError> {
+    tx.query_optional(
+        "append an event",
+        "INSERT INTO events (stack, time, resource, status, reason) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+        params![stack, Unsigned(time), resource, status, reason],
+        |row| unsigned_column(row, 0),
+    )?
+    // RETURNING always yields the inserted row; this only guards against an SQLite surprise.
+    .ok_or(StoreError::Sql { action: "append an event", source: rusqlite::Error::QueryReturnedNoRows })
+}
+
+pub(super) fn events(tx: &SqliteTx<'_>, stack: &str) -> Result<Vec<EventRow>, StoreError> {
+    tx.query_all(
+        "list a stack's events",
+        "SELECT id, stack, time, resource, status, reason FROM events WHERE stack = ?1 ORDER BY id",
+        [stack],
+        |row| {
+            Ok(EventRow {
+                id: unsigned_column(row, 0)?,
+                stack: column(row, 1)?,
+                time: unsigned_column(row, 2)?,
+                resource: column(row, 3)?,
+                status: column(row, 4)?,
+                reason: column(row, 5)?,
+            })
+        },
+    )
+}
+
+pub(super) fn put_deadline(tx: &SqliteTx<'_>, row: &DeadlineRow) -> Result<(), StoreError> {
+    tx.execute(
+        "store a deadline",
+        "INSERT INTO deadlines (key, stack, node, due_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (key) DO UPDATE SET stack = excluded.stack, node = excluded.node, due_at = excluded.due_at",
+        params![row.key, row.stack, row.node, Unsigned(row.due_at)],
+    )?;
+    Ok(())
+}
+
+pub(super) fn delete_deadline(tx: &SqliteTx<'_>, key: &str) -> Result<(), StoreError> {
+    tx.execute("delete a deadline", "DELETE FROM deadlines WHERE key = ?1", [key])?;
+    Ok(())
+}
+
+pub(super) fn due_deadlines(tx: &SqliteTx<'_>, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError> {
+    // SQLite's LIMIT is signed; anything beyond i64 means "no limit" anyway.
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    tx.query_all(
+        "list due deadlines",
+        "SELECT key, stack, node, due_at FROM deadlines WHERE due_at <= ?1 ORDER BY due_at, key LIMIT ?2",
+        params![Unsigned(now), limit],
+        |row| {
+            Ok(DeadlineRow {
+                key: column(row, 0)?,
+                stack: column(row, 1)?,
+                node: column(row, 2)?,
+                due_at: unsigned_column(row, 3)?,
+            })
+        },
+    )
+}
+
+fn wait_signal_from_row(row: &Row<'_>) -> Result<WaitSignalRow, StoreError> {
+    Ok(WaitSignalRow {
+        stack: column(row, 0)?,
+        handle: column(row, 1)?,
+        signal_id: column(row, 2)?,
+        success: column(row, 3)?,
+        reason: column(row, 4)?,
+        data: json_column(row, 5, "wait_signals.data")?,
+        received_at: unsigned_column(row, 6)?,
+    })
+}

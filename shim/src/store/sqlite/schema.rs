@@ -1,0 +1,164 @@
+//! The SQLite schema and its versioned migrations. Migration N runs once, in its own immediate
+//! transaction, and records itself in `schema_version` in that same transaction, so a crash
+//! mid-migration leaves the previous version intact and a concurrent opener waits instead of
+//! running it twice. Migrations are append-only: a shipped one is never edited.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::store::StoreError;
+
+pub(crate) struct Migration {
+    pub(crate) version: u32,
+    pub(crate) sql: &'static str,
+}
+
+/// Every migration this build knows, in version order.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration { version: 1, sql: SCHEMA_V1 }];
+
+/// Child tables reference their stack by name, so parents must be written first. The foreign
+/// keys are checked per statement, not deferred to COMMIT: a COMMIT is shared by a batch of
+/// calls (see `batch`), and one call's violation must fail that call, not its neighbours.
+/// `ON DELETE CASCADE` is a safety net behind `delete_stack`'s explicit deletes. Events have no foreign key: they outlive stacks.
+/// STRICT tables make SQLite reject a value of the wrong type instead of storing it.
+const SCHEMA_V1: &str = "
+CREATE TABLE servers (
+    name TEXT NOT NULL PRIMARY KEY,
+    token_hash TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    metadata_version INTEGER NOT NULL,
+    metadata_body TEXT NOT NULL,
+    published_at INTEGER NOT NULL,
+    last_seen INTEGER
+) STRICT;
+CREATE UNIQUE INDEX servers_token_hash ON servers (token_hash);
+
+CREATE TABLE stacks (
+    name TEXT NOT NULL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    action TEXT NOT NULL,
+    state TEXT NOT NULL,
+    status_reason TEXT NOT NULL,
+    template TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    hidden_parameters TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    pending INTEGER NOT NULL,
+    deadline INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE nodes (
+    seq INTEGER PRIMARY KEY,
+    stack TEXT NOT NULL REFERENCES stacks (name) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    resource_type TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    state TEXT NOT NULL,
+    status_reason TEXT NOT NULL,
+    remaining INTEGER NOT NULL,
+    definition TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    derived_config_id TEXT,
+    signal_token_hash TEXT,
+    server TEXT,
+    updated_at INTEGER NOT NULL,
+    UNIQUE (stack, name)
+) STRICT;
+CREATE INDEX nodes_signal_token_hash ON nodes (signal_token_hash) WHERE signal_token_hash IS NOT NULL;
+
+CREATE TABLE edges (
+    stack TEXT NOT NULL REFERENCES stacks (name) ON DELETE CASCADE,
+    from_node TEXT NOT NULL,
+    to_node TEXT NOT NULL,
+    PRIMARY KEY (stack, from_node, to_node)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE entries (
+    server TEXT NOT NULL REFERENCES servers (name),
+    stack TEXT NOT NULL REFERENCES stacks (name) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    sort_key TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    PRIMARY KEY (server, stack, node)
+) STRICT;
+CREATE INDEX entries_server_sort_key ON entries (server, sort_key, stack, node);
+CREATE INDEX entries_stack ON entries (stack);
+
+CREATE TABLE wait_signals (
+    seq INTEGER PRIMARY KEY,
+    stack TEXT NOT NULL REFERENCES stacks (name) ON DELETE CASCADE,
+    handle TEXT NOT NULL,
+    signal_id TEXT NOT NULL,
+    success INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    data TEXT NOT NULL,
+    received_at INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX wait_signals_signal_id ON wait_signals (stack, handle, signal_id);
+
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    stack TEXT NOT NULL,
+    time INTEGER NOT NULL,
+    resource TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL
+) STRICT;
+CREATE INDEX events_stack ON events (stack, id);
+
+CREATE TABLE deadlines (
+    key TEXT NOT NULL PRIMARY KEY,
+    stack TEXT NOT NULL REFERENCES stacks (name) ON DELETE CASCADE,
+    node TEXT,
+    due_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX deadlines_due_at ON deadlines (due_at);
+CREATE INDEX deadlines_stack ON deadlines (stack);
+";
+
+/// Brings the database up to the last of `migrations`, each in its own transaction.
+pub(crate) fn migrate(connection: &mut Connection, migrations: &[Migration]) -> Result<(), StoreError> {
+    let sql_error = |action| move |source| StoreError::Sql { action, source };
+    connection
+        .execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_version (
+                 version INTEGER NOT NULL PRIMARY KEY,
+                 applied_at INTEGER NOT NULL
+             ) STRICT",
+        )
+        .map_err(sql_error("create the schema_version table"))?;
+    let supported = migrations.last().map_or(0, |migration| migration.version);
+    for migration in migrations {
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("begin a migration transaction"))?;
+        // Read inside the write lock: another process may have migrated since we looked.
+        let current: u32 = transaction
+            .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_version", [], |row| row.get(0))
+            .map_err(sql_error("read the schema version"))?;
+        if current > supported {
+            return Err(StoreError::SchemaTooNew { found: current, supported });
+        }
+        if migration.version <= current {
+            continue;
+        }
+        let failed = |source| StoreError::Migration { version: migration.version, source };
+        transaction.execute_batch(migration.sql).map_err(failed)?;
+        transaction
+            .execute("INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)", (migration.version, now()))
+            .map_err(failed)?;
+        transaction.commit().map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// Applied-at time in unix milliseconds; a clock before 1970 records 0 (it is informational).
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,128 @@
+//! Statements on `servers` (registrations and their materialised metadata documents) and
+//! `entries` (the released deployments each document is built from).
+
+use rusqlite::{Row, params};
+
+use super::access::{SqliteTx, Unsigned, column, json_column, optional_unsigned_column, to_json_text, unsigned_column};
+use crate::store::{EntryRow, ServerRow, StoreError};
+
+/// `SELECT <the ServerRow columns> FROM servers <tail>` as one literal: no allocation per call.
+macro_rules! select_servers {
+    ($tail:literal) => {
+        concat!(
+            "SELECT name, token_hash, created_at, metadata_version, metadata_body, published_at, last_seen FROM servers ",
+            $tail
+        )
+    };
+}
+
+pub(super) fn insert(tx: &SqliteTx<'_>, row: &ServerRow) -> Result<bool, StoreError> {
+    // Only a taken name means "false"; a duplicate token hash is a real error and still fails.
+    let changed = tx.execute(
+        "insert a server",
+        "INSERT INTO servers (name, token_hash, created_at, metadata_version, metadata_body, published_at, last_seen)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (name) DO NOTHING",
+        params![
+            row.name,
+            row.token_hash,
+            Unsigned(row.created_at),
+            Unsigned(row.metadata_version),
+            row.metadata_body,
+            Unsigned(row.published_at),
+            row.last_seen.map(Unsigned)
+        ],
+    )?;
+    Ok(changed == 1)
+}
+
+pub(super) fn by_name(tx: &SqliteTx<'_>, name: &str) -> Result<Option<ServerRow>, StoreError> {
+    tx.query_optional("read a server", select_servers!("WHERE name = ?1"), [name], server_from_row)
+}
+
+pub(super) fn by_token_hash(tx: &SqliteTx<'_>, hash: &str) -> Result<Option<ServerRow>, StoreError> {
+    tx.query_optional("find a server by token", select_servers!("WHERE token_hash = ?1"), [hash], server_from_row)
+}
+
+pub(super) fn all(tx: &SqliteTx<'_>) -> Result<Vec<ServerRow>, StoreError> {
+    tx.query_all("list servers", select_servers!("ORDER BY name"), [], server_from_row)
+}
+
+pub(super) fn set_document(
+    tx: &SqliteTx<'_>,
+    name: &str,
+    version: u64,
+    body: &str,
+    published_at: u64,
+) -> Result<(), StoreError> {
+    let changed = tx.execute(
+        "publish a metadata document",
+        "UPDATE servers SET metadata_version = ?2, metadata_body = ?3, published_at = ?4 WHERE name = ?1",
+        params![name, Unsigned(version), body, Unsigned(published_at)],
+    )?;
+    require_changed(changed, name)
+}
+
+pub(super) fn touch(tx: &SqliteTx<'_>, name: &str, at: u64) -> Result<(), StoreError> {
+    let changed = tx.execute(
+        "record a server's last poll",
+        "UPDATE servers SET last_seen = ?2 WHERE name = ?1",
+        params![name, Unsigned(at)],
+    )?;
+    require_changed(changed, name)
+}
+
+pub(super) fn put_entry(tx: &SqliteTx<'_>, row: &EntryRow) -> Result<(), StoreError> {
+    let entry = to_json_text(&row.entry, "entries.entry")?;
+    tx.execute(
+        "store a metadata entry",
+        "INSERT INTO entries (server, stack, node, sort_key, entry) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (server, stack, node) DO UPDATE SET sort_key = excluded.sort_key, entry = excluded.entry",
+        params![row.server, row.stack, row.node, row.sort_key, entry],
+    )?;
+    Ok(())
+}
+
+pub(super) fn remove_entry(tx: &SqliteTx<'_>, server: &str, stack: &str, node: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "remove a metadata entry",
+        "DELETE FROM entries WHERE server = ?1 AND stack = ?2 AND node = ?3",
+        [server, stack, node],
+    )?;
+    Ok(())
+}
+
+pub(super) fn entries(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryRow>, StoreError> {
+    tx.query_all(
+        "list a server's metadata entries",
+        "SELECT server, stack, node, sort_key, entry FROM entries WHERE server = ?1 ORDER BY sort_key, stack, node",
+        [server],
+        |row| {
+            Ok(EntryRow {
+                server: column(row, 0)?,
+                stack: column(row, 1)?,
+                node: column(row, 2)?,
+                sort_key: column(row, 3)?,
+                entry: json_column(row, 4, "entries.entry")?,
+            })
+        },
+    )
+}
+
+fn server_from_row(row: &Row<'_>) -> Result<ServerRow, StoreError> {
+    Ok(ServerRow {
+        name: column(row, 0)?,
+        token_hash: column(row, 1)?,
+        created_at: unsigned_column(row, 2)?,
+        metadata_version: unsigned_column(row, 3)?,
+        metadata_body: column(row, 4)?,
+        published_at: unsigned_column(row, 5)?,
+        last_seen: optional_unsigned_column(row, 6)?,
+    })
+}
+
+fn require_changed(changed: usize, name: &str) -> Result<(), StoreError> {
+    if changed == 0 {
+        return Err(StoreError::NotFound { kind: "server", key: name.to_owned() });
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Statements on `stacks`, including the cascade of `delete_stack` over everything a stack owns.
+
+use rusqlite::{Row, params};
+
+use super::access::{SqliteTx, Unsigned, column, json_column, optional_unsigned_column, to_json_text, unsigned_column};
+use crate::store::{StackRow, StoreError};
+
+/// `SELECT <the StackRow columns> FROM stacks <tail>` as one literal: no allocation per call.
+macro_rules! select_stacks {
+    ($tail:literal) => {
+        concat!(
+            "SELECT id, name, action, state, status_reason, template, parameters, hidden_parameters, generation, ",
+            "pending, deadline, created_at, updated_at FROM stacks ",
+            $tail
+        )
+    };
+}
+
+/// The tables `delete_stack` empties of a stack's rows, one statement each (events stay).
+const OWNED_TABLES: &[(&str, &str)] = &[
+    ("delete a stack's deadlines", "DELETE FROM deadlines WHERE stack = ?1"),
+    ("delete a stack's wait signals", "DELETE FROM wait_signals WHERE stack = ?1"),
+    ("delete a stack's metadata entries", "DELETE FROM entries WHERE stack = ?1"),
+    ("delete a stack's edges", "DELETE FROM edges WHERE stack = ?1"),
+    ("delete a stack's nodes", "DELETE FROM nodes WHERE stack = ?1"),
+    ("delete a stack", "DELETE FROM stacks WHERE name = ?1"),
+];
+
+pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow) -> Result<bool, StoreError> {
+    let parameters = to_json_text(&row.parameters, "stacks.parameters")?;
+    let hidden_parameters = to_json_text(&row.hidden_parameters, "stacks.hidden_parameters")?;
+    // Only a taken name means "false"; a duplicate id is a real error and still fails.
+    let changed = tx.execute(
+        "insert a stack",
+        "INSERT INTO stacks (id, name, action, state, status_reason, template, parameters, hidden_parameters,
+             generation, pending, deadline, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (name) DO NOTHING",
+        params![
+            row.id,
+            row.name,
+            row.action,
+            row.state,
+            row.status_reason,
+            row.template,
+            parameters,
+            hidden_parameters,
+            Unsigned(row.generation),
+            row.pending,
+            row.deadline.map(Unsigned),
+            Unsigned(row.created_at),
+            Unsigned(row.updated_at)
+        ],
+    )?;
+    Ok(changed == 1)
+}
+
+pub(super) fn by_name(tx: &SqliteTx<'_>, name: &str) -> Result<Option<StackRow>, StoreError> {
+    tx.query_optional("read a stack", select_stacks!("WHERE name = ?1"), [name], stack_from_row)
+}
+
+pub(super) fn all(tx: &SqliteTx<'_>) -> Result<Vec<StackRow>, StoreError> {
+    tx.query_all("list stacks", select_stacks!("ORDER BY name"), [], stack_from_row)
+}
+
+pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError> {
+    let parameters = to_json_text(&row.parameters, "stacks.parameters")?;
+    let hidden_parameters = to_json_text(&row.hidden_parameters, "stacks.hidden_parameters")?;
+    let changed = tx.execute(
+        "update a stack",
+        "UPDATE stacks SET id = ?1, action = ?3, state = ?4, status_reason = ?5, template = ?6, parameters = ?7,
+             hidden_parameters = ?8, generation = ?9, pending = ?10, deadline = ?11, updated_at = ?12
+         WHERE name = ?2",
+        params![
+            row.id,
+            row.name,
+            row.action,
+            row.state,
+            row.status_reason,
+            row.template,
+            parameters,
+            hidden_parameters,
+            Unsigned(row.generation),
+            row.pending,
+            row.deadline.map(Unsigned),
+            Unsigned(row.updated_at)
+        ],
+    )?;
+    if changed == 0 {
+        return Err(StoreError::NotFound { kind: "stack", key: row.name.clone() });
+    }
+    Ok(())
+}
+
+pub(super) fn add_pending(tx: &SqliteTx<'_>, name: &str, delta: i64) -> Result<i64, StoreError> {
+    tx.query_optional(
+        "change a stack's pending count",
+        "UPDATE stacks SET pending = pending + ?2 WHERE name = ?1 RETURNING pending",
+        params![name, delta],
+        |row| column(row, 0),
+    )?
+    .ok_or_else(|| StoreError::NotFound { kind: "stack", key: name.to_owned() })
+}
+
+pub(super) fn delete(tx: &SqliteTx<'_>, name: &str) -> Result<(), StoreError> {
+    for (action, sql) in OWNED_TABLES {
+        tx.execute(action, sql, [name])?;
+    }
+    Ok(())
+}
+
+fn stack_from_row(row: &Row<'_>) -> Result<StackRow, StoreError> {
+    Ok(StackRow {
+        id: column(row, 0)?,
+        name: column(row, 1)?,
+        action: column(row, 2)?,
+        state: column(row, 3)?,
+        status_reason: column(row, 4)?,
+        template: column(row, 5)?,
+        parameters: json_column(row, 6, "stacks.parameters")?,
+        hidden_parameters: json_column(row, 7, "stacks.hidden_parameters")?,
+        generation: unsigned_column(row, 8)?,
+        pending: column(row, 9)?,
+        deadline: optional_unsigned_column(row, 10)?,
+        created_at: unsigned_column(row, 11)?,
+        updated_at: unsigned_column(row, 12)?,
+    })
+}

@@ -1,0 +1,374 @@
+//! Tests of the store: fixtures here, then opening, durability and the transaction boundary;
+//! `tables` covers every `Tx` method, `concurrency` the atomic counters under contention,
+//! `batching` the group commit.
+
+mod batching;
+mod concurrency;
+mod tables;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::sqlite::{MIGRATIONS, Migration};
+use super::*;
+
+pub(super) fn server_row(name: &str) -> ServerRow {
+    ServerRow {
+        name: name.to_owned(),
+        token_hash: format!("hash-of-{name}"),
+        created_at: 1_000,
+        metadata_version: 0,
+        metadata_body: "{}".to_owned(),
+        published_at: 1_000,
+        last_seen: None,
+    }
+}
+
+pub(super) fn stack_row(name: &str) -> StackRow {
+    StackRow {
+        id: format!("id-{name}"),
+        name: name.to_owned(),
+        action: "CREATE".to_owned(),
+        state: "IN_PROGRESS".to_owned(),
+        status_reason: String::new(),
+        template: "heat_template_version: 2018-08-31".to_owned(),
+        parameters: json!({"flavor": "m1.small", "password": "hunter2"}),
+        hidden_parameters: vec!["password".to_owned()],
+        generation: 1,
+        pending: 0,
+        deadline: Some(9_000),
+        created_at: 1_000,
+        updated_at: 1_000,
+    }
+}
+
+pub(super) fn node_row(stack: &str, name: &str) -> NodeRow {
+    NodeRow {
+        stack: stack.to_owned(),
+        name: name.to_owned(),
+        resource_type: "OS::Heat::SoftwareDeployment".to_owned(),
+        generation: 1,
+        action: "CREATE".to_owned(),
+        state: "IN_PROGRESS".to_owned(),
+        status_reason: String::new(),
+        remaining: 2,
+        definition: json!({"config": {"get_resource": "config"}, "server": "web1"}),
+        attributes: json!({}),
+        derived_config_id: None,
+        signal_token_hash: Some(format!("signal-{stack}-{name}")),
+        server: Some("web1".to_owned()),
+        updated_at: 1_000,
+    }
+}
+
+/// Runs `work` in a transaction that must succeed.
+pub(super) fn run<T>(store: &SqliteStore, work: impl FnOnce(&mut dyn Tx) -> Result<T, StoreError>) -> T {
+    store.transaction(work).unwrap()
+}
+
+/// A store with server `web1` and stack `app`, the parents most rows need.
+pub(super) fn store_with_stack() -> SqliteStore {
+    let store = SqliteStore::open_in_memory().unwrap();
+    run(&store, |tx| {
+        tx.insert_server(&server_row("web1"))?;
+        tx.insert_stack(&stack_row("app"))
+    });
+    store
+}
+
+fn database_path(directory: &Path) -> PathBuf {
+    directory.join("nested").join("dir").join("shim.db")
+}
+
+fn raw_connection(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).unwrap()
+}
+
+fn schema_versions(path: &Path) -> Vec<u32> {
+    let connection = raw_connection(path);
+    let mut statement = connection.prepare("SELECT version FROM schema_version ORDER BY version").unwrap();
+    statement.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
+}
+
+#[test]
+fn open_creates_private_file_and_directory() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let store = SqliteStore::open(&path).unwrap();
+    run(&store, |tx| tx.insert_server(&server_row("web1")));
+    let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    // SQLite gives its side files the database's mode; they hold the same secrets.
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        assert_eq!(mode(&side), 0o600, "{}", side.display());
+    }
+    assert_eq!(store.path(), Some(path.as_path()));
+}
+
+#[test]
+fn open_configures_durability() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&database_path(directory.path())).unwrap();
+    assert_eq!(store.pragma_value("journal_mode"), "wal");
+    assert_eq!(store.pragma_value("synchronous"), "2", "FULL");
+    assert_eq!(store.pragma_value("foreign_keys"), "1");
+    assert_eq!(store.pragma_value("busy_timeout"), "5000");
+}
+
+#[test]
+fn open_reports_an_unusable_path() {
+    let directory = tempfile::tempdir().unwrap();
+    let blocker = directory.path().join("file");
+    fs::write(&blocker, "not a directory").unwrap();
+    let error = SqliteStore::open(&blocker.join("shim.db")).unwrap_err();
+    assert!(matches!(error, StoreError::CreateDirectory { ref path, .. } if *path == blocker), "{error:?}");
+
+    let not_a_database = directory.path().join("garbage.db");
+    fs::write(&not_a_database, vec![b'x'; 4096]).unwrap();
+    assert!(SqliteStore::open(&not_a_database).is_err());
+}
+
+#[test]
+fn data_survives_reopen() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let store = SqliteStore::open(&path).unwrap();
+    run(&store, |tx| {
+        tx.insert_server(&server_row("web1"))?;
+        tx.insert_stack(&stack_row("app"))?;
+        tx.insert_node(&node_row("app", "deploy"))
+    });
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    let (server, stack, node) = run(&store, |tx| Ok((tx.server("web1")?, tx.stack("app")?, tx.node("app", "deploy")?)));
+    assert_eq!(server, Some(server_row("web1")));
+    assert_eq!(stack, Some(stack_row("app")));
+    assert_eq!(node, Some(node_row("app", "deploy")));
+    store.integrity_check().unwrap();
+}
+
+#[test]
+fn migrations_run_once() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    drop(SqliteStore::open(&path).unwrap());
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(schema_versions(&path), vec![1]);
+
+    // A second migration that would fail if it ran twice (CREATE TABLE without IF NOT EXISTS).
+    let extended = [
+        Migration { version: 1, sql: MIGRATIONS[0].sql },
+        Migration { version: 2, sql: "CREATE TABLE extra (x INTEGER)" },
+    ];
+    drop(SqliteStore::open_with_migrations(&path, &extended).unwrap());
+    drop(SqliteStore::open_with_migrations(&path, &extended).unwrap());
+    assert_eq!(schema_versions(&path), vec![1, 2]);
+
+    // An older build refuses a newer schema rather than writing to it.
+    let error = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 2, supported: 1 }), "{error:?}");
+}
+
+#[test]
+fn failed_migration_leaves_previous_version() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    drop(SqliteStore::open(&path).unwrap());
+    let broken = [
+        Migration { version: 1, sql: MIGRATIONS[0].sql },
+        Migration { version: 2, sql: "CREATE TABLE half (x INTEGER); THIS IS NOT SQL" },
+    ];
+    let error = SqliteStore::open_with_migrations(&path, &broken).unwrap_err();
+    assert!(matches!(error, StoreError::Migration { version: 2, .. }), "{error:?}");
+    assert_eq!(schema_versions(&path), vec![1]);
+    let half_tables: i64 = raw_connection(&path)
+        .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'half'", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(half_tables, 0);
+    SqliteStore::open(&path).unwrap();
+}
+
+#[test]
+fn error_in_work_rolls_everything_back() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let result: Result<(), StoreError> = store.transaction(|tx| {
+        tx.insert_server(&server_row("web1"))?;
+        tx.insert_stack(&stack_row("app"))?;
+        tx.append_event("app", 1, "app", "CREATE_IN_PROGRESS", "")?;
+        Err(StoreError::NotFound { kind: "test", key: "rollback".to_owned() })
+    });
+    assert!(matches!(result, Err(StoreError::NotFound { kind: "test", .. })));
+    let (servers, stacks, events) = run(&store, |tx| Ok((tx.servers()?, tx.stacks()?, tx.events("app")?)));
+    assert!(servers.is_empty() && stacks.is_empty() && events.is_empty());
+}
+
+#[derive(Debug)]
+enum CallerError {
+    Store(StoreError),
+    Refused,
+}
+
+impl From<StoreError> for CallerError {
+    fn from(error: StoreError) -> Self {
+        CallerError::Store(error)
+    }
+}
+
+#[test]
+fn caller_error_type_rolls_back_and_store_errors_convert() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let refused = store.transaction(|tx| {
+        tx.insert_server(&server_row("web1"))?;
+        Err::<(), _>(CallerError::Refused)
+    });
+    assert!(matches!(refused, Err(CallerError::Refused)));
+    let missing = store.transaction(|tx| -> Result<(), CallerError> { Ok(tx.touch_server("web1", 5)?) });
+    assert!(matches!(missing, Err(CallerError::Store(StoreError::NotFound { kind: "server", .. }))), "{missing:?}");
+}
+
+#[test]
+fn panic_in_work_rolls_back_and_store_stays_usable() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        store.transaction(|tx| -> Result<(), StoreError> {
+            tx.insert_server(&server_row("web1"))?;
+            panic!("work panicked on purpose")
+        })
+    }));
+    assert!(outcome.is_err());
+    assert!(run(&store, |tx| tx.server("web1")).is_none());
+    assert!(run(&store, |tx| tx.insert_server(&server_row("web1"))));
+}
+
+#[test]
+fn foreign_key_violation_fails_the_call() {
+    // Checked per statement (not at the shared COMMIT): a node of a missing stack.
+    let store = SqliteStore::open_in_memory().unwrap();
+    let result = store.transaction(|tx| {
+        tx.insert_server(&server_row("web1"))?;
+        tx.insert_node(&node_row("ghost", "deploy"))
+    });
+    assert!(matches!(result, Err(StoreError::Sql { action: "insert a node", .. })), "{result:?}");
+    let orphan_entry = EntryRow {
+        server: "nobody".to_owned(),
+        stack: "ghost".to_owned(),
+        node: "deploy".to_owned(),
+        sort_key: String::new(),
+        entry: json!({}),
+    };
+    assert!(store.transaction(|tx| tx.put_entry(&orphan_entry)).is_err());
+    assert!(run(&store, |tx| tx.server("web1")).is_none());
+    assert!(run(&store, |tx| tx.insert_stack(&stack_row("app"))));
+}
+
+#[test]
+fn out_of_range_integer_fails_instead_of_wrapping() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let mut server = server_row("web1");
+    server.created_at = u64::MAX;
+    let result = store.transaction(|tx| tx.insert_server(&server));
+    assert!(matches!(result, Err(StoreError::Sql { action: "insert a server", .. })), "{result:?}");
+}
+
+#[test]
+fn statements_are_counted() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    assert_eq!(store.statements(), 0);
+    run(&store, |tx| tx.insert_server(&server_row("web1")));
+    // BEGIN, SAVEPOINT, INSERT, RELEASE, COMMIT.
+    assert_eq!(store.statements(), 5);
+    run(&store, |tx| {
+        tx.server("web1")?;
+        tx.servers()
+    });
+    assert_eq!(store.statements(), 11);
+    // BEGIN, SAVEPOINT, UPDATE, ROLLBACK TO, RELEASE, ROLLBACK.
+    let _ = store.transaction(|tx| tx.touch_server("missing", 1));
+    assert_eq!(store.statements(), 17);
+    assert_eq!(store.commits(), 2, "a call that kept nothing skips the COMMIT");
+}
+
+#[test]
+fn integrity_check_passes_and_reports_orphans() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let store = SqliteStore::open(&path).unwrap();
+    run(&store, |tx| {
+        tx.insert_stack(&stack_row("app"))?;
+        tx.insert_node(&node_row("app", "deploy"))
+    });
+    store.integrity_check().unwrap();
+    // A writer that bypasses foreign keys.
+    let raw = raw_connection(&path);
+    raw.pragma_update(None, "foreign_keys", "OFF").unwrap();
+    raw.execute("UPDATE nodes SET stack = 'ghost'", []).unwrap();
+    let error = store.integrity_check().unwrap_err();
+    assert!(matches!(error, StoreError::Integrity { ref report } if report.contains("nodes")), "{error:?}");
+}
+
+#[test]
+fn corrupt_json_column_is_a_decode_error() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let store = SqliteStore::open(&path).unwrap();
+    run(&store, |tx| tx.insert_stack(&stack_row("app")));
+    raw_connection(&path).execute("UPDATE stacks SET parameters = '{not json'", []).unwrap();
+    let error = store.transaction(|tx| tx.stack("app")).unwrap_err();
+    assert!(matches!(error, StoreError::Decode { column: "stacks.parameters", .. }), "{error:?}");
+}
+
+#[test]
+fn indexed_lookups_use_their_indexes() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let check = |sql: &str, index: &str| {
+        let plan = store.query_plan(sql);
+        assert!(plan.contains(index), "{sql}: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{sql} sorts: {plan}");
+    };
+    check("SELECT name FROM servers WHERE token_hash = 'x'", "servers_token_hash");
+    check("SELECT name FROM nodes WHERE signal_token_hash = 'x' ORDER BY seq LIMIT 1", "nodes_signal_token_hash");
+    check("SELECT to_node FROM edges WHERE stack = 's' AND from_node = 'a' ORDER BY to_node", "PRIMARY KEY");
+    check("SELECT entry FROM entries WHERE server = 'w' ORDER BY sort_key, stack, node", "entries_server_sort_key");
+    check("SELECT key FROM deadlines WHERE due_at <= 5 ORDER BY due_at", "deadlines_due_at");
+    check("SELECT reason FROM events WHERE stack = 's' ORDER BY id", "events_stack");
+    check("SELECT data FROM wait_signals WHERE stack = 's' AND handle = 'h'", "wait_signals_signal_id");
+}
+
+#[test]
+fn database_urls() {
+    let path = |url: &str| parse_database_url(url).unwrap();
+    assert_eq!(path("sqlite:///var/lib/anneal/shim.db"), PathBuf::from("/var/lib/anneal/shim.db"));
+    assert_eq!(path("sqlite://data/shim.db"), PathBuf::from("data/shim.db"));
+    assert_eq!(path("/srv/shim.db"), PathBuf::from("/srv/shim.db"));
+    assert_eq!(path("shim.db"), PathBuf::from("shim.db"));
+    for url in ["postgres://db/anneal", "postgresql://db/anneal"] {
+        let error = parse_database_url(url).unwrap_err();
+        assert!(error.to_string().contains("PostgreSQL is not supported yet"), "{error}");
+    }
+    for url in ["sqlite://", "", "sqlite:shim.db", "mysql://db", "sqlite:///x.db?mode=ro"] {
+        assert!(matches!(parse_database_url(url), Err(StoreError::UnsupportedUrl { .. })), "{url}");
+    }
+}
+
+#[test]
+fn debug_output_hides_secrets() {
+    let stack = format!("{:?}", stack_row("app"));
+    assert!(!stack.contains("hunter2") && stack.contains("m1.small"), "{stack}");
+    let mut server = server_row("web1");
+    server.metadata_body = r#"{"deploy_signal_id": "http://shim/v1/signals/SECRET"}"#.to_owned();
+    assert!(!format!("{server:?}").contains("SECRET"));
+    let entry = EntryRow {
+        server: "web1".to_owned(),
+        stack: "app".to_owned(),
+        node: "deploy".to_owned(),
+        sort_key: "0001".to_owned(),
+        entry: json!({"inputs": [{"name": "deploy_signal_id", "value": "SECRET"}]}),
+    };
+    assert!(!format!("{entry:?}").contains("SECRET"));
+}

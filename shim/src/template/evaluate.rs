@@ -1,0 +1,242 @@
+//! Evaluating an `Expr` against a `Scope`, with Heat's semantics for each function: path
+//! selection (`get_param` gives `""` and `get_attr` gives `null` for a missing path),
+//! `str_replace` (longest placeholder first, replaced text never rescanned, maps and lists
+//! rendered as `json.dumps(..., sort_keys=True)`), and `list_join`. Results are size-capped so a
+//! template cannot make the engine build an enormous string.
+
+use std::collections::BTreeMap;
+
+use anneal_protocol::pyjson;
+use serde_json::{Map, Value};
+
+use super::expr::{EvalError, Expr, Scope};
+
+/// Largest string `str_replace` or `list_join` may build.
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
+
+/// A `Scope` with parameters only: resources are never ready. Validation uses it to evaluate
+/// what can be known before anything runs.
+pub struct ParameterScope<'a> {
+    pub parameters: &'a BTreeMap<String, Value>,
+}
+
+impl Scope for ParameterScope<'_> {
+    fn parameter(&self, name: &str) -> Option<Value> {
+        self.parameters.get(name).cloned()
+    }
+
+    fn resource_id(&self, _resource: &str) -> Option<Value> {
+        None
+    }
+
+    fn attribute(&self, _resource: &str, _attribute: &str) -> Option<Value> {
+        None
+    }
+}
+
+impl Expr {
+    /// The value of the expression now. `GetInput` evaluates to `{"get_input": name}`, left for
+    /// the StructuredDeployment that releases the config.
+    pub fn evaluate(&self, scope: &dyn Scope) -> Result<Value, EvalError> {
+        match self {
+            Expr::Literal(value) => Ok(value.clone()),
+            Expr::List(items) => {
+                Ok(Value::Array(items.iter().map(|item| item.evaluate(scope)).collect::<Result<_, _>>()?))
+            }
+            Expr::Map(entries) => {
+                let mut map = Map::new();
+                for (key, item) in entries {
+                    map.insert(key.clone(), item.evaluate(scope)?);
+                }
+                Ok(Value::Object(map))
+            }
+            Expr::GetParam { name, path } => {
+                let value =
+                    scope.parameter(name).ok_or_else(|| invalid(format!("get_param: unknown parameter \"{name}\"")))?;
+                if path.is_empty() {
+                    return Ok(value);
+                }
+                let keys = evaluate_path("get_param", path, scope)?;
+                Ok(select(&value, &keys).unwrap_or_else(|| Value::String(String::new())))
+            }
+            Expr::GetResource(resource) => scope
+                .resource_id(resource)
+                .ok_or_else(|| EvalError::NotReady { resource: resource.clone(), attribute: None }),
+            Expr::GetAttr { resource, attribute, path } => {
+                let value = scope.attribute(resource, attribute).ok_or_else(|| EvalError::NotReady {
+                    resource: resource.clone(),
+                    attribute: Some(attribute.clone()),
+                })?;
+                let keys = evaluate_path("get_attr", path, scope)?;
+                Ok(select(&value, &keys).unwrap_or(Value::Null))
+            }
+            Expr::GetInput(name) => {
+                let mut map = Map::new();
+                map.insert("get_input".into(), Value::String(name.clone()));
+                Ok(Value::Object(map))
+            }
+            Expr::StrReplace { template, params } => str_replace(template.evaluate(scope)?, params.evaluate(scope)?),
+            Expr::ListJoin { delimiter, lists } => {
+                let lists = lists.iter().map(|list| list.evaluate(scope)).collect::<Result<Vec<_>, _>>()?;
+                list_join(delimiter, &lists)
+            }
+        }
+    }
+}
+
+fn invalid(message: String) -> EvalError {
+    EvalError::Invalid { message }
+}
+
+/// A path component: a map key or a list index.
+enum Key {
+    Name(String),
+    Index(i64),
+}
+
+fn evaluate_path(function: &str, path: &[Expr], scope: &dyn Scope) -> Result<Vec<Key>, EvalError> {
+    path.iter()
+        .map(|item| match item.evaluate(scope)? {
+            Value::String(name) => Ok(Key::Name(name)),
+            Value::Number(number) if number.as_i64().is_some() => Ok(Key::Index(number.as_i64().unwrap_or(0))),
+            _ => Err(invalid(format!("{function}: path components must be strings or integers"))),
+        })
+        .collect()
+}
+
+/// Walks `keys` into `value`; `None` when a step does not exist. List indexes may be digit
+/// strings and may be negative (from the end), as Python's indexing allows.
+fn select(value: &Value, keys: &[Key]) -> Option<Value> {
+    let mut current = value;
+    for key in keys {
+        current = match (current, key) {
+            (Value::Object(map), Key::Name(name)) => map.get(name)?,
+            (Value::Object(map), Key::Index(index)) => map.get(&index.to_string())?,
+            (Value::Array(items), Key::Index(index)) => list_item(items, *index)?,
+            (Value::Array(items), Key::Name(name)) => list_item(items, name.trim().parse().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(current.clone())
+}
+
+fn list_item(items: &[Value], index: i64) -> Option<&Value> {
+    let position = if index < 0 {
+        items.len().checked_sub(usize::try_from(index.unsigned_abs()).ok()?)?
+    } else {
+        usize::try_from(index).ok()?
+    };
+    items.get(position)
+}
+
+/// A value as Heat puts it into a string: `None` is empty, scalars as Python's `str()`,
+/// lists and maps as `json.dumps(value, sort_keys=True)`.
+pub fn render(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        Value::Array(_) | Value::Object(_) => pyjson::dumps(&sort_keys(value), true),
+        scalar => pyjson::python_str(scalar),
+    }
+}
+
+fn sort_keys(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.iter().map(sort_keys).collect()),
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|left, right| left.0.cmp(right.0));
+            Value::Object(entries.into_iter().map(|(key, item)| (key.clone(), sort_keys(item))).collect())
+        }
+        scalar => scalar.clone(),
+    }
+}
+
+fn too_large(function: &str) -> EvalError {
+    invalid(format!("{function}: the result is larger than {MAX_RESULT_BYTES} bytes"))
+}
+
+fn str_replace(template: Value, params: Value) -> Result<Value, EvalError> {
+    let Value::String(template) = template else {
+        return Err(invalid(format!("str_replace: template must be a string, not {}", kind_name(&template))));
+    };
+    let Value::Object(params) = params else {
+        return Err(invalid(format!("str_replace: params must be a map, not {}", kind_name(&params))));
+    };
+    let mut pairs: Vec<(&str, String)> = params.iter().map(|(key, value)| (key.as_str(), render(value))).collect();
+    if pairs.iter().any(|(placeholder, _)| placeholder.is_empty()) {
+        return Err(invalid("str_replace: a placeholder must not be empty".into()));
+    }
+    // Heat replaces the longest placeholders first (a stable sort keeps the given order among
+    // equal lengths), so "$var_long" is not eaten by "$var".
+    pairs.sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
+    replace_all(&template, &pairs).map(Value::String)
+}
+
+/// Heat's recursive `value.join(replace(part, rest) for part in text.split(placeholder))`,
+/// iterative so the number of placeholders cannot overflow the stack.
+fn replace_all(text: &str, pairs: &[(&str, String)]) -> Result<String, EvalError> {
+    enum Work<'a> {
+        Piece(&'a str, usize),
+        Value(usize),
+    }
+    let mut out = String::new();
+    let mut stack = vec![Work::Piece(text, 0)];
+    while let Some(work) = stack.pop() {
+        match work {
+            Work::Value(index) => out.push_str(&pairs[index].1),
+            Work::Piece(piece, level) => match (level..pairs.len()).find(|index| piece.contains(pairs[*index].0)) {
+                None => out.push_str(piece),
+                Some(index) => {
+                    let parts: Vec<&str> = piece.split(pairs[index].0).collect();
+                    // Pushed in reverse so they come off the stack in text order.
+                    for (position, part) in parts.iter().enumerate().rev() {
+                        stack.push(Work::Piece(part, index + 1));
+                        if position > 0 {
+                            stack.push(Work::Value(index));
+                        }
+                    }
+                }
+            },
+        }
+        if out.len() > MAX_RESULT_BYTES {
+            return Err(too_large("str_replace"));
+        }
+    }
+    Ok(out)
+}
+
+fn list_join(delimiter: &str, lists: &[Value]) -> Result<Value, EvalError> {
+    let mut strings = Vec::new();
+    let mut size = 0usize;
+    for list in lists {
+        let items = match list {
+            // Heat skips empty arguments (`if jl:`), so a null list joins nothing.
+            Value::Null => continue,
+            Value::Array(items) => items,
+            // The value itself is not shown: it may come from a hidden parameter.
+            other => return Err(invalid(format!("list_join: expected lists, got {}", kind_name(other)))),
+        };
+        for item in items {
+            let text = render(item);
+            size = size.saturating_add(text.len()).saturating_add(delimiter.len());
+            if size > MAX_RESULT_BYTES {
+                return Err(too_large("list_join"));
+            }
+            strings.push(text);
+        }
+    }
+    Ok(Value::String(strings.join(delimiter)))
+}
+
+/// "a string", "a map": how messages name a value's kind without showing the value.
+pub fn kind_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a map",
+    }
+}

@@ -1,0 +1,330 @@
+//! The intrinsic-function tree of a property or output value: recognising functions in JSON
+//! (`from_json`), writing them back (`to_json`, the stored form), and listing what an expression
+//! refers to. Evaluation lives in `evaluate.rs`.
+
+use serde_json::{Map, Value};
+
+/// A property or output value with its intrinsic functions recognised.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A value with no function inside (scalars, and lists or maps of literals).
+    Literal(Value),
+    List(Vec<Expr>),
+    Map(Vec<(String, Expr)>),
+    GetParam {
+        name: String,
+        path: Vec<Expr>,
+    },
+    GetResource(String),
+    GetAttr {
+        resource: String,
+        attribute: String,
+        path: Vec<Expr>,
+    },
+    /// Kept as is; a StructuredDeployment substitutes it when it releases its config.
+    GetInput(String),
+    StrReplace {
+        template: Box<Expr>,
+        params: Box<Expr>,
+    },
+    ListJoin {
+        delimiter: String,
+        lists: Vec<Expr>,
+    },
+}
+
+/// A dependency an expression creates: `get_resource` (attribute `None`) or `get_attr`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reference {
+    pub resource: String,
+    pub attribute: Option<String>,
+}
+
+/// What an expression reads while it is evaluated; the engine answers from its store.
+pub trait Scope {
+    fn parameter(&self, name: &str) -> Option<Value>;
+    /// The `get_resource` value; `None` while the resource is not created yet.
+    fn resource_id(&self, resource: &str) -> Option<Value>;
+    /// `None` while the attribute is not available yet.
+    fn attribute(&self, resource: &str, attribute: &str) -> Option<Value>;
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    /// A referenced resource or attribute has no value yet; evaluate again later.
+    #[error("{} is not available yet", not_ready_subject(resource, attribute.as_deref()))]
+    NotReady { resource: String, attribute: Option<String> },
+    /// The expression can never produce a value with these inputs.
+    #[error("{message}")]
+    Invalid { message: String },
+}
+
+/// HOT (and CFN-style) functions outside the supported subset. A single-key map whose key is
+/// one of these (or starts with `Fn::`) is rejected rather than passed through as data, so a
+/// template written for full Heat fails loudly instead of deploying the function as text.
+pub const UNSUPPORTED_FUNCTIONS: &[&str] = &[
+    "get_file",
+    "get_server_attr",
+    "repeat",
+    "resource_facade",
+    "digest",
+    "str_split",
+    "str_replace_strict",
+    "str_replace_vstrict",
+    "map_merge",
+    "map_replace",
+    "list_concat",
+    "list_concat_unique",
+    "contains",
+    "filter",
+    "make_url",
+    "yaql",
+    "equals",
+    "if",
+    "not",
+    "and",
+    "or",
+    "Ref",
+];
+
+impl Expr {
+    /// Recognises functions in a JSON value: a single-key map whose key is a function name.
+    /// The error names the function and what is wrong with its arguments.
+    pub fn from_json(value: &Value) -> Result<Expr, String> {
+        match value {
+            Value::Array(items) => {
+                let items = items.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+                Ok(collapse_list(items))
+            }
+            Value::Object(map) => {
+                if let Some((name, arguments)) = map.iter().next().filter(|_| map.len() == 1)
+                    && let Some(function) = function(name, arguments)?
+                {
+                    return Ok(function);
+                }
+                let entries = map
+                    .iter()
+                    .map(|(key, item)| Ok((key.clone(), Expr::from_json(item)?)))
+                    .collect::<Result<Vec<_>, String>>()?;
+                Ok(collapse_map(entries))
+            }
+            scalar => Ok(Expr::Literal(scalar.clone())),
+        }
+    }
+
+    /// The JSON form `from_json` reads back.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Expr::Literal(value) => value.clone(),
+            Expr::List(items) => Value::Array(items.iter().map(Expr::to_json).collect()),
+            Expr::Map(entries) => {
+                Value::Object(entries.iter().map(|(key, item)| (key.clone(), item.to_json())).collect())
+            }
+            Expr::GetParam { name, path } if path.is_empty() => call("get_param", Value::String(name.clone())),
+            Expr::GetParam { name, path } => {
+                let arguments = std::iter::once(Value::String(name.clone())).chain(path.iter().map(Expr::to_json));
+                call("get_param", Value::Array(arguments.collect()))
+            }
+            Expr::GetResource(resource) => call("get_resource", Value::String(resource.clone())),
+            Expr::GetAttr { resource, attribute, path } => {
+                let head = [Value::String(resource.clone()), Value::String(attribute.clone())];
+                let arguments = head.into_iter().chain(path.iter().map(Expr::to_json));
+                call("get_attr", Value::Array(arguments.collect()))
+            }
+            Expr::GetInput(name) => call("get_input", Value::String(name.clone())),
+            Expr::StrReplace { template, params } => {
+                let mut arguments = Map::new();
+                arguments.insert("template".into(), template.to_json());
+                arguments.insert("params".into(), params.to_json());
+                call("str_replace", Value::Object(arguments))
+            }
+            Expr::ListJoin { delimiter, lists } => {
+                let arguments =
+                    std::iter::once(Value::String(delimiter.clone())).chain(lists.iter().map(Expr::to_json));
+                call("list_join", Value::Array(arguments.collect()))
+            }
+        }
+    }
+
+    /// Every `get_resource` and `get_attr` inside, first occurrence first, without repeats.
+    pub fn references(&self) -> Vec<Reference> {
+        let mut references = Vec::new();
+        self.visit(&mut |expr| {
+            let reference = match expr {
+                Expr::GetResource(resource) => Reference { resource: resource.clone(), attribute: None },
+                Expr::GetAttr { resource, attribute, .. } => {
+                    Reference { resource: resource.clone(), attribute: Some(attribute.clone()) }
+                }
+                _ => return,
+            };
+            if !references.contains(&reference) {
+                references.push(reference);
+            }
+        });
+        references
+    }
+
+    /// Every parameter named by `get_param` inside, first occurrence first, without repeats.
+    pub fn parameter_names(&self) -> Vec<String> {
+        self.collect_names(|expr| match expr {
+            Expr::GetParam { name, .. } => Some(name),
+            _ => None,
+        })
+    }
+
+    /// Every input named by `get_input` inside, first occurrence first, without repeats.
+    pub fn input_names(&self) -> Vec<String> {
+        self.collect_names(|expr| match expr {
+            Expr::GetInput(name) => Some(name),
+            _ => None,
+        })
+    }
+
+    /// Calls `visitor` on this expression and every expression nested in it, parents first.
+    pub fn visit(&self, visitor: &mut dyn FnMut(&Expr)) {
+        visitor(self);
+        match self {
+            Expr::Literal(_) | Expr::GetResource(_) | Expr::GetInput(_) => {}
+            Expr::List(items) => items.iter().for_each(|item| item.visit(visitor)),
+            Expr::Map(entries) => entries.iter().for_each(|(_, item)| item.visit(visitor)),
+            Expr::GetParam { path, .. } | Expr::GetAttr { path, .. } => {
+                path.iter().for_each(|item| item.visit(visitor))
+            }
+            Expr::StrReplace { template, params } => {
+                template.visit(visitor);
+                params.visit(visitor);
+            }
+            Expr::ListJoin { lists, .. } => lists.iter().for_each(|item| item.visit(visitor)),
+        }
+    }
+
+    fn collect_names(&self, pick: impl Fn(&Expr) -> Option<&String>) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        self.visit(&mut |expr| {
+            if let Some(name) = pick(expr)
+                && !names.contains(name)
+            {
+                names.push(name.clone());
+            }
+        });
+        names
+    }
+}
+
+fn not_ready_subject(resource: &str, attribute: Option<&str>) -> String {
+    match attribute {
+        Some(attribute) => format!("attribute \"{attribute}\" of resource \"{resource}\""),
+        None => format!("resource \"{resource}\""),
+    }
+}
+
+fn call(name: &str, arguments: Value) -> Value {
+    let mut map = Map::new();
+    map.insert(name.to_owned(), arguments);
+    Value::Object(map)
+}
+
+fn collapse_list(items: Vec<Expr>) -> Expr {
+    if items.iter().all(|item| matches!(item, Expr::Literal(_))) {
+        let values = items.into_iter().map(|item| item.to_json()).collect();
+        return Expr::Literal(Value::Array(values));
+    }
+    Expr::List(items)
+}
+
+fn collapse_map(entries: Vec<(String, Expr)>) -> Expr {
+    if entries.iter().all(|(_, item)| matches!(item, Expr::Literal(_))) {
+        let values = entries.into_iter().map(|(key, item)| (key, item.to_json())).collect();
+        return Expr::Literal(Value::Object(values));
+    }
+    Expr::Map(entries)
+}
+
+fn is_unsupported(name: &str) -> bool {
+    UNSUPPORTED_FUNCTIONS.contains(&name) || name.starts_with("Fn::")
+}
+
+/// `Ok(None)`: not a function name, so the map is data.
+fn function(name: &str, arguments: &Value) -> Result<Option<Expr>, String> {
+    let expr = match name {
+        "get_param" => get_param(arguments)?,
+        "get_resource" => Expr::GetResource(string_argument(name, arguments, "a resource name")?),
+        "get_attr" => get_attr(arguments)?,
+        "get_input" => Expr::GetInput(string_argument(name, arguments, "an input name")?),
+        "str_replace" => str_replace(arguments)?,
+        "list_join" => list_join(arguments)?,
+        _ if is_unsupported(name) => return Err(format!("unsupported function {name}")),
+        _ => return Ok(None),
+    };
+    Ok(Some(expr))
+}
+
+fn string_argument(function: &str, arguments: &Value, what: &str) -> Result<String, String> {
+    match arguments {
+        Value::String(text) if !text.is_empty() => Ok(text.clone()),
+        _ => Err(format!("{function}: expected {what}")),
+    }
+}
+
+fn get_param(arguments: &Value) -> Result<Expr, String> {
+    const USAGE: &str = "get_param: expected a parameter name or [name, path...]";
+    match arguments {
+        Value::String(name) if !name.is_empty() => Ok(Expr::GetParam { name: name.clone(), path: Vec::new() }),
+        Value::Array(items) => match items.split_first() {
+            Some((Value::String(name), path)) if !name.is_empty() => {
+                let path = path.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+                Ok(Expr::GetParam { name: name.clone(), path })
+            }
+            _ => Err(USAGE.into()),
+        },
+        _ => Err(USAGE.into()),
+    }
+}
+
+fn get_attr(arguments: &Value) -> Result<Expr, String> {
+    let Value::Array(items) = arguments else {
+        return Err("get_attr: expected [resource, attribute, path...]".into());
+    };
+    match items.as_slice() {
+        [Value::String(resource), Value::String(attribute), path @ ..]
+            if !resource.is_empty() && !attribute.is_empty() =>
+        {
+            let path = path.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+            Ok(Expr::GetAttr { resource: resource.clone(), attribute: attribute.clone(), path })
+        }
+        _ => Err("get_attr: expected [resource, attribute, path...] with the resource and attribute as strings".into()),
+    }
+}
+
+fn str_replace(arguments: &Value) -> Result<Expr, String> {
+    let usage = || "str_replace: expected a map with the keys \"template\" and \"params\"".to_owned();
+    let Value::Object(map) = arguments else { return Err(usage()) };
+    let (Some(template), Some(params), 2) = (map.get("template"), map.get("params"), map.len()) else {
+        return Err(usage());
+    };
+    let template = Expr::from_json(template)?;
+    if matches!(&template, Expr::Literal(value) if !value.is_string()) {
+        return Err("str_replace: template must be a string".into());
+    }
+    let params = Expr::from_json(params)?;
+    if matches!(&params, Expr::Literal(value) if !value.is_object()) || matches!(params, Expr::List(_)) {
+        return Err("str_replace: params must be a map".into());
+    }
+    Ok(Expr::StrReplace { template: Box::new(template), params: Box::new(params) })
+}
+
+fn list_join(arguments: &Value) -> Result<Expr, String> {
+    let usage = || "list_join: expected [delimiter, list, ...]".to_owned();
+    let Value::Array(items) = arguments else { return Err(usage()) };
+    let Some((Value::String(delimiter), lists)) = items.split_first() else { return Err(usage()) };
+    if lists.is_empty() {
+        return Err(usage());
+    }
+    let lists = lists.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+    if lists.iter().any(|list| {
+        matches!(list, Expr::Literal(value) if !value.is_array() && !value.is_null()) || matches!(list, Expr::Map(_))
+    }) {
+        return Err("list_join: each argument after the delimiter must be a list".into());
+    }
+    Ok(Expr::ListJoin { delimiter: delimiter.clone(), lists })
+}

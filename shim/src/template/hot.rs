@@ -1,0 +1,318 @@
+//! The HOT document structure: from the YAML tree to `Template`. It owns which top-level,
+//! parameter, resource and output keys exist and which are rejected as unsupported; it
+//! collects every structural problem (with its line) instead of stopping at the first.
+//! Cross-resource checks (references, properties, cycles) are `validate`'s.
+
+use serde_json::Value;
+
+use super::expr::Expr;
+use super::parameters::parse_constraints;
+use super::yaml::{self, Body, Entry, Node};
+use super::{Output, Parameter, ParameterType, Resource, ResourceType, Template, TemplateError};
+
+/// Largest template text accepted.
+pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
+
+/// `heat_template_version` values Heat knows (dates and release names).
+pub const SUPPORTED_VERSIONS: &[&str] = &[
+    "2013-05-23",
+    "2014-10-16",
+    "2015-04-30",
+    "2015-10-15",
+    "2016-04-08",
+    "2016-10-14",
+    "newton",
+    "2017-02-24",
+    "ocata",
+    "2017-09-01",
+    "pike",
+    "2018-03-02",
+    "queens",
+    "2018-08-31",
+    "rocky",
+    "2021-04-16",
+    "wallaby",
+];
+
+/// Parses a HOT template (YAML, or JSON, which is YAML). Syntax errors carry line and column;
+/// structural problems are all reported together in `TemplateError::Invalid`.
+pub fn parse_template(text: &str) -> Result<Template, TemplateError> {
+    if text.len() > MAX_TEMPLATE_BYTES {
+        return Err(TemplateError::TooLarge { size: text.len(), limit: MAX_TEMPLATE_BYTES });
+    }
+    let root = yaml::parse(text)?;
+    let Body::Mapping(entries) = &root.body else {
+        let problem = "the template must be a YAML mapping (or a JSON object)".to_owned();
+        return Err(TemplateError::Invalid { problems: vec![problem] });
+    };
+    let mut problems = Vec::new();
+    let mut template =
+        Template { version: String::new(), description: None, parameters: vec![], resources: vec![], outputs: vec![] };
+    let mut has_version = false;
+    for entry in entries {
+        match entry.key.as_str() {
+            "heat_template_version" => {
+                has_version = true;
+                match parse_version(&entry.value) {
+                    Ok(version) => template.version = version,
+                    Err(problem) => problems.push(problem),
+                }
+            }
+            "description" => template.description = text_value(&entry.value, "description", &mut problems),
+            "parameters" => template.parameters = section(entry, parse_parameter, &mut problems),
+            "resources" => template.resources = section(entry, parse_resource, &mut problems),
+            "outputs" => template.outputs = section(entry, parse_output, &mut problems),
+            // Only a UI hint in Heat; nothing to enforce.
+            "parameter_groups" => {}
+            "conditions" => problems.push(format!("conditions are not supported (line {})", entry.line)),
+            "AWSTemplateFormatVersion" => {
+                problems.push("only HOT templates are supported, not CloudFormation ones".to_owned())
+            }
+            other => problems.push(format!("unknown top-level key \"{other}\" (line {})", entry.line)),
+        }
+    }
+    if !has_version {
+        problems.insert(0, "heat_template_version is required".to_owned());
+    }
+    if problems.is_empty() { Ok(template) } else { Err(TemplateError::Invalid { problems }) }
+}
+
+fn parse_version(node: &Node) -> Result<String, String> {
+    match &node.body {
+        Body::Scalar(Value::String(version)) if SUPPORTED_VERSIONS.contains(&version.as_str()) => Ok(version.clone()),
+        _ => {
+            Err(format!("heat_template_version must be one of {} (line {})", SUPPORTED_VERSIONS.join(", "), node.line))
+        }
+    }
+}
+
+/// A string field; `None` (and a problem) when it is not a string. Null counts as absent.
+fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<String> {
+    match &node.body {
+        Body::Scalar(Value::String(text)) => Some(text.clone()),
+        Body::Scalar(Value::Null) => None,
+        _ => {
+            problems.push(format!("{what} must be a string (line {})", node.line));
+            None
+        }
+    }
+}
+
+/// A top-level mapping of named items (null counts as empty), parsed item by item.
+fn section<T>(
+    entry: &Entry,
+    parse: fn(&Entry, &mut Vec<String>) -> Option<T>,
+    problems: &mut Vec<String>,
+) -> Vec<(String, T)> {
+    match &entry.value.body {
+        Body::Scalar(Value::Null) => Vec::new(),
+        Body::Mapping(items) => {
+            items.iter().filter_map(|item| parse(item, problems).map(|parsed| (item.key.clone(), parsed))).collect()
+        }
+        _ => {
+            problems.push(format!("{} must be a mapping (line {})", entry.key, entry.value.line));
+            Vec::new()
+        }
+    }
+}
+
+/// The entries of an item's definition, or a problem when it is not a mapping.
+fn definition<'a>(entry: &'a Entry, what: &str, problems: &mut Vec<String>) -> Option<&'a [Entry]> {
+    match &entry.value.body {
+        Body::Mapping(entries) => Some(entries),
+        _ => {
+            problems.push(format!("{what} \"{}\": the definition must be a mapping (line {})", entry.key, entry.line));
+            None
+        }
+    }
+}
+
+fn parse_parameter(entry: &Entry, problems: &mut Vec<String>) -> Option<Parameter> {
+    let name = &entry.key;
+    let fields = definition(entry, "parameter", problems)?;
+    let before = problems.len();
+    let mut kind = None;
+    let mut parameter =
+        Parameter { kind: ParameterType::String, default: None, description: None, hidden: false, constraints: vec![] };
+    let mut constraints = None;
+    for field in fields {
+        let context = || format!("parameter \"{name}\": {} (line {})", field.key, field.line);
+        match field.key.as_str() {
+            "type" => match &field.value.body {
+                Body::Scalar(Value::String(text)) => match ParameterType::parse(text) {
+                    Some(parsed) => kind = Some(parsed),
+                    None => problems.push(format!(
+                        "parameter \"{name}\": unknown type \"{text}\" (one of string, number, json, \
+                         comma_delimited_list, boolean) (line {})",
+                        field.line
+                    )),
+                },
+                _ => problems.push(format!("{} must be a string", context())),
+            },
+            "default" => parameter.default = Some(field.value.to_value()).filter(|value| !value.is_null()),
+            "description" => parameter.description = text_value(&field.value, &context(), problems),
+            "hidden" => match flag(&field.value) {
+                Some(hidden) => parameter.hidden = hidden,
+                None => problems.push(format!("{} must be true or false", context())),
+            },
+            "constraints" => constraints = Some(&field.value),
+            // UI and update hints with no effect on deployment here.
+            "label" | "immutable" | "tags" => {}
+            other => problems.push(format!("parameter \"{name}\": unknown key \"{other}\" (line {})", field.line)),
+        }
+    }
+    let Some(kind) = kind else {
+        if problems.len() == before {
+            problems.push(format!("parameter \"{name}\": type is required (line {})", entry.line));
+        }
+        return None;
+    };
+    parameter.kind = kind;
+    if let Some(node) = constraints {
+        parameter.constraints = parse_constraints(name, kind, node, problems);
+    }
+    (problems.len() == before).then_some(parameter)
+}
+
+/// A boolean written as YAML boolean or as the string "true"/"false".
+pub(super) fn flag(node: &Node) -> Option<bool> {
+    match &node.body {
+        Body::Scalar(Value::Bool(flag)) => Some(*flag),
+        Body::Scalar(Value::String(text)) => match text.to_ascii_lowercase().as_str() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn parse_resource(entry: &Entry, problems: &mut Vec<String>) -> Option<Resource> {
+    let name = &entry.key;
+    if name.is_empty() || name.contains('/') {
+        problems.push(format!("resource \"{name}\": a resource name must be non-empty and contain no \"/\""));
+    }
+    let fields = definition(entry, "resource", problems)?;
+    let before = problems.len();
+    let mut resource =
+        Resource { kind: ResourceType::SoftwareConfig, properties: vec![], depends_on: vec![], line: entry.line };
+    let mut kind = None;
+    for field in fields {
+        match field.key.as_str() {
+            "type" => kind = resource_type(name, &field.value, problems),
+            "properties" => resource.properties = properties(name, &field.value, problems),
+            "depends_on" => resource.depends_on = depends_on(name, &field.value, problems),
+            // Heat allows a description on a resource; it has no effect.
+            "description" => {}
+            unsupported @ ("metadata" | "deletion_policy" | "update_policy" | "condition" | "external_id") => {
+                problems.push(format!("resource {name}: \"{unsupported}\" is not supported (line {})", field.line))
+            }
+            other => problems.push(format!("resource {name}: unknown key \"{other}\" (line {})", field.line)),
+        }
+    }
+    match kind {
+        Some(kind) => resource.kind = kind,
+        None if problems.len() == before => {
+            problems.push(format!("resource {name}: type is required (line {})", entry.line))
+        }
+        None => {}
+    }
+    (problems.len() == before).then_some(resource)
+}
+
+fn resource_type(name: &str, node: &Node, problems: &mut Vec<String>) -> Option<ResourceType> {
+    let Body::Scalar(Value::String(text)) = &node.body else {
+        problems.push(format!("resource {name}: type must be a string (line {})", node.line));
+        return None;
+    };
+    let kind = ResourceType::parse(text);
+    if kind.is_none() {
+        let supported: Vec<&str> = ResourceType::ALL.iter().map(ResourceType::name).collect();
+        problems.push(format!(
+            "resource {name}: unknown resource type \"{text}\" (supported: {}) (line {})",
+            supported.join(", "),
+            node.line
+        ));
+    }
+    kind
+}
+
+fn properties(name: &str, node: &Node, problems: &mut Vec<String>) -> Vec<(String, Expr)> {
+    let fields = match &node.body {
+        Body::Mapping(fields) => fields,
+        Body::Scalar(Value::Null) => return Vec::new(),
+        _ => {
+            problems.push(format!("resource {name}: properties must be a mapping (line {})", node.line));
+            return Vec::new();
+        }
+    };
+    let mut parsed = Vec::new();
+    for field in fields {
+        match Expr::from_json(&field.value.to_value()) {
+            Ok(expr) => parsed.push((field.key.clone(), expr)),
+            Err(error) => {
+                problems.push(format!("resource {name}: property \"{}\": {error} (line {})", field.key, field.line))
+            }
+        }
+    }
+    parsed
+}
+
+fn depends_on(name: &str, node: &Node, problems: &mut Vec<String>) -> Vec<String> {
+    let names: Option<Vec<String>> = match &node.body {
+        Body::Scalar(Value::String(text)) => Some(vec![text.clone()]),
+        Body::Scalar(Value::Null) => Some(Vec::new()),
+        Body::Sequence(items) => items
+            .iter()
+            .map(|item| match &item.body {
+                Body::Scalar(Value::String(text)) => Some(text.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    };
+    let Some(names) = names else {
+        problems.push(format!(
+            "resource {name}: depends_on must be a resource name or a list of names (line {})",
+            node.line
+        ));
+        return Vec::new();
+    };
+    let mut unique: Vec<String> = Vec::new();
+    for dependency in names {
+        if !unique.contains(&dependency) {
+            unique.push(dependency);
+        }
+    }
+    unique
+}
+
+fn parse_output(entry: &Entry, problems: &mut Vec<String>) -> Option<Output> {
+    let name = &entry.key;
+    let fields = definition(entry, "output", problems)?;
+    let before = problems.len();
+    let mut output = Output { description: None, value: Expr::Literal(Value::Null) };
+    let mut has_value = false;
+    for field in fields {
+        match field.key.as_str() {
+            "value" => {
+                has_value = true;
+                match Expr::from_json(&field.value.to_value()) {
+                    Ok(expr) => output.value = expr,
+                    Err(error) => problems.push(format!("output {name}: {error} (line {})", field.line)),
+                }
+            }
+            "description" => {
+                output.description = text_value(&field.value, &format!("output {name}: description"), problems)
+            }
+            "condition" => {
+                problems.push(format!("output {name}: \"condition\" is not supported (line {})", field.line))
+            }
+            other => problems.push(format!("output {name}: unknown key \"{other}\" (line {})", field.line)),
+        }
+    }
+    if !has_value {
+        problems.push(format!("output {name}: value is required (line {})", entry.line));
+    }
+    (problems.len() == before).then_some(output)
+}

@@ -1,0 +1,388 @@
+//! Property schemas of the eight resource types (Heat's, see reference/heat-engine-side.md §1)
+//! and the checks on them: unknown and missing properties, value kinds and allowed values where
+//! parameters make them knowable, config/handle references, registered servers, wait-condition
+//! bounds, and the config I/O and component lists.
+
+use serde_json::Value;
+
+use super::evaluate::{kind_name, render};
+use super::expr::Expr;
+use super::validate::{Context, Partial};
+use super::{Resource, ResourceType};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    String,
+    Map,
+    List,
+    Integer,
+    Boolean,
+    Any,
+}
+
+/// One property (or one key of a list item) and what it accepts.
+struct Field {
+    name: &'static str,
+    required: bool,
+    kind: Kind,
+    /// Allowed strings (for a list: allowed items); empty means any.
+    allowed: &'static [&'static str],
+}
+
+const fn field(name: &'static str, kind: Kind) -> Field {
+    Field { name, required: false, kind, allowed: &[] }
+}
+
+const fn required(name: &'static str, kind: Kind) -> Field {
+    Field { name, required: true, kind, allowed: &[] }
+}
+
+const fn one_of(name: &'static str, kind: Kind, allowed: &'static [&'static str]) -> Field {
+    Field { name, required: false, kind, allowed }
+}
+
+const ACTIONS: &[&str] = &["CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"];
+const DEPLOYMENT_TRANSPORTS: &[&str] = &["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "ZAQAR_SIGNAL", "NO_SIGNAL"];
+const HANDLE_TRANSPORTS: &[&str] =
+    &["TOKEN_SIGNAL", "CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "ZAQAR_SIGNAL", "NO_SIGNAL"];
+const IO_TYPES: &[&str] = &["String", "Number", "CommaDelimitedList", "Json", "Boolean"];
+/// Longest wait condition timeout Heat accepts, in seconds.
+const MAX_WAIT_SECS: i64 = 43_200;
+
+const SOFTWARE_CONFIG: &[Field] = &[
+    field("group", Kind::String),
+    field("config", Kind::String),
+    field("options", Kind::Map),
+    field("inputs", Kind::List),
+    field("outputs", Kind::List),
+];
+const STRUCTURED_CONFIG: &[Field] = &[
+    field("group", Kind::String),
+    field("config", Kind::Map),
+    field("options", Kind::Map),
+    field("inputs", Kind::List),
+    field("outputs", Kind::List),
+];
+const SOFTWARE_COMPONENT: &[Field] = &[
+    required("configs", Kind::List),
+    field("options", Kind::Map),
+    field("inputs", Kind::List),
+    field("outputs", Kind::List),
+];
+const SOFTWARE_DEPLOYMENT: &[Field] = &[
+    field("config", Kind::Any),
+    required("server", Kind::String),
+    field("input_values", Kind::Map),
+    one_of("actions", Kind::List, ACTIONS),
+    field("name", Kind::String),
+    one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
+];
+const STRUCTURED_DEPLOYMENT: &[Field] = &[
+    field("config", Kind::Any),
+    required("server", Kind::String),
+    field("input_values", Kind::Map),
+    one_of("actions", Kind::List, ACTIONS),
+    field("name", Kind::String),
+    one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
+    field("input_key", Kind::String),
+    one_of("input_values_validate", Kind::String, &["LAX", "STRICT"]),
+];
+const DEPLOYMENT_GROUP: &[Field] = &[
+    field("config", Kind::Any),
+    required("servers", Kind::Map),
+    field("input_values", Kind::Map),
+    one_of("actions", Kind::List, ACTIONS),
+    field("name", Kind::String),
+    one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
+];
+const WAIT_CONDITION_HANDLE: &[Field] = &[one_of("signal_transport", Kind::String, HANDLE_TRANSPORTS)];
+const WAIT_CONDITION: &[Field] =
+    &[required("handle", Kind::Any), required("timeout", Kind::Integer), field("count", Kind::Integer)];
+
+const INPUT_FIELDS: &[Field] = &[
+    required("name", Kind::String),
+    field("description", Kind::String),
+    one_of("type", Kind::String, IO_TYPES),
+    field("default", Kind::Any),
+    field("replace_on_change", Kind::Boolean),
+];
+const OUTPUT_FIELDS: &[Field] = &[
+    required("name", Kind::String),
+    field("description", Kind::String),
+    one_of("type", Kind::String, IO_TYPES),
+    field("error_output", Kind::Boolean),
+];
+const COMPONENT_CONFIG_FIELDS: &[Field] =
+    &[field("actions", Kind::List), field("config", Kind::String), required("tool", Kind::String)];
+
+fn schema(kind: ResourceType) -> &'static [Field] {
+    match kind {
+        ResourceType::SoftwareConfig => SOFTWARE_CONFIG,
+        ResourceType::StructuredConfig => STRUCTURED_CONFIG,
+        ResourceType::SoftwareComponent => SOFTWARE_COMPONENT,
+        ResourceType::SoftwareDeployment => SOFTWARE_DEPLOYMENT,
+        ResourceType::StructuredDeployment => STRUCTURED_DEPLOYMENT,
+        ResourceType::SoftwareDeploymentGroup => DEPLOYMENT_GROUP,
+        ResourceType::WaitConditionHandle => WAIT_CONDITION_HANDLE,
+        ResourceType::WaitCondition => WAIT_CONDITION,
+    }
+}
+
+/// Every property problem of one resource.
+pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
+    let fields = schema(resource.kind);
+    for (property, expr) in &resource.properties {
+        let prefix = format!("resource {name}: property \"{property}\"");
+        let Some(field) = fields.iter().find(|field| field.name == property) else {
+            problems.push(format!("resource {name}: unknown property \"{property}\" for {}", resource.kind.name()));
+            continue;
+        };
+        let partial = context.partial(&prefix, expr, problems);
+        let hidden = uses_hidden_parameter(context, expr);
+        check_value(&prefix, field, &partial, hidden, problems);
+        let checked = Checked { context, resource: name, prefix: &prefix, expr, partial: &partial, hidden };
+        checked.special(resource.kind, property, problems);
+    }
+    for field in fields.iter().filter(|field| field.required) {
+        let value = resource.properties.iter().find(|(property, _)| property == field.name);
+        if value.is_none_or(|(_, expr)| matches!(expr, Expr::Literal(Value::Null))) {
+            problems.push(format!("resource {name}: missing required property \"{}\"", field.name));
+        }
+    }
+}
+
+fn uses_hidden_parameter(context: &Context, expr: &Expr) -> bool {
+    let names = expr.parameter_names();
+    context.template.parameters.iter().any(|(name, parameter)| parameter.hidden && names.contains(name))
+}
+
+/// One property value under check, with what the special checks need.
+struct Checked<'a> {
+    context: &'a Context<'a>,
+    resource: &'a str,
+    prefix: &'a str,
+    expr: &'a Expr,
+    partial: &'a Partial,
+    hidden: bool,
+}
+
+impl Checked<'_> {
+    fn special(&self, kind: ResourceType, property: &str, problems: &mut Vec<String>) {
+        match (property, kind) {
+            ("config", kind) if kind.is_deployment() => self.reference(ResourceType::is_config, "config", problems),
+            ("handle", ResourceType::WaitCondition) => {
+                self.reference(|kind| *kind == ResourceType::WaitConditionHandle, "handle", problems)
+            }
+            ("server", _) => self.server(problems),
+            ("servers", _) => {
+                for (_, server) in self.partial.entries().unwrap_or_default() {
+                    if let Some(server) = server.known() {
+                        self.server_name(server, problems);
+                    }
+                }
+            }
+            ("timeout", _) => self.bounded(1, MAX_WAIT_SECS, problems),
+            ("count", _) => self.bounded(1, i64::MAX, problems),
+            ("inputs", _) => self.items(property, INPUT_FIELDS, problems),
+            ("outputs", _) => self.items(property, OUTPUT_FIELDS, problems),
+            ("configs", _) => {
+                self.items(property, COMPONENT_CONFIG_FIELDS, problems);
+                self.component_actions(problems);
+            }
+            _ => {}
+        }
+    }
+
+    /// `config` and `handle` must be `{get_resource: X}` with X of the right type.
+    fn reference(&self, accepts: fn(&ResourceType) -> bool, property: &str, problems: &mut Vec<String>) {
+        let expected = if property == "config" {
+            "a config resource (OS::Heat::SoftwareConfig, OS::Heat::StructuredConfig or OS::Heat::SoftwareComponent)"
+        } else {
+            "an OS::Heat::WaitConditionHandle"
+        };
+        match self.expr {
+            // Absent in effect; `handle` is then reported as missing.
+            Expr::Literal(Value::Null) => {}
+            Expr::GetResource(target) => match self.context.resource(target) {
+                Some(resource) if !accepts(&resource.kind) => problems.push(format!(
+                    "{}: \"{target}\" is an {}, not {expected}",
+                    self.prefix,
+                    resource.kind.name()
+                )),
+                // An unknown resource is reported by the reference check.
+                _ => {}
+            },
+            _ => problems.push(format!("{}: {property} must be {{get_resource: <{expected}>}}", self.prefix)),
+        }
+    }
+
+    fn server(&self, problems: &mut Vec<String>) {
+        if matches!(self.expr, Expr::GetResource(_)) {
+            problems.push(format!("{}: must be the name of a registered server, not a resource", self.prefix));
+            return;
+        }
+        if let Some(server) = self.partial.known() {
+            self.server_name(server, problems);
+        }
+    }
+
+    fn server_name(&self, server: &Value, problems: &mut Vec<String>) {
+        let resource = self.resource;
+        let name = match server {
+            Value::String(name) => name.clone(),
+            Value::Number(_) | Value::Bool(_) => render(server),
+            // Null is reported as missing; other kinds by the kind check.
+            _ => return,
+        };
+        if name.is_empty() {
+            problems.push(format!("resource {resource}: the server name is empty"));
+        } else if (self.context.is_registered_server)(&name) {
+        } else if self.hidden {
+            problems.push(format!("resource {resource}: the server named by a hidden parameter is not registered"));
+        } else {
+            problems.push(format!(
+                "resource {resource}: server \"{name}\" is not registered (anneal-shim server add {name})"
+            ));
+        }
+    }
+
+    fn bounded(&self, min: i64, max: i64, problems: &mut Vec<String>) {
+        let Some(value) = self.partial.known().and_then(integer) else { return };
+        if value < min || value > max {
+            let range = if max == i64::MAX { format!("at least {min}") } else { format!("between {min} and {max}") };
+            problems.push(format!("{}: must be {range}", self.prefix));
+        }
+    }
+
+    /// Each item of a list property must be a map with the given keys.
+    fn items(&self, property: &str, fields: &[Field], problems: &mut Vec<String>) {
+        let Some(items) = self.partial.items() else { return };
+        if property == "configs" && items.is_empty() {
+            problems.push(format!("{}: needs at least one entry", self.prefix));
+        }
+        for (position, item) in items.iter().enumerate() {
+            let prefix = format!("resource {}: property \"{property}[{position}]\"", self.resource);
+            let Some(entries) = item.entries() else {
+                if let Partial::Known(value) = item {
+                    problems.push(format!("{prefix}: must be a map, not {}", kind_name(value)));
+                }
+                continue;
+            };
+            for (key, value) in &entries {
+                match fields.iter().find(|field| field.name == key) {
+                    Some(field) => check_value(&format!("{prefix} key \"{key}\""), field, value, self.hidden, problems),
+                    None => problems.push(format!("{prefix}: unknown key \"{key}\"")),
+                }
+            }
+            for field in fields.iter().filter(|field| field.required) {
+                let value = entries.iter().find(|(key, _)| key == field.name).map(|(_, value)| value);
+                if value.is_none_or(|value| matches!(value, Partial::Known(Value::Null))) {
+                    problems.push(format!("{prefix}: missing required key \"{}\"", field.name));
+                }
+            }
+        }
+    }
+
+    /// A component action may appear in only one `configs` entry.
+    fn component_actions(&self, problems: &mut Vec<String>) {
+        let mut seen: Vec<String> = Vec::new();
+        let mut repeated: Vec<String> = Vec::new();
+        for item in self.partial.items().unwrap_or_default() {
+            let Some(entries) = item.entries() else { continue };
+            let actions = match entries.iter().find(|(key, _)| key == "actions") {
+                None => vec!["CREATE".to_owned(), "UPDATE".to_owned()],
+                Some((_, Partial::Known(Value::Array(actions)))) => {
+                    actions.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+                }
+                Some(_) => continue,
+            };
+            for action in actions {
+                if seen.contains(&action) {
+                    if !repeated.contains(&action) {
+                        repeated.push(action);
+                    }
+                } else {
+                    seen.push(action);
+                }
+            }
+        }
+        for action in repeated {
+            problems.push(format!("{}: action \"{action}\" appears in more than one entry", self.prefix));
+        }
+    }
+}
+
+/// Kind and allowed-value check of one (partially) known value.
+fn check_value(prefix: &str, field: &Field, value: &Partial, hidden: bool, problems: &mut Vec<String>) {
+    if let Some(expected) = kind_problem(field.kind, value) {
+        problems.push(format!("{prefix}: must be {expected}"));
+        return;
+    }
+    if field.allowed.is_empty() {
+        return;
+    }
+    let candidates = match (field.kind, value) {
+        (Kind::List, _) => value.items().unwrap_or_default(),
+        (_, Partial::Known(_)) => vec![value.clone()],
+        _ => Vec::new(),
+    };
+    for candidate in candidates {
+        let Partial::Known(candidate) = candidate else { continue };
+        let text = render(&candidate);
+        if !field.allowed.contains(&text.as_str()) {
+            let shown = if hidden { "the value".to_owned() } else { format!("\"{text}\"") };
+            problems.push(format!("{prefix}: {shown} is not one of {}", field.allowed.join(", ")));
+        }
+    }
+}
+
+/// What the value should have been, when its kind is known and wrong.
+fn kind_problem(kind: Kind, value: &Partial) -> Option<&'static str> {
+    let ok = match (kind, value) {
+        (Kind::Any, _) | (_, Partial::Unknown) => true,
+        // Heat stringifies scalars given for a string property, and reads null as absent.
+        (Kind::String, Partial::Known(value)) => !value.is_array() && !value.is_object(),
+        (Kind::String, _) => false,
+        (Kind::Map, Partial::Map(_)) | (Kind::List, Partial::List(_)) => true,
+        (Kind::Map, Partial::Known(value)) => value.is_object() || value.is_null(),
+        (Kind::List, Partial::Known(value)) => value.is_array() || value.is_null(),
+        (Kind::Integer, Partial::Known(value)) => value.is_null() || integer(value).is_some(),
+        (Kind::Boolean, Partial::Known(value)) => value.is_null() || boolean(value).is_some(),
+        _ => false,
+    };
+    if ok {
+        return None;
+    }
+    Some(match kind {
+        Kind::String => "a string",
+        Kind::Map => "a map",
+        Kind::List => "a list",
+        Kind::Integer => "an integer",
+        Kind::Boolean => "a boolean",
+        Kind::Any => "a value",
+    })
+}
+
+/// An integer, or a string holding one (Heat's Integer property accepts both).
+fn integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::Number(number) => {
+            number.as_i64().or_else(|| number.as_f64().filter(|float| float.fract() == 0.0).map(|float| float as i64))
+        }
+        Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A boolean as Heat's Boolean property reads it (`strutils.bool_from_string`, strict).
+fn boolean(value: &Value) -> Option<bool> {
+    match value {
+        Value::Bool(flag) => Some(*flag),
+        Value::String(text) => match text.trim().to_ascii_lowercase().as_str() {
+            "1" | "t" | "true" | "on" | "y" | "yes" => Some(true),
+            "0" | "f" | "false" | "off" | "n" | "no" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}

@@ -1,0 +1,184 @@
+//! YAML layer tests: syntax positions, bombs, depth, duplicate and non-string keys, tags, scalar typing, JSON.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::template::yaml::{self, MAX_DEPTH, YamlError, resolve_plain};
+use crate::template::{MAX_TEMPLATE_BYTES, TemplateError, parse_template};
+
+fn value(text: &str) -> serde_json::Value {
+    match yaml::parse(text) {
+        Ok(node) => node.to_value(),
+        Err(error) => panic!("{text:?} should parse: {error}"),
+    }
+}
+
+fn rejection(text: &str) -> YamlError {
+    match yaml::parse(text) {
+        Ok(node) => panic!("{text:?} should be rejected, got {:?}", node.to_value()),
+        Err(error) => error,
+    }
+}
+
+#[test]
+fn syntax_errors_report_line_and_column() {
+    let error = rejection("a: 1\nb: [1, 2\nc: 3\n");
+    let YamlError::Syntax { line, column, message } = &error else { panic!("expected a syntax error: {error:?}") };
+    assert!(*line >= 2, "{error}");
+    assert!(*column >= 1);
+    assert!(!message.is_empty());
+    assert!(error.to_string().contains(&format!("line {line} column {column}")), "{error}");
+
+    let YamlError::Syntax { line, column, .. } = rejection("key: value\n  bad: indentation\n") else { panic!() };
+    assert_eq!((line, column), (2, 6));
+}
+
+#[test]
+fn yaml_bomb_is_rejected_quickly() {
+    let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..10 {
+        let previous = format!("*a{}", level - 1);
+        let items = [previous.as_str(); 10].join(", ");
+        text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+    }
+    let started = Instant::now();
+    let error = rejection(&text);
+    assert!(matches!(error, YamlError::TooManyNodes { limit: 100_000, .. }), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn large_documents_without_aliases_are_not_limited_by_the_node_budget() {
+    let text = format!("[{}]", vec!["1"; 150_000].join(","));
+    let Ok(node) = yaml::parse(&text) else { panic!("a plain large document must parse") };
+    assert_eq!(node.to_value().as_array().map(Vec::len), Some(150_000));
+}
+
+#[test]
+fn duplicates_are_found_in_large_mappings() {
+    let mut text: String = (0..40).map(|index| format!("k{index}: {index}\n")).collect();
+    text.push_str("k3: again\n");
+    assert_eq!(rejection(&text), YamlError::DuplicateKey { key: "k3".into(), line: 41, column: 1 });
+    text.truncate(text.len() - "k3: again\n".len());
+    text.push_str("k40: new\n");
+    assert!(yaml::parse(&text).is_ok());
+}
+
+#[test]
+fn aliases_within_budget_expand() {
+    assert_eq!(value("base: &b {x: 1}\ncopy: *b\n"), json!({"base": {"x": 1}, "copy": {"x": 1}}));
+}
+
+#[test]
+fn deep_nesting_is_rejected() {
+    let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+    assert!(matches!(rejection(&deep), YamlError::TooDeep { limit: 64, .. }));
+    let fine = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+    assert!(yaml::parse(&fine).is_ok());
+    // Depth through an alias counts too.
+    let nested = format!("{}{}", "[".repeat(40), "]".repeat(40));
+    let text = format!("a: &a {nested}\nb: {}*a{}\n", "[".repeat(30), "]".repeat(30));
+    assert!(matches!(rejection(&text), YamlError::TooDeep { .. }));
+}
+
+#[test]
+fn duplicate_keys_are_rejected_with_their_line() {
+    let error = rejection("a: 1\nb:\n  c: 1\n  c: 2\n");
+    assert_eq!(error, YamlError::DuplicateKey { key: "c".into(), line: 4, column: 3 });
+    assert!(error.to_string().contains("line 4"));
+}
+
+#[test]
+fn keys_must_be_strings() {
+    assert!(matches!(rejection("1: a\n"), YamlError::NonStringKey { line: 1, column: 1 }));
+    assert!(matches!(rejection("on: a\n"), YamlError::NonStringKey { .. }));
+    assert!(matches!(rejection("? [a]\n: b\n"), YamlError::NonStringKey { .. }));
+    assert_eq!(value("\"1\": a\n"), json!({"1": "a"}));
+}
+
+#[test]
+fn one_document_only() {
+    assert!(matches!(rejection("a: 1\n---\nb: 2\n"), YamlError::MultipleDocuments { line: 2, .. }));
+    assert_eq!(rejection(""), YamlError::Empty);
+    assert_eq!(rejection("# only a comment\n"), YamlError::Empty);
+}
+
+#[test]
+fn tags() {
+    assert_eq!(value("a: !!str 123\nb: !!int '7'\nc: !!float 1\n"), json!({"a": "123", "b": 7, "c": 1}));
+    assert!(matches!(rejection("a: !Ref x\n"), YamlError::UnsupportedTag { .. }));
+    assert!(matches!(rejection("a: !!int abc\n"), YamlError::UnsupportedTag { .. }));
+    assert!(matches!(rejection("a: !!set {x}\n"), YamlError::UnsupportedTag { .. }));
+    assert_eq!(value("a: ! 12\n"), json!({"a": "12"}));
+}
+
+#[test]
+fn recursive_alias_is_rejected() {
+    let error = rejection("a: &x [1, *x]\n");
+    assert!(matches!(error, YamlError::RecursiveAlias { .. } | YamlError::Syntax { .. }), "{error:?}");
+}
+
+#[test]
+fn plain_scalars_follow_pyyaml() {
+    let cases = [
+        ("yes", json!(true)),
+        ("No", json!(false)),
+        ("on", json!(true)),
+        ("OFF", json!(false)),
+        ("true", json!(true)),
+        ("~", json!(null)),
+        ("null", json!(null)),
+        ("", json!(null)),
+        ("12", json!(12)),
+        ("-12", json!(-12)),
+        ("+12", json!(12)),
+        ("1_000", json!(1000)),
+        ("0755", json!(493)),
+        ("0x1F", json!(31)),
+        ("0b101", json!(5)),
+        ("08", json!("08")),
+        ("0o17", json!("0o17")),
+        ("1.5", json!(1.5)),
+        ("-.5", json!(-0.5)),
+        ("1e3", json!(1000.0)),
+        ("1.0e+3", json!(1000.0)),
+        ("18446744073709551615", json!(18_446_744_073_709_551_615_u64)),
+        ("-9223372036854775808", json!(i64::MIN)),
+        (".inf", json!(".inf")),
+        ("2013-05-23", json!("2013-05-23")),
+        ("1.2.3", json!("1.2.3")),
+        ("y", json!("y")),
+        ("abc", json!("abc")),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(resolve_plain(text), expected, "{text:?}");
+    }
+    assert_eq!(value("a: 'yes'\nb: \"12\"\nc: |\n  12\n"), json!({"a": "yes", "b": "12", "c": "12\n"}));
+}
+
+#[test]
+fn json_is_accepted() {
+    let text = "{\"a\":1,\"b\":[true,null,\"x\"],\n\t\"c\": {\"d\": 1.5e2, \"e\": \"\\u00e9\\/\"}}";
+    assert_eq!(value(text), json!({"a": 1, "b": [true, null, "x"], "c": {"d": 150.0, "e": "é/"}}));
+    let error = rejection("{\"a\": 1, \"a\": 2}");
+    assert!(matches!(error, YamlError::DuplicateKey { line: 1, .. }));
+}
+
+#[test]
+fn oversized_text_is_rejected_before_parsing() {
+    let text = format!("heat_template_version: 2018-08-31\ndescription: \"{}\"\n", "x".repeat(MAX_TEMPLATE_BYTES));
+    let error = parse_template(&text).err();
+    assert!(matches!(error, Some(TemplateError::TooLarge { limit: MAX_TEMPLATE_BYTES, .. })), "{error:?}");
+}
+
+#[test]
+fn yaml_errors_surface_through_parse_template() {
+    let Err(error) = parse_template("heat_template_version: 2018-08-31\nresources:\n  a: {type: x}\n  a: {type: y}\n")
+    else {
+        panic!("duplicate resource names must be rejected");
+    };
+    assert!(matches!(error, TemplateError::Yaml(YamlError::DuplicateKey { line: 4, .. })), "{error:?}");
+    assert_eq!(error.problems().len(), 1);
+    assert!(error.problems()[0].contains("duplicate key \"a\""));
+}
