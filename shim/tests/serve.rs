@@ -1,0 +1,325 @@
+//! The real `anneal-shim` binary on a loopback port with a temp database, administered through
+//! its own CLI and driven by HTTP clients acting as agents: a stack over three servers (db ->
+//! app via get_attr -> web, web signalling a wait condition with the handle's `curl_cli` run in a
+//! shell) converges; the shim restarts in the middle and loses nothing; an update reruns only
+//! the changed deployment; delete removes the stack.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_anneal-shim");
+
+const TEMPLATE: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  web_message: {type: string, default: hello}
+resources:
+  db_config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, outputs: [{name: db_host}], config: "#!/bin/sh\n"}
+  db_deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: db_config}, server: db1, actions: [CREATE, UPDATE, DELETE]}
+  app_config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, inputs: [{name: db_host}], outputs: [{name: app_url}], config: "#!/bin/sh\n"}
+  app_deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: app_config}
+      server: app1
+      input_values: {db_host: {get_attr: [db_deploy, db_host]}}
+  handle: {type: OS::Heat::WaitConditionHandle}
+  wait:
+    type: OS::Heat::WaitCondition
+    properties: {handle: {get_resource: handle}, timeout: 600}
+  web_config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: app_url}, {name: wc_notify}]
+      config: {str_replace: {template: "#!/bin/sh\necho MSG\n", params: {MSG: {get_param: web_message}}}}
+  web_deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: web_config}
+      server: web1
+      input_values: {app_url: {get_attr: [app_deploy, app_url]}, wc_notify: {get_attr: [handle, curl_cli]}}
+outputs:
+  app_url: {value: {get_attr: [app_deploy, app_url]}}
+"##;
+
+/// A running shim; its process group is killed when dropped.
+struct Shim {
+    child: Child,
+    url: String,
+}
+
+impl Shim {
+    async fn start(dir: &Path) -> Shim {
+        let mut child = Command::new(BINARY)
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(format!("sqlite://{}", dir.join("shim.db").display()))
+            .env_remove("ANNEAL_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(dir.join("shim.log")).unwrap()))
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap().unwrap();
+        let url = line.split_whitespace().find(|word| word.starts_with("http://")).unwrap().to_string();
+        assert!(line.contains(&dir.join("admin.token").display().to_string()), "serve prints the token file: {line}");
+        Shim { child, url }
+    }
+
+    async fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await.unwrap().unwrap();
+        assert!(status.success(), "clean shutdown on SIGTERM: {status:?}");
+    }
+}
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// Runs the shim's CLI against `shim`; returns (exit code, stdout, stderr).
+async fn cli(shim: &Shim, dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(BINARY)
+        .args(args)
+        .args(["--url", &shim.url, "--token-file"])
+        .arg(dir.join("admin.token"))
+        .env_remove("ANNEAL_TOKEN")
+        .env_remove("ANNEAL_URL")
+        .process_group(0)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), output).await.unwrap().unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+/// An agent's view: the server's credentials and an HTTP client.
+struct Agent {
+    credentials: Value,
+    http: reqwest::Client,
+}
+
+impl Agent {
+    async fn register(shim: &Shim, dir: &Path, name: &str) -> Agent {
+        let (code, stdout, stderr) = cli(shim, dir, &["server", "add", name, "--format", "json"]).await;
+        assert_eq!(code, 0, "{stderr}");
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Agent { credentials: serde_json::from_str(&stdout).unwrap(), http: reqwest::Client::new() }
+    }
+
+    fn metadata_url(&self, base: &str) -> String {
+        rebase(self.credentials["metadata_url"].as_str().unwrap(), base)
+    }
+
+    async fn fetch(&self, base: &str, etag: Option<&str>, wait: Option<u64>) -> reqwest::Response {
+        let mut url = self.metadata_url(base);
+        if let Some(wait) = wait {
+            url.push_str(&format!("?wait={wait}"));
+        }
+        let mut request = self.http.get(url).bearer_auth(self.credentials["token"].as_str().unwrap());
+        if let Some(etag) = etag {
+            request = request.header("If-None-Match", etag);
+        }
+        request.send().await.unwrap()
+    }
+
+    async fn deployments(&self, shim: &Shim) -> Vec<Value> {
+        let body: Value = serde_json::from_str(&self.fetch(&shim.url, None, None).await.text().await.unwrap()).unwrap();
+        body["deployments"].as_array().unwrap().clone()
+    }
+
+    async fn signal(&self, shim: &Shim, deployment: &Value, body: Value) {
+        let url = rebase(input(deployment, "deploy_signal_id").as_str().unwrap(), &shim.url);
+        let response =
+            self.http.post(url).header("Content-Type", "application/json").body(body.to_string()).send().await.unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+}
+
+/// A URL the shim printed before a restart (old port) moved onto `base`, keeping its path.
+fn rebase(url: &str, base: &str) -> String {
+    format!("{base}{}", &url[url.find("/v1/").unwrap()..])
+}
+
+fn input<'a>(deployment: &'a Value, name: &str) -> &'a Value {
+    deployment["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|input| input["name"] == name)
+        .map(|input| &input["value"])
+        .unwrap()
+}
+
+fn write_template(dir: &Path) -> PathBuf {
+    let path = dir.join("stack.yaml");
+    std::fs::write(&path, TEMPLATE).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn three_server_stack_through_the_real_binary_with_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let shim = Shim::start(root).await;
+    let db = Agent::register(&shim, root, "db1").await;
+    let app = Agent::register(&shim, root, "app1").await;
+    let web = Agent::register(&shim, root, "web1").await;
+    let template = write_template(root);
+    let template_arg = template.to_str().unwrap();
+    let (code, _, stderr) = cli(&shim, root, &["stack", "create", "s", "--template", template_arg]).await;
+    assert_eq!(code, 0, "{stderr}");
+
+    // app1 long-polls while db1 signals: it wakes with its new deployment.
+    let first = app.fetch(&shim.url, None, None).await;
+    let etag = first.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(first.headers()["x-anneal-long-poll"], "60");
+    let shim_url = shim.url.clone();
+    let waiting = tokio::spawn({
+        let app_credentials = app.credentials.clone();
+        let etag = etag.clone();
+        async move {
+            let agent = Agent { credentials: app_credentials, http: reqwest::Client::new() };
+            let response = agent.fetch(&shim_url, Some(&etag), Some(30)).await;
+            (response.status().as_u16(), Instant::now(), response.text().await.unwrap())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let db_deployments = db.deployments(&shim).await;
+    let signalled = Instant::now();
+    db.signal(&shim, &db_deployments[0], json!({"db_host": "10.0.0.5", "deploy_status_code": 0})).await;
+    let (status, woke, body) = waiting.await.unwrap();
+    assert_eq!(status, 200, "the long-poll answered with the change");
+    assert!(
+        woke.duration_since(signalled) < Duration::from_secs(2),
+        "woke {:?} after the signal",
+        woke.duration_since(signalled)
+    );
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(input(&body["deployments"][0], "db_host"), "10.0.0.5");
+
+    // Restart the shim in the middle: everything continues from the store.
+    shim.stop().await;
+    let shim = Shim::start(root).await;
+    let app_deployments = app.deployments(&shim).await;
+    assert_eq!(app_deployments.len(), 1);
+    app.signal(&shim, &app_deployments[0], json!({"app_url": "http://app1:80"})).await;
+    let web_deployments = web.deployments(&shim).await;
+    let printed = input(&web_deployments[0], "wc_notify").as_str().unwrap();
+    let (command, endpoint) = printed.split_at(printed.find("http://").unwrap());
+    let curl_cli = format!("{command}{}", rebase(endpoint, &shim.url));
+    let shell = format!("{curl_cli} --silent --fail --data-binary '{{\"status\": \"SUCCESS\", \"data\": \"ready\"}}'");
+    let curl = Command::new("sh").args(["-c", &shell]).output().await.unwrap();
+    assert!(curl.status.success(), "curl_cli works pasted into a shell: {}", String::from_utf8_lossy(&curl.stderr));
+    web.signal(&shim, &web_deployments[0], json!({"deploy_status_code": 0})).await;
+
+    let (code, stdout, stderr) = cli(&shim, root, &["stack", "show", "s", "--json"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let detail: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(detail["status"], "CREATE_COMPLETE", "{detail}");
+    assert_eq!(detail["outputs"][0]["value"], "http://app1:80");
+
+    // Update: only the changed deployment gets a new derived id.
+    let ids = |deployments: &[Value]| deployments.iter().map(|d| d["id"].clone()).collect::<Vec<_>>();
+    let (db_before, app_before) = (ids(&db.deployments(&shim).await), ids(&app.deployments(&shim).await));
+    let (code, _, stderr) =
+        cli(&shim, root, &["stack", "update", "s", "--template", template_arg, "--param", "web_message=bye"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(ids(&db.deployments(&shim).await), db_before);
+    assert_eq!(ids(&app.deployments(&shim).await), app_before);
+    let web_deployments = web.deployments(&shim).await;
+    assert_eq!(input(&web_deployments[0], "deploy_action"), "UPDATE");
+    web.signal(&shim, &web_deployments[0], json!({})).await;
+    let (code, stdout, _) = cli(&shim, root, &["stack", "show", "s", "--json"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&stdout).unwrap()["status"], "UPDATE_COMPLETE");
+
+    // Delete with --wait: db1 gets its DELETE action; signalling it finishes the delete.
+    let deleting = tokio::spawn({
+        let url = shim.url.clone();
+        let token_file = root.join("admin.token");
+        async move {
+            let output = Command::new(BINARY)
+                .args(["stack", "delete", "s", "--wait", "--timeout", "60", "--url", &url, "--token-file"])
+                .arg(token_file)
+                .process_group(0)
+                .kill_on_drop(true)
+                .output()
+                .await
+                .unwrap();
+            output.status.code()
+        }
+    });
+    let mut delete_action = None;
+    for _ in 0..100 {
+        let deployments = db.deployments(&shim).await;
+        delete_action = deployments.into_iter().find(|d| input(d, "deploy_action") == "DELETE");
+        if delete_action.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    db.signal(&shim, &delete_action.expect("DELETE action published"), json!({})).await;
+    assert_eq!(tokio::time::timeout(Duration::from_secs(60), deleting).await.unwrap().unwrap(), Some(0));
+    assert!(db.deployments(&shim).await.is_empty());
+    shim.stop().await;
+}
+
+#[tokio::test]
+async fn access_is_checked_and_bad_input_gets_a_clear_4xx() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let shim = Shim::start(root).await;
+    let db = Agent::register(&shim, root, "db1").await;
+    let other = Agent::register(&shim, root, "app1").await;
+    let http = reqwest::Client::new();
+    let metadata = db.metadata_url(&shim.url);
+    let status = |response: reqwest::Response| response.status().as_u16();
+    assert_eq!(status(http.get(&metadata).send().await.unwrap()), 401);
+    let foreign = http.get(&metadata).bearer_auth(other.credentials["token"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(status(foreign), 403, "a server token reads only its own document");
+    let stock = http.get(db.credentials["request_url"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(stock.status().as_u16(), 200, "the os-collect-config request URL serves the document");
+    assert!(stock.headers().contains_key("last-modified"));
+    assert_eq!(status(http.get(format!("{}/v1/stacks", shim.url)).send().await.unwrap()), 401);
+
+    let bad = root.join("bad.yaml");
+    std::fs::write(&bad, "heat_template_version: 2018-08-31\nresources:\n  x: {type: OS::Nova::Server}\n").unwrap();
+    let (code, _, stderr) = cli(&shim, root, &["stack", "create", "b", "--template", bad.to_str().unwrap()]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("OS::Nova::Server"), "the error names the problem: {stderr}");
+    let broken = root.join("broken.yaml");
+    std::fs::write(&broken, "heat_template_version: 2018-08-31\nresources:\n  x: [unclosed\n").unwrap();
+    let (code, _, stderr) = cli(&shim, root, &["stack", "create", "b", "--template", broken.to_str().unwrap()]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("line"), "YAML errors give the line: {stderr}");
+    let token = std::fs::read_to_string(root.join("admin.token")).unwrap();
+    let huge = http
+        .post(format!("{}/v1/stacks", shim.url))
+        .bearer_auth(token.trim())
+        .body(vec![b' '; 2 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status().as_u16(), 413);
+    shim.stop().await;
+}
