@@ -17,6 +17,7 @@ pub const STRUCTURED_CONFIG: &str = "OS::Heat::StructuredConfig";
 pub const SOFTWARE_COMPONENT: &str = "OS::Heat::SoftwareComponent";
 pub const SOFTWARE_DEPLOYMENT: &str = "OS::Heat::SoftwareDeployment";
 pub const STRUCTURED_DEPLOYMENT: &str = "OS::Heat::StructuredDeployment";
+pub const DEPLOYMENT_GROUP: &str = "OS::Heat::SoftwareDeploymentGroup";
 pub const WAIT_HANDLE: &str = "OS::Heat::WaitConditionHandle";
 pub const WAIT_CONDITION: &str = "OS::Heat::WaitCondition";
 
@@ -49,6 +50,7 @@ fn activate(ctx: &mut Context<'_>, stack_name: &str, name: &str, ready: &mut Vec
         WAIT_HANDLE => activate_handle(ctx, &stack, node, ready),
         WAIT_CONDITION => waits::activate_wait_condition(ctx, &stack, node, &properties, ready),
         SOFTWARE_DEPLOYMENT | STRUCTURED_DEPLOYMENT => activate_deployment(ctx, &stack, node, &properties, ready),
+        DEPLOYMENT_GROUP => super::group::activate_group(ctx, &stack, node, &properties, ready),
         other => {
             let reason = format!("{other} is not supported by this version of anneal-shim");
             fail(ctx, &stack, node, &reason)

@@ -79,7 +79,13 @@ pub fn update(
     let existing: BTreeMap<String, NodeRow> =
         ctx.tx.nodes(name)?.into_iter().map(|node| (node.name.clone(), node)).collect();
     let kept: BTreeSet<&str> = checked.plan.nodes.iter().map(|node| node.name.as_str()).collect();
-    let removed: Vec<NodeRow> = existing.values().filter(|node| !kept.contains(node.name.as_str())).cloned().collect();
+    // Members of a group that stays are the group's to keep or remove when it expands again.
+    let removed: Vec<NodeRow> = existing
+        .values()
+        .filter(|node| !kept.contains(node.name.as_str()))
+        .filter(|node| super::group::group_of(node).is_none_or(|group| !kept.contains(group)))
+        .cloned()
+        .collect();
     ctx.tx.delete_edges(name)?;
     let ready = write_plan(ctx, &stack, checked, &existing)?;
     for node in removed {
@@ -188,7 +194,7 @@ fn start(ctx: &mut Context<'_>, stack: &StackRow, mut ready: Vec<String>) -> Res
 
 /// A resource an update removed: publish its DELETE action when its config asks for one,
 /// otherwise forget it now.
-fn remove_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<(), EngineError> {
+pub(super) fn remove_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<(), EngineError> {
     if publish_delete(ctx, stack, node.clone())? {
         return Ok(());
     }

@@ -7,6 +7,7 @@
 mod context;
 mod derived;
 mod graph;
+mod group;
 mod lifecycle;
 mod secrets;
 pub mod sweeper;

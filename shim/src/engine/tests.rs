@@ -277,3 +277,52 @@ async fn invalid_stacks_are_rejected_before_anything_runs() {
     assert!(matches!(engine.create_stack(request("bad name/", cycle, &[])).await, Err(ServiceError::Invalid { .. })));
     assert!(matches!(engine.add_server(AddServer { name: "db1".into() }).await, Err(ServiceError::Conflict { .. })));
 }
+
+#[tokio::test]
+async fn deployment_group_runs_on_every_server_and_aggregates() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["app1", "web1", "web2"]).await;
+    let template = r##"
+heat_template_version: 2018-08-31
+parameters:
+  servers: {type: json, default: {a: app1, b: web1}}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, outputs: [{name: result}], config: "#!/bin/sh\n"}
+  group:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties: {config: {get_resource: config}, servers: {get_param: servers}}
+outputs:
+  codes: {value: {get_attr: [group, deploy_status_codes]}}
+  results: {value: {get_attr: [group, result]}}
+"##;
+    engine.create_stack(request("g", template, &[])).await.unwrap();
+    for (server, result) in [("app1", "from-a"), ("web1", "from-b")] {
+        let published = deployments(&engine, server).await;
+        assert_eq!(published.len(), 1, "{server}");
+        assert_eq!(published[0]["name"], "group/".to_string() + if server == "app1" { "a" } else { "b" });
+        assert_eq!(status(&engine, "g").await, "CREATE_IN_PROGRESS");
+        engine
+            .deployment_signal(&signal_token(&published[0]), json!({"result": result, "deploy_status_code": 0}), None)
+            .await
+            .unwrap();
+    }
+    let detail = engine.show_stack("g").await.unwrap();
+    assert_eq!(detail.summary.status, "CREATE_COMPLETE", "{detail:?}");
+    let outputs: BTreeMap<_, _> =
+        detail.outputs.iter().map(|output| (output.name.as_str(), output.value.clone())).collect();
+    assert_eq!(outputs["codes"], json!({"a": 0, "b": 0}));
+    assert_eq!(outputs["results"], json!({"a": "from-a", "b": "from-b"}));
+
+    // Moving member b to web2 removes it from web1 and publishes it on web2.
+    engine.update_stack("g", request("g", template, &[("servers", r#"{"a": "app1", "b": "web2"}"#)])).await.unwrap();
+    assert!(deployments(&engine, "web1").await.is_empty());
+    let moved = deployments(&engine, "web2").await;
+    assert_eq!(moved.len(), 1);
+    assert_eq!(deployments(&engine, "app1").await.len(), 1, "member a is unchanged");
+    engine.deployment_signal(&signal_token(&moved[0]), json!({"result": "moved"}), None).await.unwrap();
+    let detail = engine.show_stack("g").await.unwrap();
+    assert_eq!(detail.summary.status, "UPDATE_COMPLETE", "{detail:?}");
+}
