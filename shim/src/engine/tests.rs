@@ -326,3 +326,103 @@ outputs:
     let detail = engine.show_stack("g").await.unwrap();
     assert_eq!(detail.summary.status, "UPDATE_COMPLETE", "{detail:?}");
 }
+
+const COMPONENTS: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  port: {type: number, default: 80}
+resources:
+  component:
+    type: OS::Heat::SoftwareComponent
+    properties:
+      configs:
+        - {actions: [CREATE], tool: script, config: "#!/bin/sh\necho create\n"}
+        - {actions: [UPDATE], tool: script, config: "#!/bin/sh\necho update\n"}
+        - {actions: [DELETE], tool: script, config: "#!/bin/sh\necho delete\n"}
+      inputs: [{name: port, type: Number}]
+      outputs: [{name: fatal, error_output: true}]
+  component_deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: component}
+      server: vm1
+      actions: [CREATE, UPDATE, DELETE]
+      input_values: {port: {get_param: port}}
+  structured:
+    type: OS::Heat::StructuredConfig
+    properties:
+      group: os-apply-config
+      config: {listen: {get_input: port}, action: {get_input: deploy_action}}
+  structured_deploy:
+    type: OS::Heat::StructuredDeployment
+    properties: {config: {get_resource: structured}, server: vm1, input_values: {port: {get_param: port}}}
+  handle: {type: OS::Heat::WaitConditionHandle}
+  wait:
+    type: OS::Heat::WaitCondition
+    properties: {handle: {get_resource: handle}, timeout: 600, count: 2}
+"##;
+
+#[tokio::test]
+async fn components_structured_configs_and_wait_condition_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["vm1"]).await;
+    engine.create_stack(request("c", COMPONENTS, &[])).await.unwrap();
+    let published = deployments(&engine, "vm1").await;
+    assert_eq!(published.len(), 2);
+    let by_name = |name: &str| published.iter().find(|d| d["name"] == name).unwrap().clone();
+    let component = by_name("component_deploy");
+    assert_eq!(component["group"], "component");
+    assert_eq!(component["config"]["configs"].as_array().unwrap().len(), 3);
+    assert_eq!(input(&component, "port"), 80);
+    let structured = by_name("structured_deploy");
+    assert_eq!(structured["config"], json!({"listen": 80, "action": "CREATE"}), "get_input substituted");
+
+    // Wait condition: one SUCCESS is not enough for count 2; a FAILURE fails at once.
+    let detail = engine.show_stack("c").await.unwrap();
+    assert!(detail.resources.iter().any(|r| r.name == "wait" && r.status == "CREATE_IN_PROGRESS"));
+    let handle_token = {
+        let outputs = engine.transact(|ctx| Ok(ctx.tx.node("c", "handle")?.unwrap().attributes)).await.unwrap();
+        let endpoint = outputs["endpoint"].as_str().unwrap().to_string();
+        let rendered = TokenKey::from_secret(b"test key").render(&endpoint);
+        rendered.rsplit('/').next().unwrap().to_string()
+    };
+    let success = WaitConditionSignal { success: true, reason: None, data: Some(json!(1)), id: None };
+    engine.wait_condition_signal(&handle_token, success.clone()).await.unwrap();
+    let again = engine
+        .wait_condition_signal(&handle_token, WaitConditionSignal { id: Some("1".into()), ..success })
+        .await
+        .unwrap();
+    assert_eq!(again, Some(SignalAck::Duplicate), "a repeated id counts once");
+    assert_eq!(status(&engine, "c").await, "CREATE_IN_PROGRESS");
+    let failure =
+        WaitConditionSignal { success: false, reason: Some("disk full".into()), data: None, id: Some("vm1".into()) };
+    engine.wait_condition_signal(&handle_token, failure).await.unwrap();
+    let detail = engine.show_stack("c").await.unwrap();
+    assert_eq!(detail.summary.status, "CREATE_FAILED");
+    assert!(
+        detail.summary.status_reason.contains("WaitConditionFailure: disk full"),
+        "{}",
+        detail.summary.status_reason
+    );
+
+    // The handle keeps its signals across updates (Heat's rule), so the update drops the wait.
+    // An update while the failed create's deployments still run is accepted; the newest wins.
+    let without_wait = &COMPONENTS[..COMPONENTS.find("  handle:").unwrap()];
+    let update = engine.update_stack("c", request("c", without_wait, &[("port", "8080")])).await.unwrap();
+    assert_eq!(update.status, "UPDATE_IN_PROGRESS", "{}", update.status_reason);
+    let second = engine.update_stack("c", request("c", without_wait, &[("port", "9090")])).await;
+    assert_eq!(second.unwrap().status, "UPDATE_IN_PROGRESS");
+    let published = deployments(&engine, "vm1").await;
+    let component = published.iter().find(|d| d["name"] == "component_deploy").unwrap();
+    assert_eq!(input(component, "port"), 9090);
+    assert_eq!(input(component, "deploy_action"), "UPDATE");
+    // error_output present: FAILED with Heat's reason.
+    engine
+        .deployment_signal(&signal_token(component), json!({"fatal": "bad config", "deploy_status_code": 0}), None)
+        .await
+        .unwrap();
+    let detail = engine.show_stack("c").await.unwrap();
+    assert_eq!(detail.summary.status, "UPDATE_FAILED");
+    assert!(detail.summary.status_reason.contains("fatal : bad config"), "{}", detail.summary.status_reason);
+}
