@@ -4,7 +4,6 @@
 
 mod formats;
 mod reads;
-mod toml_subset;
 mod waiting;
 mod writes;
 

@@ -3,9 +3,9 @@
 
 use yaml_rust2::{Yaml, YamlLoader};
 
-use super::toml_subset::{TomlTable, TomlValue, parse};
 use crate::client::formats::{AGENT_TOKEN_PATH, agent_config, agent_config_with_token_note, cloud_init};
 use crate::model::ServerCredentials;
+use toml::{Table, Value as TomlValue};
 
 /// The keys anneal-agent's config accepts (agent/src/config.rs; unknown keys are rejected there).
 const AGENT_KEYS: [&str; 7] = [
@@ -29,34 +29,39 @@ fn credentials(metadata_url: &str) -> ServerCredentials {
     }
 }
 
-fn string(table: &TomlTable, key: &str) -> String {
-    match table.entries.get(key) {
+fn string(table: &Table, key: &str) -> String {
+    match table.get(key) {
         Some(TomlValue::String(text)) => text.clone(),
         other => panic!("{key}: {other:?}"),
     }
 }
 
-/// Parses the config and checks it the way the agent would; returns its http source.
-fn check_agent_config(text: &str) -> TomlTable {
-    let tables = parse(text).unwrap_or_else(|error| panic!("{error}\n{text}"));
-    assert!(tables[0].entries.is_empty(), "keys outside a table");
-    let agent = tables.iter().find(|table| table.name == "agent" && !table.array).expect("[agent]");
-    for key in agent.entries.keys() {
+/// Parses the config with a real TOML parser and checks it the way the agent would; returns its
+/// http source.
+fn check_agent_config(text: &str) -> Table {
+    let document: Table = text.parse().unwrap_or_else(|error| panic!("{error}\n{text}"));
+    for key in document.keys() {
+        assert!(key == "agent" || key == "source", "unexpected top-level key {key}");
+    }
+    let Some(TomlValue::Table(agent)) = document.get("agent") else { panic!("[agent]") };
+    for key in agent.keys() {
         assert!(AGENT_KEYS.contains(&key.as_str()), "unknown [agent] key {key}");
     }
     assert_eq!(string(agent, "state_dir"), "/var/lib/anneal");
-    let Some(TomlValue::Array(hooks_dirs)) = agent.entries.get("hooks_dirs") else { panic!("hooks_dirs") };
+    let Some(TomlValue::Array(hooks_dirs)) = agent.get("hooks_dirs") else { panic!("hooks_dirs") };
     assert_eq!(hooks_dirs.len(), 3);
-    assert_eq!(agent.entries.get("parallel"), Some(&TomlValue::Integer(1)));
-    let sources: Vec<&TomlTable> = tables.iter().filter(|table| table.name == "source").collect();
+    assert_eq!(agent.get("parallel"), Some(&TomlValue::Integer(1)));
+    let Some(TomlValue::Array(sources)) = document.get("source") else {
+        panic!("[[source]] must be an array of tables")
+    };
     assert_eq!(sources.len(), 1);
-    assert!(sources[0].array, "[[source]] must be an array of tables");
-    for key in sources[0].entries.keys() {
+    let Some(TomlValue::Table(source)) = sources.first() else { panic!("[[source]] entry") };
+    for key in source.keys() {
         assert!(HTTP_SOURCE_KEYS.contains(&key.as_str()), "unknown http source key {key}");
     }
-    assert_eq!(string(sources[0], "kind"), "http");
-    assert_eq!(string(sources[0], "token_file"), AGENT_TOKEN_PATH);
-    sources[0].clone()
+    assert_eq!(string(source, "kind"), "http");
+    assert_eq!(string(source, "token_file"), AGENT_TOKEN_PATH);
+    source.clone()
 }
 
 #[test]
