@@ -194,6 +194,10 @@ pub fn publish(
     ctx.tx.put_entry(&row)?;
     ctx.touched_servers.insert(server.to_string());
     node.server = Some(server.to_string());
+    if let Some(superseded) = &node.signal_token_hash {
+        // A late signal for the previous publication must be answered "stale", not "unknown".
+        ctx.tx.retire_signal_hash(superseded, &stack.name, &node.name)?;
+    }
     node.signal_token_hash = Some(ctx.key.token_hash(Purpose::Signal, &derived_id));
     node.derived_config_id = Some(derived_id);
     node.attributes["_fingerprint"] = json!(print);

@@ -189,7 +189,7 @@ async fn update_reruns_only_what_changed_and_delete_runs_delete_actions() {
     let engine = engine_at(&dir.path().join("shim.db"));
     register(&engine, &["db1", "app1", "web1"]).await;
     engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap();
-    converge(&engine).await;
+    let web_before_token = signal_token(&converge(&engine).await);
     let ids =
         |deployments: &[Value]| deployments.iter().map(|d| d["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
     let (db_before, app_before, web_before) = (
@@ -206,6 +206,9 @@ async fn update_reruns_only_what_changed_and_delete_runs_delete_actions() {
     assert_ne!(ids(&web), web_before, "the changed config gets a new derived id");
     assert_eq!(input(&web[0], "deploy_action"), "UPDATE");
     assert!(web[0]["config"].as_str().unwrap().contains("changed"));
+    let late = engine.deployment_signal(&web_before_token, json!({"deploy_status_code": 1}), None).await.unwrap();
+    assert_eq!(late, Some(SignalAck::Stale), "a signal for the superseded publication is stale, not unknown");
+    assert_eq!(status(&engine, "s").await, "UPDATE_IN_PROGRESS", "and changes nothing");
     engine.deployment_signal(&signal_token(&web[0]), json!({}), None).await.unwrap();
     assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE");
 

@@ -23,7 +23,11 @@ pub fn apply_deployment_signal(
     if !token::is_well_formed(token_text) {
         return Ok(None);
     }
-    let Some(mut node) = ctx.tx.node_by_signal_hash(&token::hash_token(token_text))? else { return Ok(None) };
+    let hash = token::hash_token(token_text);
+    let Some(mut node) = ctx.tx.node_by_signal_hash(&hash)? else {
+        let stale = ctx.tx.is_retired_signal_hash(&hash)?;
+        return Ok(stale.then_some(SignalAck::Stale));
+    };
     if !graph::is_deployment(&node.resource_type) {
         return Ok(None);
     }

@@ -226,6 +226,11 @@ pub trait Tx {
     /// false when 0 rows matched (a duplicate or stale signal).
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: &str) -> Result<bool, StoreError>;
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError>;
+    /// Remembers a signal token hash that no longer belongs to its node's current publication
+    /// (an update republished the deployment), so a late signal with it is known to be stale.
+    fn retire_signal_hash(&mut self, hash: &str, stack: &str, node: &str) -> Result<(), StoreError>;
+    /// Whether `hash` was retired by `retire_signal_hash`.
+    fn is_retired_signal_hash(&mut self, hash: &str) -> Result<bool, StoreError>;
     /// Atomic; returns the new value.
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError>;
     fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError>;

@@ -29,6 +29,25 @@ pub(super) fn upsert_wait_signal(tx: &SqliteTx<'_>, row: &WaitSignalRow) -> Resu
     Ok(false)
 }
 
+pub(super) fn retire_signal_hash(tx: &SqliteTx<'_>, hash: &str, stack: &str, node: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "retire a signal token hash",
+        "INSERT INTO retired_signals (hash, stack, node) VALUES (?1, ?2, ?3) ON CONFLICT (hash) DO NOTHING",
+        [hash, stack, node],
+    )?;
+    Ok(())
+}
+
+pub(super) fn is_retired_signal_hash(tx: &SqliteTx<'_>, hash: &str) -> Result<bool, StoreError> {
+    let found = tx.query_optional(
+        "look up a retired signal token hash",
+        "SELECT 1 FROM retired_signals WHERE hash = ?1",
+        [hash],
+        |_| Ok(()),
+    )?;
+    Ok(found.is_some())
+}
+
 pub(super) fn wait_signals(tx: &SqliteTx<'_>, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
     tx.query_all(
         "list wait condition signals",

@@ -15,7 +15,18 @@ pub(crate) struct Migration {
 }
 
 /// Every migration this build knows, in version order.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration { version: 1, sql: SCHEMA_V1 }];
+pub(crate) const MIGRATIONS: &[Migration] =
+    &[Migration { version: 1, sql: SCHEMA_V1 }, Migration { version: 2, sql: RETIRED_SIGNALS_V2 }];
+
+/// Signal token hashes of superseded publications: a late signal for one is stale (2xx, no
+/// change), not unknown (404). Kept when the stack is deleted, for the same reason.
+const RETIRED_SIGNALS_V2: &str = "
+CREATE TABLE retired_signals (
+    hash TEXT NOT NULL PRIMARY KEY,
+    stack TEXT NOT NULL,
+    node TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
+";
 
 /// Child tables reference their stack by name, so parents must be written first. The foreign
 /// keys are checked per statement, not deferred to COMMIT: a COMMIT is shared by a batch of

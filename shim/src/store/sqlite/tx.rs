@@ -74,6 +74,12 @@ impl Tx for SqliteTx<'_> {
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
         nodes::by_signal_hash(self, hash)
     }
+    fn retire_signal_hash(&mut self, hash: &str, stack: &str, node: &str) -> Result<(), StoreError> {
+        records::retire_signal_hash(self, hash, stack, node)
+    }
+    fn is_retired_signal_hash(&mut self, hash: &str) -> Result<bool, StoreError> {
+        records::is_retired_signal_hash(self, hash)
+    }
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
         nodes::decrement_remaining(self, stack, name)
     }

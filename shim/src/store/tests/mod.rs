@@ -153,26 +153,39 @@ fn data_survives_reopen() {
     store.integrity_check().unwrap();
 }
 
+/// Every migration of this build, plus `extra` as the next version.
+fn with_next(extra: &'static str) -> (Vec<Migration>, u32) {
+    let mut migrations: Vec<Migration> =
+        MIGRATIONS.iter().map(|migration| Migration { version: migration.version, sql: migration.sql }).collect();
+    let next = MIGRATIONS.len() as u32 + 1;
+    migrations.push(Migration { version: next, sql: extra });
+    (migrations, next)
+}
+
 #[test]
 fn migrations_run_once() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(schema_versions(&path), vec![1]);
+    let current: Vec<u32> = MIGRATIONS.iter().map(|migration| migration.version).collect();
+    assert_eq!(schema_versions(&path), current);
 
-    // A second migration that would fail if it ran twice (CREATE TABLE without IF NOT EXISTS).
-    let extended = [
-        Migration { version: 1, sql: MIGRATIONS[0].sql },
-        Migration { version: 2, sql: "CREATE TABLE extra (x INTEGER)" },
-    ];
+    // A further migration that would fail if it ran twice (CREATE TABLE without IF NOT EXISTS).
+    let (extended, next) = with_next("CREATE TABLE extra (x INTEGER)");
     drop(SqliteStore::open_with_migrations(&path, &extended).unwrap());
     drop(SqliteStore::open_with_migrations(&path, &extended).unwrap());
-    assert_eq!(schema_versions(&path), vec![1, 2]);
+    let mut expected = current.clone();
+    expected.push(next);
+    assert_eq!(schema_versions(&path), expected);
 
     // An older build refuses a newer schema rather than writing to it.
     let error = SqliteStore::open(&path).unwrap_err();
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 2, supported: 1 }), "{error:?}");
+    let supported = next - 1;
+    assert!(
+        matches!(error, StoreError::SchemaTooNew { found, supported: s } if found == next && s == supported),
+        "{error:?}"
+    );
 }
 
 #[test]
@@ -180,13 +193,11 @@ fn failed_migration_leaves_previous_version() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
     drop(SqliteStore::open(&path).unwrap());
-    let broken = [
-        Migration { version: 1, sql: MIGRATIONS[0].sql },
-        Migration { version: 2, sql: "CREATE TABLE half (x INTEGER); THIS IS NOT SQL" },
-    ];
+    let current: Vec<u32> = MIGRATIONS.iter().map(|migration| migration.version).collect();
+    let (broken, next) = with_next("CREATE TABLE half (x INTEGER); THIS IS NOT SQL");
     let error = SqliteStore::open_with_migrations(&path, &broken).unwrap_err();
-    assert!(matches!(error, StoreError::Migration { version: 2, .. }), "{error:?}");
-    assert_eq!(schema_versions(&path), vec![1]);
+    assert!(matches!(error, StoreError::Migration { version, .. } if version == next), "{error:?}");
+    assert_eq!(schema_versions(&path), current);
     let half_tables: i64 = raw_connection(&path)
         .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'half'", [], |row| row.get(0))
         .unwrap();
@@ -371,4 +382,19 @@ fn debug_output_hides_secrets() {
         entry: json!({"inputs": [{"name": "deploy_signal_id", "value": "SECRET"}]}),
     };
     assert!(!format!("{entry:?}").contains("SECRET"));
+}
+
+#[test]
+fn retired_signal_hashes_are_remembered_idempotently() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    store
+        .transaction(|tx| {
+            assert!(!tx.is_retired_signal_hash("hash")?);
+            tx.retire_signal_hash("hash", "app", "deploy")?;
+            tx.retire_signal_hash("hash", "app", "deploy")?;
+            assert!(tx.is_retired_signal_hash("hash")?);
+            assert!(!tx.is_retired_signal_hash("other")?);
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
 }
