@@ -121,6 +121,11 @@ fn activate_deployment(
         None => return fail(ctx, stack, node, "property config: the config resource has no definition"),
     };
     let actions = deployment_actions(properties);
+    if node.action == "UPDATE" && is_replacement(&node, &server, &config, properties) {
+        // Heat replaces the deployment: the new one runs CREATE (and the old entry goes).
+        node.action = "CREATE".into();
+    }
+    node.attributes["_replace_values"] = replace_on_change_values(&config, properties);
     node.attributes["_id"] = stable_id(&node);
     node.attributes["_actions"] = json!(actions);
     if !actions.iter().any(|action| action == &node.action) {
@@ -128,6 +133,30 @@ fn activate_deployment(
         return complete(ctx, stack, node, &reason, ready);
     }
     publish(ctx, stack, node, &server, &config, properties, ready)
+}
+
+/// Whether an update must replace the deployment rather than update it: its server changed, or
+/// an input declared `replace_on_change` has a new value.
+fn is_replacement(node: &NodeRow, server: &str, config: &ConfigDefinition, properties: &Map<String, Value>) -> bool {
+    let moved = node.server.as_deref().is_some_and(|previous| previous != server);
+    let previous_values = node.attributes.get("_replace_values").cloned().unwrap_or(Value::Null);
+    moved || (!previous_values.is_null() && previous_values != replace_on_change_values(config, properties))
+}
+
+/// The current values of the config's `replace_on_change` inputs.
+fn replace_on_change_values(config: &ConfigDefinition, properties: &Map<String, Value>) -> Value {
+    let given = properties.get("input_values").and_then(Value::as_object);
+    let values: Map<String, Value> = config
+        .inputs
+        .iter()
+        .filter(|input| input.get("replace_on_change") == Some(&Value::Bool(true)))
+        .filter_map(|input| {
+            let name = input.get("name")?.as_str()?;
+            let value = given.and_then(|given| given.get(name)).or_else(|| input.get("default")).cloned();
+            Some((name.to_string(), value.unwrap_or(Value::Null)))
+        })
+        .collect();
+    Value::Object(values)
 }
 
 /// Publishes the deployment's derived config for its current action (or recognises that an
@@ -254,6 +283,7 @@ pub fn complete(
     reason: &str,
     ready: &mut Vec<String>,
 ) -> Result<(), EngineError> {
+    node.attributes["_completed_once"] = Value::Bool(true);
     node.state = STATE_COMPLETE.to_string();
     node.status_reason = reason.to_string();
     node.updated_at = ctx.now;
@@ -269,6 +299,13 @@ pub fn released(
     node: &NodeRow,
     ready: &mut Vec<String>,
 ) -> Result<(), EngineError> {
+    // Only a node of the current traversal of a stack still in progress releases anything: a
+    // late result from an earlier traversal (a run that was going on when an update or delete
+    // started), or one after the stack failed, is recorded on the node and nothing else moves.
+    let current = ctx.tx.stack(&stack.name)?;
+    if current.is_none_or(|current| current.state != STATE_IN_PROGRESS || current.generation != node.generation) {
+        return Ok(());
+    }
     if node.action == "DELETE" {
         return super::lifecycle::delete_action_done(ctx, stack, node);
     }
@@ -308,7 +345,7 @@ pub fn fail(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow, reason: 
     ctx.tx.update_node(&node)?;
     ctx.event(&stack.name, &node.name, &format!("{}_FAILED", node.action), reason)?;
     let reason = format!("Resource {} failed: {}: {}", node.action, node.name, reason);
-    fail_stack(ctx, &stack.name, stack.generation, &reason)
+    fail_stack(ctx, &stack.name, node.generation, &reason)
 }
 
 pub fn fail_stack(ctx: &mut Context<'_>, name: &str, generation: u64, reason: &str) -> Result<(), EngineError> {

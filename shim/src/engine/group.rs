@@ -63,7 +63,7 @@ fn expand(
         properties.insert("server".into(), server.clone());
         let definition =
             json!({"type": SOFTWARE_DEPLOYMENT, "properties": properties, "depends_on": [], "member_of": group.name});
-        write_member(ctx, stack, &group, &name, definition)?;
+        write_member(ctx, stack, &name, definition)?;
         ctx.tx.insert_edge(&stack.name, &name, &group.name)?;
         ready.push(name.clone());
         members.push(name);
@@ -84,18 +84,12 @@ fn expand(
     ctx.event(&stack.name, &group.name, &format!("{}_IN_PROGRESS", group.action), &group.status_reason.clone())
 }
 
-fn write_member(
-    ctx: &mut Context<'_>,
-    stack: &StackRow,
-    group: &NodeRow,
-    name: &str,
-    definition: Value,
-) -> Result<(), EngineError> {
+fn write_member(ctx: &mut Context<'_>, stack: &StackRow, name: &str, definition: Value) -> Result<(), EngineError> {
     match ctx.tx.node(&stack.name, name)? {
-        Some(mut existing) => {
+        Some(existing) => {
+            let mut existing = super::lifecycle::reset_for_update(&existing);
             existing.definition = definition;
             existing.generation = stack.generation;
-            existing.action = "UPDATE".into();
             existing.state = STATE_INIT.into();
             existing.remaining = 0;
             existing.updated_at = ctx.now;
@@ -107,7 +101,8 @@ fn write_member(
                 name: name.to_string(),
                 resource_type: SOFTWARE_DEPLOYMENT.into(),
                 generation: stack.generation,
-                action: group.action.clone(),
+                // A member new to the group is created, whatever the group's own action.
+                action: "CREATE".into(),
                 state: STATE_INIT.into(),
                 status_reason: String::new(),
                 remaining: 0,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::context::{Context, STATE_FAILED, STATE_IN_PROGRESS, STATE_INIT};
+use super::context::{Context, STATE_COMPLETE, STATE_FAILED, STATE_IN_PROGRESS, STATE_INIT};
 use super::graph::{self, config_of, deployment_actions, is_deployment};
 use super::{EngineError, sweeper};
 use crate::model::StackRequest;
@@ -39,7 +39,8 @@ pub fn create(
         parameters: json!(checked.parameters),
         hidden_parameters: hidden_parameters(&checked.template),
         generation: 1,
-        pending: checked.plan.nodes.len() as i64,
+        // One count more than the nodes, held until every root was activated (see `start`).
+        pending: checked.plan.nodes.len() as i64 + 1,
         deadline: request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000))),
         created_at: ctx.now,
         updated_at: ctx.now,
@@ -71,7 +72,7 @@ pub fn update(
     stack.template = request.template.clone();
     stack.parameters = json!(checked.parameters);
     stack.hidden_parameters = hidden_parameters(&checked.template);
-    stack.pending = checked.plan.nodes.len() as i64;
+    stack.pending = checked.plan.nodes.len() as i64 + 1;
     stack.deadline = request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000)));
     stack.updated_at = ctx.now;
     ctx.tx.update_stack(&stack)?;
@@ -80,12 +81,14 @@ pub fn update(
         ctx.tx.nodes(name)?.into_iter().map(|node| (node.name.clone(), node)).collect();
     let kept: BTreeSet<&str> = checked.plan.nodes.iter().map(|node| node.name.as_str()).collect();
     // Members of a group that stays are the group's to keep or remove when it expands again.
-    let removed: Vec<NodeRow> = existing
+    let mut removed: Vec<NodeRow> = existing
         .values()
         .filter(|node| !kept.contains(node.name.as_str()))
         .filter(|node| super::group::group_of(node).is_none_or(|group| !kept.contains(group)))
         .cloned()
         .collect();
+    // Deployments first: their DELETE action needs the config, which may be going too.
+    removed.sort_by_key(|node| !is_deployment(&node.resource_type));
     ctx.tx.delete_edges(name)?;
     let ready = write_plan(ctx, &stack, checked, &existing)?;
     for node in removed {
@@ -94,24 +97,39 @@ pub fn update(
     start(ctx, &stack, ready)
 }
 
+/// How long a delete may wait for its DELETE actions (Heat's default stack action timeout).
+const DELETE_TIMEOUT_MILLIS: u64 = 3_600_000;
+
 pub fn delete(ctx: &mut Context<'_>, name: &str) -> Result<StackRow, EngineError> {
     let Some(mut stack) = ctx.tx.stack(name)? else {
         return Err(EngineError::NotFound { what: format!("stack {name}") });
     };
+    if stack.action == "DELETE" && stack.state == STATE_IN_PROGRESS {
+        return Ok(stack);
+    }
+    // After a failed or timed-out delete (a DELETE action failed, or its server is gone), a
+    // second delete removes the stack without running DELETE actions again.
+    let force = stack.action == "DELETE" && stack.state == STATE_FAILED;
     stack.generation += 1;
     stack.action = "DELETE".into();
     stack.state = STATE_IN_PROGRESS.into();
-    stack.status_reason = "Stack DELETE started".into();
-    stack.pending = 0;
-    stack.deadline = None;
+    stack.status_reason =
+        if force { "Stack DELETE started (DELETE actions skipped)" } else { "Stack DELETE started" }.into();
+    // One count held while publishing, so DELETE actions that finish at once (NO_SIGNAL)
+    // cannot finish the stack before every one has been published.
+    stack.pending = 1;
+    stack.deadline = Some(ctx.now.saturating_add(DELETE_TIMEOUT_MILLIS));
     stack.updated_at = ctx.now;
     ctx.tx.update_stack(&stack)?;
-    ctx.event(name, name, "DELETE_IN_PROGRESS", "Stack DELETE started")?;
-    // One extra count held while publishing, so DELETE actions that finish at once (NO_SIGNAL)
-    // cannot finish the stack before every one has been published.
-    ctx.tx.add_pending(name, 1)?;
-    for node in ctx.tx.nodes(name)? {
-        publish_delete(ctx, &stack, node)?;
+    ctx.event(name, name, "DELETE_IN_PROGRESS", &stack.status_reason.clone())?;
+    if let Some(due_at) = stack.deadline {
+        let row = DeadlineRow { key: sweeper::stack_deadline_key(&stack), stack: name.to_string(), node: None, due_at };
+        ctx.tx.put_deadline(&row)?;
+    }
+    if !force {
+        for node in ctx.tx.nodes(name)? {
+            publish_delete(ctx, &stack, node)?;
+        }
     }
     graph::node_done(ctx, &stack)?;
     Ok(ctx.tx.stack(name)?.unwrap_or(stack))
@@ -134,8 +152,17 @@ fn write_plan(
             resource.properties.iter().map(|(key, expression)| (key.clone(), expression.to_json())).collect();
         let definition =
             json!({"type": resource.kind.name(), "properties": properties, "depends_on": resource.depends_on});
-        let mut node = match existing.get(&planned.name) {
-            Some(previous) => NodeRow { action: "UPDATE".into(), ..previous.clone() },
+        let previous = match existing.get(&planned.name) {
+            // A resource whose type changed is a new resource: the old one goes entirely.
+            Some(previous) if previous.resource_type != resource.kind.name() => {
+                forget_node(ctx, stack, previous)?;
+                None
+            }
+            other => other,
+        };
+        let reused = previous.is_some();
+        let mut node = match previous {
+            Some(previous) => reset_for_update(previous),
             None => NodeRow {
                 stack: stack.name.clone(),
                 name: planned.name.clone(),
@@ -160,7 +187,7 @@ fn write_plan(
         node.remaining = planned.depends_on.len() as i64;
         node.definition = definition;
         node.updated_at = ctx.now;
-        if existing.contains_key(&planned.name) {
+        if reused {
             ctx.tx.update_node(&node)?;
         } else {
             ctx.tx.insert_node(&node)?;
@@ -175,20 +202,38 @@ fn write_plan(
     Ok(ready)
 }
 
+/// The action a resource of an earlier traversal takes in a new one: UPDATE once it completed;
+/// CREATE when it never did, failed (Heat replaces a failed resource), or was being deleted.
+pub(super) fn next_action(previous: &NodeRow) -> &'static str {
+    let failed = previous.attributes.get("_outcome").and_then(Value::as_str) == Some(STATE_FAILED);
+    let completed = previous.attributes.get("_completed_once") == Some(&Value::Bool(true));
+    if previous.action == "DELETE" || failed || !completed { "CREATE" } else { "UPDATE" }
+}
+
+/// A node row of an earlier traversal, ready to take part in a new one.
+pub(super) fn reset_for_update(previous: &NodeRow) -> NodeRow {
+    let mut node = NodeRow { action: next_action(previous).into(), ..previous.clone() };
+    if previous.action == "DELETE" {
+        // Re-added while its DELETE ran: publish afresh instead of waiting for that run.
+        if let Some(attributes) = node.attributes.as_object_mut() {
+            attributes.remove("_fingerprint");
+            attributes.remove("_outcome");
+        }
+    }
+    node
+}
+
+/// Activates the roots, then releases the count `create`/`update` held while doing so.
 fn start(ctx: &mut Context<'_>, stack: &StackRow, mut ready: Vec<String>) -> Result<StackRow, EngineError> {
     if let Some(due_at) = stack.deadline {
         let row =
             DeadlineRow { key: sweeper::stack_deadline_key(stack), stack: stack.name.clone(), node: None, due_at };
         ctx.tx.put_deadline(&row)?;
     }
-    if ctx.tx.stack(&stack.name)?.is_some_and(|current| current.pending <= 0) {
-        // Nothing to traverse (an empty template): done already.
-        ctx.tx.add_pending(&stack.name, 1)?;
-        graph::node_done(ctx, stack)?;
-    }
     // Activate in declaration order (settle pops from the end).
     ready.reverse();
     graph::settle(ctx, &stack.name, ready)?;
+    graph::node_done(ctx, stack)?;
     Ok(ctx.tx.stack(&stack.name)?.unwrap_or_else(|| stack.clone()))
 }
 
@@ -202,18 +247,29 @@ pub(super) fn remove_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow
 }
 
 fn forget_node(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(), EngineError> {
+    withdraw(ctx, stack, node)?;
+    ctx.tx.delete_node(&stack.name, &node.name).map_err(EngineError::from)
+}
+
+/// Takes a deployment's entry out of its server's document; a late signal for it stays a
+/// known, stale one (2xx) rather than an unknown token.
+fn withdraw(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(), EngineError> {
     if let Some(server) = &node.server {
         ctx.tx.remove_entry(server, &stack.name, &node.name)?;
         ctx.touched_servers.insert(server.clone());
     }
-    ctx.tx.delete_node(&stack.name, &node.name).map_err(EngineError::from)
+    if let (true, Some(hash)) = (is_deployment(&node.resource_type), &node.signal_token_hash) {
+        ctx.tx.retire_signal_hash(hash, &stack.name, &node.name)?;
+    }
+    Ok(())
 }
 
 /// Publishes the DELETE action of a deployment that ran and whose actions include DELETE,
 /// counting it in the stack's pending work first; false when there is nothing to run.
 fn publish_delete(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow) -> Result<bool, EngineError> {
     let ran = node.server.is_some() && node.state != STATE_INIT;
-    if !is_deployment(&node.resource_type) || !ran {
+    let already_deleted = node.action == "DELETE" && node.state == STATE_COMPLETE;
+    if !is_deployment(&node.resource_type) || !ran || already_deleted {
         return Ok(false);
     }
     let actions: Vec<String> = node
@@ -251,15 +307,13 @@ pub fn delete_action_done(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRo
 
 /// Removes everything of a deleted stack but its events.
 pub fn finish_delete(ctx: &mut Context<'_>, stack: &StackRow) -> Result<(), EngineError> {
-    let failed = ctx.tx.nodes(&stack.name)?.iter().any(|node| node.action == "DELETE" && node.state == STATE_FAILED);
+    let failed = !stack.status_reason.contains("DELETE actions skipped")
+        && ctx.tx.nodes(&stack.name)?.iter().any(|node| node.action == "DELETE" && node.state == STATE_FAILED);
     if failed {
         return graph::fail_stack(ctx, &stack.name, stack.generation, "a DELETE deployment failed");
     }
     for node in ctx.tx.nodes(&stack.name)? {
-        if let Some(server) = &node.server {
-            ctx.tx.remove_entry(server, &stack.name, &node.name)?;
-            ctx.touched_servers.insert(server.clone());
-        }
+        withdraw(ctx, stack, &node)?;
     }
     ctx.tx.delete_stack(&stack.name)?;
     ctx.event(&stack.name, &stack.name, "DELETE_COMPLETE", "Stack DELETE completed successfully")

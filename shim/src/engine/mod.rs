@@ -457,3 +457,6 @@ impl<S: Store> Service for Engine<S> {
         Ok(self.transact(move |ctx| waits::apply_wait_signal(ctx, &token_text, signal)).await?)
     }
 }
+
+#[cfg(test)]
+mod regression_tests;

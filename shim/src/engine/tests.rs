@@ -11,7 +11,7 @@ use super::*;
 use crate::model::{AddServer, Service, SignalAck, StackRequest, WaitConditionSignal};
 use crate::store::SqliteStore;
 
-const TEMPLATE: &str = r##"
+pub(super) const TEMPLATE: &str = r##"
 heat_template_version: 2018-08-31
 parameters:
   db_server: {type: string, default: db1}
@@ -74,12 +74,12 @@ outputs:
   wait_data: {value: {get_attr: [wait, data]}}
 "##;
 
-fn engine_at(path: &Path) -> Engine<SqliteStore> {
+pub(super) fn engine_at(path: &Path) -> Engine<SqliteStore> {
     let store = SqliteStore::open(path).unwrap();
     Engine::new(store, TokenKey::from_secret(b"test key"), EngineConfig { public_url: "http://127.0.0.1:9".into() })
 }
 
-async fn register(engine: &Engine<SqliteStore>, names: &[&str]) -> Vec<String> {
+pub(super) async fn register(engine: &Engine<SqliteStore>, names: &[&str]) -> Vec<String> {
     let mut tokens = Vec::new();
     for name in names {
         tokens.push(engine.add_server(AddServer { name: name.to_string() }).await.unwrap().token);
@@ -87,18 +87,18 @@ async fn register(engine: &Engine<SqliteStore>, names: &[&str]) -> Vec<String> {
     tokens
 }
 
-fn request(name: &str, template: &str, parameters: &[(&str, &str)]) -> StackRequest {
+pub(super) fn request(name: &str, template: &str, parameters: &[(&str, &str)]) -> StackRequest {
     let parameters: BTreeMap<String, String> = parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     StackRequest { name: Some(name.into()), template: template.into(), parameters, timeout_secs: None }
 }
 
-async fn deployments(engine: &Engine<SqliteStore>, server: &str) -> Vec<Value> {
+pub(super) async fn deployments(engine: &Engine<SqliteStore>, server: &str) -> Vec<Value> {
     let document = engine.metadata(server).await.unwrap();
     let body: Value = serde_json::from_str(&document.body).unwrap();
     body["deployments"].as_array().unwrap().clone()
 }
 
-fn input<'a>(deployment: &'a Value, name: &str) -> &'a Value {
+pub(super) fn input<'a>(deployment: &'a Value, name: &str) -> &'a Value {
     deployment["inputs"]
         .as_array()
         .unwrap()
@@ -108,11 +108,11 @@ fn input<'a>(deployment: &'a Value, name: &str) -> &'a Value {
         .unwrap()
 }
 
-fn signal_token(deployment: &Value) -> String {
+pub(super) fn signal_token(deployment: &Value) -> String {
     input(deployment, "deploy_signal_id").as_str().unwrap().rsplit('/').next().unwrap().to_string()
 }
 
-async fn status(engine: &Engine<SqliteStore>, stack: &str) -> String {
+pub(super) async fn status(engine: &Engine<SqliteStore>, stack: &str) -> String {
     engine.show_stack(stack).await.unwrap().summary.status
 }
 
@@ -419,7 +419,7 @@ async fn components_structured_configs_and_wait_condition_rules() {
     let published = deployments(&engine, "vm1").await;
     let component = published.iter().find(|d| d["name"] == "component_deploy").unwrap();
     assert_eq!(input(component, "port"), 9090);
-    assert_eq!(input(component, "deploy_action"), "UPDATE");
+    assert_eq!(input(component, "deploy_action"), "CREATE", "its CREATE never completed: Heat replaces it");
     // error_output present: FAILED with Heat's reason.
     engine
         .deployment_signal(&signal_token(component), json!({"fatal": "bad config", "deploy_status_code": 0}), None)

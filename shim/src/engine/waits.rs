@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::EngineError;
 use super::context::{Context, STATE_COMPLETE, STATE_FAILED, STATE_IN_PROGRESS, STATE_INIT};
 use super::graph::{self, WAIT_CONDITION, WAIT_HANDLE, referenced_resource};
+use super::secrets::{Purpose, placeholder};
 use super::sweeper;
 use crate::model::{SignalAck, WaitConditionSignal};
 use crate::store::{DeadlineRow, NodeRow, StackRow, WaitSignalRow};
@@ -40,7 +41,7 @@ pub fn apply_deployment_signal(
         _ => return Ok(Some(SignalAck::Duplicate)),
     };
     let (generation, previous_state) = (node.generation, node.state.clone());
-    let result = HookResult(match body {
+    let result = HookResult(match scrub_tokens(ctx, body)? {
         Value::Object(map) => map,
         _ => Map::new(),
     });
@@ -56,6 +57,9 @@ pub fn apply_deployment_signal(
     }
     let failed = matches!(evaluation.outcome, Outcome::Failed { .. });
     node.attributes["_outcome"] = json!(if failed { STATE_FAILED } else { STATE_COMPLETE });
+    if !failed {
+        node.attributes["_completed_once"] = Value::Bool(true);
+    }
     if recorded_only {
         node.updated_at = ctx.now;
         let applied = ctx.tx.update_node_if(&node, generation, &previous_state)?;
@@ -74,7 +78,7 @@ pub fn apply_deployment_signal(
             "Resource {} failed: {}: Deployment to server failed: {}",
             node.action, node.name, evaluation.status_reason
         );
-        graph::fail_stack(ctx, &stack.name, stack.generation, &reason)?;
+        graph::fail_stack(ctx, &stack.name, node.generation, &reason)?;
     } else {
         let mut ready = Vec::new();
         graph::released(ctx, &stack, &node, &mut ready)?;
@@ -156,13 +160,18 @@ pub fn apply_wait_signal(
     let existing = ctx.tx.wait_signals(&stack.name, &handle.name)?.len();
     let signal_id = signal.id.unwrap_or_else(|| (existing + 1).to_string());
     let reason = signal.reason.unwrap_or_else(|| format!("Signal {} received", existing + 1));
+    let reason = scrub_tokens(ctx, Value::String(reason))?.as_str().unwrap_or_default().to_string();
+    let signal_data = match signal.data {
+        Some(data) => Some(scrub_tokens(ctx, data)?),
+        None => None,
+    };
     let row = WaitSignalRow {
         stack: stack.name.clone(),
         handle: handle.name.clone(),
         signal_id: signal_id.clone(),
         success: signal.success,
         reason: reason.clone(),
-        data: signal.data.unwrap_or(Value::Null),
+        data: signal_data.unwrap_or(Value::Null),
         received_at: ctx.now,
     };
     let new = ctx.tx.upsert_wait_signal(&row)?;
@@ -174,4 +183,66 @@ pub fn apply_wait_signal(
     }
     graph::settle(ctx, &stack.name, ready)?;
     Ok(Some(if new { SignalAck::Applied } else { SignalAck::Duplicate }))
+}
+
+/// A copy of `value` in which every token of ours (a run of exactly 64 hex digits whose hash
+/// belongs to a signal, handle or server token) is replaced: by its placeholder where one exists
+/// (so rendering shows it to the operator again), else by `***`. Hooks echo tokens back (a
+/// `set -x` around `curl_cli`), and the store must never hold one in clear.
+fn scrub_tokens(ctx: &mut Context<'_>, value: Value) -> Result<Value, EngineError> {
+    Ok(match value {
+        Value::String(text) => Value::String(scrub_text(ctx, &text)?),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|item| scrub_tokens(ctx, item)).collect::<Result<_, _>>()?)
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, item)| Ok((key, scrub_tokens(ctx, item)?)))
+                .collect::<Result<_, EngineError>>()?,
+        ),
+        other => other,
+    })
+}
+
+fn scrub_text(ctx: &mut Context<'_>, text: &str) -> Result<String, EngineError> {
+    let bytes = text.as_bytes();
+    let mut scrubbed = String::with_capacity(text.len());
+    let (mut copied, mut start) = (0, 0);
+    while start < bytes.len() {
+        if !bytes[start].is_ascii_hexdigit() {
+            start += 1;
+            continue;
+        }
+        let end = bytes[start..]
+            .iter()
+            .position(|byte| !byte.is_ascii_hexdigit())
+            .map_or(bytes.len(), |length| start + length);
+        if end - start == 64 {
+            if let Some(replacement) = token_replacement(ctx, &text[start..end])? {
+                scrubbed.push_str(&text[copied..start]);
+                scrubbed.push_str(&replacement);
+                copied = end;
+            }
+        }
+        start = end;
+    }
+    scrubbed.push_str(&text[copied..]);
+    Ok(scrubbed)
+}
+
+fn token_replacement(ctx: &mut Context<'_>, candidate: &str) -> Result<Option<String>, EngineError> {
+    let hash = token::hash_token(candidate);
+    if let Some(node) = ctx.tx.node_by_signal_hash(&hash)? {
+        let placeholder = match (node.resource_type.as_str(), &node.derived_config_id) {
+            (WAIT_HANDLE, _) => {
+                node.attributes.get("_id").and_then(Value::as_str).map(|id| placeholder(Purpose::Handle, id))
+            }
+            (_, Some(derived)) => Some(placeholder(Purpose::Signal, derived)),
+            _ => None,
+        };
+        return Ok(Some(placeholder.unwrap_or_else(|| "***".to_string())));
+    }
+    let retired = ctx.tx.is_retired_signal_hash(&hash)?;
+    let server = ctx.tx.server_by_token_hash(&hash)?.is_some();
+    Ok((retired || server).then(|| "***".to_string()))
 }
