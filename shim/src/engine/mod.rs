@@ -10,31 +10,27 @@ mod graph;
 mod group;
 mod lifecycle;
 mod secrets;
+mod service;
 pub mod sweeper;
 mod waits;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use context::{Context, STATE_INIT};
+use context::Context;
 pub use context::{http_date, now_millis, rfc3339};
 
 pub use secrets::TokenKey;
 
 pub use crate::error_chain;
-use crate::model::{
-    AddServer, Event, MetadataDocument, ResourceSummary, ServerCredentials, ServerSummary, Service, ServiceError,
-    SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, WaitConditionSignal,
-};
-use crate::store::{ServerRow, StackRow, Store, StoreError};
-use crate::template::{self, EvalError};
-use crate::token;
+use crate::model::{MetadataDocument, ServiceError};
+use crate::store::{ServerRow, Store, StoreError};
 
 /// What the engine reports; converted to `ServiceError` at the API boundary.
 #[derive(Debug, thiserror::Error)]
@@ -203,259 +199,6 @@ fn render_document(ctx: &mut Context<'_>, row: &ServerRow) -> Result<MetadataDoc
         body: Arc::from(ctx.key.render(&body.to_string())),
         last_modified: http_date(row.published_at.max(row.created_at)),
     })
-}
-
-/// Parses and validates a stack request against the registered servers; the pseudo parameters
-/// (`OS::stack_name`, `OS::stack_id`, `OS::project_id`) are added to the resolved ones.
-fn check(
-    ctx: &mut Context<'_>,
-    request: &StackRequest,
-    name: &str,
-    stack_id: &str,
-) -> Result<lifecycle::Checked, EngineError> {
-    let template = template::parse_template(&request.template)
-        .map_err(|error| EngineError::Template { problems: error.problems() })?;
-    let mut parameters = template::resolve_parameters(&template, &request.parameters)
-        .map_err(|problems| EngineError::Template { problems })?;
-    parameters.insert("OS::stack_name".into(), json!(name));
-    parameters.insert("OS::stack_id".into(), json!(stack_id));
-    parameters.insert("OS::project_id".into(), json!("anneal"));
-    let servers: BTreeSet<String> = ctx.tx.servers()?.into_iter().map(|server| server.name).collect();
-    let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
-        .map_err(|problems| EngineError::Template { problems })?;
-    Ok(lifecycle::Checked { template, parameters, plan })
-}
-
-fn valid_name(kind: &str, name: &str) -> Result<(), EngineError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._-".contains(&byte))
-        && !name.starts_with('.');
-    if ok {
-        return Ok(());
-    }
-    Err(EngineError::Invalid {
-        message: format!("{kind} name {name:?} must be 1-64 characters of [A-Za-z0-9._-] not starting with '.'"),
-    })
-}
-
-fn summary(stack: &StackRow) -> StackSummary {
-    StackSummary {
-        name: stack.name.clone(),
-        id: stack.id.clone(),
-        status: format!("{}_{}", stack.action, stack.state),
-        status_reason: stack.status_reason.clone(),
-        created_at: rfc3339(stack.created_at),
-        updated_at: rfc3339(stack.updated_at),
-    }
-}
-
-fn detail(ctx: &mut Context<'_>, stack: &StackRow) -> Result<StackDetail, EngineError> {
-    let resources = ctx
-        .tx
-        .nodes(&stack.name)?
-        .into_iter()
-        .map(|node| ResourceSummary {
-            status: if node.state == STATE_INIT {
-                "INIT_COMPLETE".to_string()
-            } else {
-                format!("{}_{}", node.action, node.state)
-            },
-            name: node.name,
-            resource_type: node.resource_type,
-            status_reason: node.status_reason,
-            server: node.server,
-            updated_at: rfc3339(node.updated_at),
-        })
-        .collect();
-    let mut parameters = BTreeMap::new();
-    if let Some(values) = stack.parameters.as_object() {
-        for (name, value) in values.iter().filter(|(name, _)| !name.starts_with("OS::")) {
-            let shown = if stack.hidden_parameters.contains(name) { json!("******") } else { value.clone() };
-            parameters.insert(name.clone(), shown);
-        }
-    }
-    Ok(StackDetail { summary: summary(stack), parameters, resources, outputs: outputs(ctx, stack) })
-}
-
-fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
-    let Ok(template) = template::parse_template(&stack.template) else { return Vec::new() };
-    let mut outputs = Vec::new();
-    for (name, output) in &template.outputs {
-        let (value, error) = match ctx.evaluate(stack, &output.value) {
-            Ok(value) => (serde_json::from_str(&ctx.key.render(&value.to_string())).unwrap_or(value), None),
-            Err(EvalError::NotReady { resource, .. }) => (Value::Null, Some(format!("{resource} is not complete"))),
-            Err(EvalError::Invalid { message }) => (Value::Null, Some(message)),
-        };
-        outputs.push(StackOutput { name: name.clone(), description: output.description.clone(), value, error });
-    }
-    outputs
-}
-
-impl<S: Store> Service for Engine<S> {
-    async fn add_server(&self, request: AddServer) -> Result<ServerCredentials, ServiceError> {
-        valid_name("server", &request.name)?;
-        let token = token::new_token().map_err(|error| ServiceError::Store(Box::new(error)))?;
-        let row = ServerRow {
-            name: request.name.clone(),
-            token_hash: token::hash_token(&token),
-            created_at: now_millis(),
-            metadata_version: 0,
-            metadata_body: String::new(),
-            published_at: 0,
-            last_seen: None,
-        };
-        let inserted = self.transact(move |ctx| Ok(ctx.tx.insert_server(&row)?)).await?;
-        if !inserted {
-            return Err(ServiceError::Conflict { what: format!("server {}", request.name) });
-        }
-        let base = &self.inner.public_url;
-        Ok(ServerCredentials {
-            metadata_url: format!("{base}/v1/servers/{}/metadata", request.name),
-            request_url: format!("{base}/v1/metadata/{token}"),
-            name: request.name,
-            token,
-        })
-    }
-
-    async fn list_servers(&self) -> Result<Vec<ServerSummary>, ServiceError> {
-        let rows = self.transact(|ctx| Ok(ctx.tx.servers()?)).await?;
-        let last_seen = self.inner.last_seen.lock().map(|seen| seen.clone()).unwrap_or_default();
-        Ok(rows
-            .into_iter()
-            .map(|row| ServerSummary {
-                last_seen: last_seen.get(&row.name).copied().or(row.last_seen).map(rfc3339),
-                created_at: rfc3339(row.created_at),
-                metadata_version: row.metadata_version,
-                name: row.name,
-            })
-            .collect())
-    }
-
-    async fn server_for_token(&self, token_text: &str) -> Result<Option<String>, ServiceError> {
-        if !token::is_well_formed(token_text) {
-            return Ok(None);
-        }
-        let hash = token::hash_token(token_text);
-        Ok(self.transact(move |ctx| Ok(ctx.tx.server_by_token_hash(&hash)?.map(|row| row.name))).await?)
-    }
-
-    fn touch_server(&self, name: &str) {
-        // Kept in memory: a poll must not cost a store write.
-        if let Ok(mut seen) = self.inner.last_seen.lock() {
-            seen.insert(name.to_string(), now_millis());
-        }
-    }
-
-    async fn metadata(&self, server: &str) -> Result<MetadataDocument, ServiceError> {
-        Ok(self.load_document(server).await?.0)
-    }
-
-    async fn watch_metadata(&self, server: &str) -> Result<watch::Receiver<u64>, ServiceError> {
-        Ok(self.load_document(server).await?.1)
-    }
-
-    async fn create_stack(&self, request: StackRequest) -> Result<StackSummary, ServiceError> {
-        let name =
-            request.name.clone().ok_or_else(|| ServiceError::Invalid { message: "the stack needs a name".into() })?;
-        valid_name("stack", &name)?;
-        let stack = self
-            .transact(move |ctx| {
-                let stack_id = context::new_uuid();
-                let checked = check(ctx, &request, &name, &stack_id)?;
-                lifecycle::create(ctx, &name, &stack_id, &request, &checked)
-            })
-            .await?;
-        Ok(summary(&stack))
-    }
-
-    async fn update_stack(&self, name: &str, request: StackRequest) -> Result<StackSummary, ServiceError> {
-        if request.name.as_deref().is_some_and(|given| given != name) {
-            return Err(ServiceError::Invalid {
-                message: format!("the body names stack {:?}, the path {name:?}", request.name),
-            });
-        }
-        let name = name.to_string();
-        let stack = self
-            .transact(move |ctx| {
-                let Some(existing) = ctx.tx.stack(&name)? else {
-                    return Err(EngineError::NotFound { what: format!("stack {name}") });
-                };
-                let checked = check(ctx, &request, &name, &existing.id)?;
-                lifecycle::update(ctx, &name, &request, &checked)
-            })
-            .await?;
-        Ok(summary(&stack))
-    }
-
-    async fn delete_stack(&self, name: &str) -> Result<StackSummary, ServiceError> {
-        let name = name.to_string();
-        Ok(summary(&self.transact(move |ctx| lifecycle::delete(ctx, &name)).await?))
-    }
-
-    async fn list_stacks(&self) -> Result<Vec<StackSummary>, ServiceError> {
-        Ok(self.transact(|ctx| Ok(ctx.tx.stacks()?)).await?.iter().map(summary).collect())
-    }
-
-    async fn show_stack(&self, name: &str) -> Result<StackDetail, ServiceError> {
-        let name = name.to_string();
-        Ok(self
-            .transact(move |ctx| {
-                let Some(stack) = ctx.tx.stack(&name)? else {
-                    return Err(EngineError::NotFound { what: format!("stack {name}") });
-                };
-                detail(ctx, &stack)
-            })
-            .await?)
-    }
-
-    async fn stack_events(&self, name: &str) -> Result<Vec<Event>, ServiceError> {
-        let name = name.to_string();
-        let rows = self
-            .transact(move |ctx| {
-                let events = ctx.tx.events(&name)?;
-                // Events outlive their stack; a stack re-created under the same name shows only its own.
-                let since = ctx.tx.stack(&name)?.map_or(0, |stack| stack.created_at);
-                Ok(events.into_iter().filter(|event| event.time >= since).collect::<Vec<_>>())
-            })
-            .await?;
-        if rows.is_empty() {
-            return Err(ServiceError::NotFound { what: "stack".into() });
-        }
-        Ok(rows
-            .into_iter()
-            .map(|row| Event {
-                id: row.id,
-                time: rfc3339(row.time),
-                resource: row.resource,
-                status: row.status,
-                reason: row.reason,
-            })
-            .collect())
-    }
-
-    async fn deployment_signal(
-        &self,
-        token_text: &str,
-        body: Value,
-        signal_id: Option<String>,
-    ) -> Result<Option<SignalAck>, ServiceError> {
-        let token_text = token_text.to_string();
-        let ack = self.transact(move |ctx| waits::apply_deployment_signal(ctx, &token_text, body)).await?;
-        if let Some(ack) = ack {
-            tracing::debug!(?ack, signal_id = signal_id.as_deref().unwrap_or(""), "deployment signal");
-        }
-        Ok(ack)
-    }
-
-    async fn wait_condition_signal(
-        &self,
-        token_text: &str,
-        signal: WaitConditionSignal,
-    ) -> Result<Option<SignalAck>, ServiceError> {
-        let token_text = token_text.to_string();
-        Ok(self.transact(move |ctx| waits::apply_wait_signal(ctx, &token_text, signal)).await?)
-    }
 }
 
 #[cfg(test)]
