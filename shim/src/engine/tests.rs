@@ -157,7 +157,7 @@ async fn three_servers_converge_with_get_attr_and_a_wait_condition() {
     let outputs: BTreeMap<_, _> =
         detail.outputs.iter().map(|output| (output.name.as_str(), output.value.clone())).collect();
     assert_eq!(outputs["app_url"], "http://app1:80");
-    assert_eq!(outputs["wait_data"], json!("{\"web1\":\"ok\"}"));
+    assert_eq!(outputs["wait_data"], json!("{\"web1\": \"ok\"}"), "Python json.dumps separators, as Heat");
     assert_eq!(detail.parameters["db_password"], "******", "hidden parameters are never echoed");
     assert!(detail.resources.iter().all(|resource| resource.status == "CREATE_COMPLETE"), "{:?}", detail.resources);
 

@@ -138,7 +138,8 @@ pub fn check_wait_condition(
     }
     let data: Map<String, Value> =
         signals.iter().map(|signal| (signal.signal_id.clone(), signal.data.clone())).collect();
-    node.attributes["data"] = Value::String(Value::Object(data).to_string());
+    // Heat serialises it with json.dumps: Python separators matter to templates that use the text.
+    node.attributes["data"] = Value::String(anneal_protocol::pyjson::dumps(&Value::Object(data), true));
     ctx.tx.delete_deadline(&sweeper::wait_deadline_key(stack, name))?;
     graph::complete(ctx, stack, node, "Signal(s) received", ready)
 }
