@@ -112,8 +112,10 @@ fn write_string(out: &mut String, text: &str, ensure_ascii: bool) {
 /// `1e-05`, `0.0001`).
 fn number_text(value: &Value) -> String {
     let Value::Number(number) = value else { return String::new() };
-    if number.is_i64() || number.is_u64() {
-        return number.to_string();
+    let text = number.to_string();
+    // An integer keeps every digit (Python's ints are unbounded; serde_json keeps the text).
+    if number.is_i64() || number.is_u64() || !text.contains(['.', 'e', 'E']) {
+        return text;
     }
     float_repr(number.as_f64().unwrap_or(f64::NAN))
 }
@@ -194,6 +196,12 @@ mod tests {
         for (float, expected) in cases {
             assert_eq!(dumps(&json!(float), true), expected, "{float}");
         }
+    }
+
+    #[test]
+    fn integers_keep_every_digit() {
+        let big: Value = serde_json::from_str("[12345678901234567890123, -9223372036854775809]").unwrap();
+        assert_eq!(dumps(&big, true), "[12345678901234567890123, -9223372036854775809]");
     }
 
     #[test]

@@ -1,1 +1,26 @@
-//! anneal-tests: the harness for end-to-end tests across processes. Placeholder while it is written.
+//! anneal-tests: the harness for end-to-end tests across processes. Everything runs the real
+//! binaries (found by `binaries`, built by `cargo build -p anneal-agent -p anneal-shim`), on
+//! loopback only, in temp dirs only, each process in its own process group that is stopped when
+//! its handle drops (also when a test panics).
+//!
+//! - `Shim::start()`: `anneal-shim serve` on 127.0.0.1:0 with a temp SQLite db; `cli`,
+//!   `cli_ok`, `cli_json` run its CLI with `--url` and `--token-file`; `restart` keeps the port.
+//! - `Fleet::start(&shim, &["vm1", "vm2"], &AgentSettings::default())`: registers each server
+//!   (`server add NAME --format json`), writes its agent config (http source, own state and
+//!   hooks dirs, 1 s poll) and starts `anneal-agent run`. `Agent` has the paths, `status()`,
+//!   `stop()`, `crash()`, `start()`, `command(&["once"])`; `Agent::standalone` takes any
+//!   `[[source]]` tables instead of registering with a shim.
+//! - `wait_until` / `eventually`: poll with a deadline.
+//! - `run_command`, `Daemon`: any other process, in its own group, with a deadline.
+
+pub mod binaries;
+pub mod fleet;
+pub mod process;
+pub mod shim;
+pub mod wait;
+
+pub use binaries::{BUILD_COMMAND, agent_binary, shim_binary};
+pub use fleet::{Agent, AgentSettings, Fleet, toml_string};
+pub use process::{CommandOutput, Daemon, run_command};
+pub use shim::Shim;
+pub use wait::{eventually, wait_until};

@@ -127,9 +127,7 @@ pub fn delete(ctx: &mut Context<'_>, name: &str) -> Result<StackRow, EngineError
         ctx.tx.put_deadline(&row)?;
     }
     if !force {
-        for node in ctx.tx.nodes(name)? {
-            publish_delete(ctx, &stack, node)?;
-        }
+        super::teardown::start(ctx, &stack)?;
     }
     graph::node_done(ctx, &stack)?;
     Ok(ctx.tx.stack(name)?.unwrap_or(stack))
@@ -150,8 +148,8 @@ fn write_plan(
         let Some(resource) = resources.get(planned.name.as_str()) else { continue };
         let properties: Map<String, Value> =
             resource.properties.iter().map(|(key, expression)| (key.clone(), expression.to_json())).collect();
-        let definition =
-            json!({"type": resource.kind.name(), "properties": properties, "depends_on": resource.depends_on});
+        let definition = json!({"type": resource.kind.name(), "properties": properties,
+            "depends_on": resource.depends_on, "requires": planned.depends_on});
         let previous = match existing.get(&planned.name) {
             // A resource whose type changed is a new resource: the old one goes entirely.
             Some(previous) if previous.resource_type != resource.kind.name() => {
@@ -240,7 +238,7 @@ fn start(ctx: &mut Context<'_>, stack: &StackRow, mut ready: Vec<String>) -> Res
 /// A resource an update removed: publish its DELETE action when its config asks for one,
 /// otherwise forget it now.
 pub(super) fn remove_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<(), EngineError> {
-    if publish_delete(ctx, stack, node.clone())? {
+    if publish_delete(ctx, stack, node.clone(), true)? {
         return Ok(());
     }
     forget_node(ctx, stack, &node)
@@ -264,9 +262,15 @@ fn withdraw(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(
     Ok(())
 }
 
-/// Publishes the DELETE action of a deployment that ran and whose actions include DELETE,
-/// counting it in the stack's pending work first; false when there is nothing to run.
-fn publish_delete(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow) -> Result<bool, EngineError> {
+/// Publishes the DELETE action of a deployment that ran and whose actions include DELETE
+/// (counting it in the stack's pending work first when `count_pending`: a delete's traversal
+/// counted every node already); false when there is nothing to run.
+pub(super) fn publish_delete(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut node: NodeRow,
+    count_pending: bool,
+) -> Result<bool, EngineError> {
     let ran = node.server.is_some() && node.state != STATE_INIT;
     let already_deleted = node.action == "DELETE" && node.state == STATE_COMPLETE;
     if !is_deployment(&node.resource_type) || !ran || already_deleted {
@@ -290,7 +294,9 @@ fn publish_delete(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow) ->
     node.action = "DELETE".into();
     node.generation = stack.generation;
     node.state = STATE_INIT.into();
-    ctx.tx.add_pending(&stack.name, 1)?;
+    if count_pending {
+        ctx.tx.add_pending(&stack.name, 1)?;
+    }
     let mut ready = Vec::new();
     graph::publish(ctx, stack, node, &server, &config, &properties, &mut ready)?;
     Ok(true)
@@ -299,9 +305,10 @@ fn publish_delete(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow) ->
 /// A DELETE action finished (a signal, or NO_SIGNAL at once).
 pub fn delete_action_done(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(), EngineError> {
     let Some(current) = ctx.tx.stack(&stack.name)? else { return Ok(()) };
-    if current.action == "UPDATE" {
-        forget_node(ctx, &current, node)?;
+    if current.action == "DELETE" {
+        return super::teardown::deleted(ctx, &current, node);
     }
+    forget_node(ctx, &current, node)?;
     graph::node_done(ctx, &current)
 }
 

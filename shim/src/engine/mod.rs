@@ -12,6 +12,7 @@ mod lifecycle;
 mod secrets;
 mod service;
 pub mod sweeper;
+mod teardown;
 mod waits;
 
 #[cfg(test)]

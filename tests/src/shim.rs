@@ -1,0 +1,139 @@
+//! `Shim`: a real `anneal-shim serve` on a loopback port with a SQLite database in its own temp
+//! dir, plus its CLI (`anneal-shim <args> --url <url> --token-file <dir>/admin.token`). A restart
+//! binds the same port again, so agents' configs and signal URLs stay valid.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::binaries::shim_binary;
+use crate::process::{CommandOutput, Daemon, run_command};
+use crate::wait::wait_until;
+
+/// How long a CLI command may take (`--wait` commands pass their own `--timeout` below this).
+pub const CLI_LIMIT: Duration = Duration::from_secs(60);
+const START_LIMIT: Duration = Duration::from_secs(20);
+
+/// A running shim. Its process group is stopped when it drops; the temp dir is removed after.
+pub struct Shim {
+    daemon: Option<Daemon>,
+    url: String,
+    listen: String,
+    dir: tempfile::TempDir,
+}
+
+impl Shim {
+    /// Starts `anneal-shim serve --listen 127.0.0.1:0` on a fresh database; waits until it prints
+    /// its URL.
+    pub async fn start() -> Shim {
+        let dir = tempfile::Builder::new().prefix("anneal-shim-").tempdir().expect("temp dir");
+        let (daemon, url) = launch(dir.path(), "127.0.0.1:0").await;
+        let listen = url.trim_start_matches("http://").to_string();
+        Shim { daemon: Some(daemon), url, listen, dir }
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The server's process id (= its process group id) while it runs.
+    pub fn pid(&self) -> Option<i32> {
+        self.daemon.as_ref().and_then(Daemon::pid)
+    }
+
+    /// The shim's own temp dir (database, `admin.token`, `shim.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The admin token file the CLI reads.
+    pub fn token_file(&self) -> PathBuf {
+        self.dir().join("admin.token")
+    }
+
+    /// The shim's stderr so far (across restarts: the latest run).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir().join("shim.log")).unwrap_or_default()
+    }
+
+    /// Runs `anneal-shim <args> --url .. --token-file ..` to completion.
+    pub async fn cli(&self, args: &[&str]) -> CommandOutput {
+        let mut command = Command::new(shim_binary());
+        command
+            .args(args)
+            .args(["--url", &self.url, "--token-file"])
+            .arg(self.token_file())
+            .env_remove("ANNEAL_TOKEN")
+            .env_remove("ANNEAL_URL");
+        run_command(command, CLI_LIMIT).await
+    }
+
+    /// `cli` that must exit 0; returns stdout.
+    pub async fn cli_ok(&self, args: &[&str]) -> String {
+        let what = format!("anneal-shim {}", args.join(" "));
+        self.cli(args).await.expect_success(&what)
+    }
+
+    /// `cli_ok` whose stdout is JSON (pass `--json` / `--format json` in `args`).
+    pub async fn cli_json(&self, args: &[&str]) -> Value {
+        let stdout = self.cli_ok(args).await;
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|error| panic!("anneal-shim {args:?}: not JSON ({error}): {stdout}"))
+    }
+
+    /// Writes `template` into the shim's dir as `name` and returns its path (for `--template`).
+    pub fn write_template(&self, name: &str, template: &str) -> PathBuf {
+        let path = self.dir().join(name);
+        std::fs::write(&path, template).expect("write template");
+        path
+    }
+
+    /// SIGTERM; asserts a clean exit. `start_again` brings it back.
+    pub async fn stop(&mut self) {
+        let mut daemon = self.daemon.take().expect("the shim is running");
+        let status = daemon.terminate(Duration::from_secs(15)).await;
+        assert!(status.success(), "the shim exits cleanly on SIGTERM: {status:?}\n{}", daemon.log_text());
+    }
+
+    /// SIGKILL (a crash).
+    pub async fn crash(&mut self) {
+        self.daemon.take().expect("the shim is running").kill().await;
+    }
+
+    /// Starts it again on the same database and port (after `stop` or `crash`).
+    pub async fn start_again(&mut self) {
+        assert!(self.daemon.is_none(), "the shim is still running");
+        let (daemon, url) = launch(self.dir.path(), &self.listen).await;
+        assert_eq!(url, self.url, "the restarted shim listens where it did");
+        self.daemon = Some(daemon);
+    }
+
+    /// `stop` then `start_again`.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        self.start_again().await;
+    }
+}
+
+/// Starts `serve` in `dir` and waits for the line that gives its URL.
+async fn launch(dir: &Path, listen: &str) -> (Daemon, String) {
+    let stdout = dir.join("shim.out");
+    let mut command = Command::new(shim_binary());
+    command
+        .args(["serve", "--listen", listen, "--db"])
+        .arg(format!("sqlite://{}", dir.join("shim.db").display()))
+        .env_remove("ANNEAL_TOKEN")
+        .env("ANNEAL_LOG", "info");
+    let daemon = Daemon::spawn(command, &stdout, &dir.join("shim.log"));
+    let what = format!("anneal-shim serve prints its URL (its log: {})", dir.join("shim.log").display());
+    let url = wait_until(START_LIMIT, &what, || async {
+        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+        let line = text.lines().find(|line| line.contains("listening on"))?;
+        line.split_whitespace().find(|word| word.starts_with("http://")).map(str::to_string)
+    })
+    .await;
+    (daemon, url)
+}
