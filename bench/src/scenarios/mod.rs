@@ -1,0 +1,116 @@
+//! The scenarios of the benchmark issue, each a module returning a `ScenarioReport`:
+//! 1 `footprint`, 2 `overhead`, 3 `latency`, 7 `throughput`. `Context` says which binaries to
+//! run, where the peers are and whether this is the smoke run (tiny sizes).
+
+mod footprint;
+mod latency;
+mod overhead;
+mod throughput;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::binaries::Binaries;
+use crate::error::{BenchError, BenchResult, create_dir, write_file};
+use crate::peers::Peers;
+use crate::report::ScenarioReport;
+
+/// What every scenario needs.
+#[derive(Debug)]
+pub struct Context {
+    pub binaries: Binaries,
+    /// The installed peers, or why they are not there.
+    pub peers: Result<Peers, String>,
+    pub smoke: bool,
+}
+
+impl Context {
+    /// The peers; a missing install fails a full run and skips the peer (with a note) in smoke.
+    pub fn peers(&self, report: &mut ScenarioReport) -> BenchResult<Option<&Peers>> {
+        match (&self.peers, self.smoke) {
+            (Ok(peers), _) => Ok(Some(peers)),
+            (Err(why), true) => {
+                report.notes.push(format!("peer skipped in smoke mode: {why}"));
+                Ok(None)
+            }
+            (Err(why), false) => Err(BenchError::Failed(why.clone())),
+        }
+    }
+}
+
+/// The scenarios, in the order `all` runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// 1: idle RSS, binary size, exec to first metadata request.
+    Footprint,
+    /// 2: per-deployment overhead of no-op script deployments.
+    Overhead,
+    /// 3: change-to-hook-start latency.
+    Latency,
+    /// 7: durable signals per second on SQLite.
+    Throughput,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 4] = [Scenario::Footprint, Scenario::Overhead, Scenario::Latency, Scenario::Throughput];
+
+    pub async fn run(self, context: &Context) -> BenchResult<ScenarioReport> {
+        let started = std::time::Instant::now();
+        let mut report = match self {
+            Scenario::Footprint => footprint::run(context).await?,
+            Scenario::Overhead => overhead::run(context).await?,
+            Scenario::Latency => latency::run(context).await?,
+            Scenario::Throughput => throughput::run(context).await?,
+        };
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+}
+
+/// A no-op `script` deployment in Heat's metadata format, signalled by POST to `signal_url`
+/// when one is given.
+pub fn noop_deployment(index: usize, signal_url: Option<&str>) -> Value {
+    let inputs = match signal_url {
+        Some(url) => json!([
+            {"name": "deploy_signal_id", "value": url, "type": "String"},
+            {"name": "deploy_signal_verb", "value": "POST", "type": "String"},
+        ]),
+        None => json!([]),
+    };
+    json!({
+        "id": format!("bench-{index:05}"),
+        "name": format!("{index:05}_noop"),
+        "group": "script",
+        "config": "#!/bin/sh\n",
+        "inputs": inputs,
+        "outputs": [],
+        "options": null,
+    })
+}
+
+/// Writes an agent config under `root` (state and hooks dirs there) with `sources` appended.
+pub fn write_agent_config(root: &Path, extra: &str, sources: &str) -> BenchResult<std::path::PathBuf> {
+    create_dir(&root.join("hooks"))?;
+    let config = root.join("agent.toml");
+    let text = format!(
+        "[agent]\nstate_dir = \"{}\"\nhooks_dirs = [\"{}\"]\n{extra}\n{sources}",
+        root.join("state").display(),
+        root.join("hooks").display()
+    );
+    write_file(&config, &text)?;
+    Ok(config)
+}
+
+/// A fresh temp dir whose name starts with `prefix`.
+pub fn temp_dir(prefix: &str) -> BenchResult<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| BenchError::Process { what: "create a temp dir".into(), source })
+}
+
+/// Milliseconds in a `Duration`.
+pub fn millis(duration: std::time::Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
