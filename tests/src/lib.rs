@@ -15,6 +15,7 @@
 
 pub mod binaries;
 pub mod fleet;
+pub mod peers;
 pub mod process;
 pub mod shim;
 pub mod wait;

@@ -106,13 +106,5 @@ fn output(show: &Value, name: &str) -> Value {
 
 /// tests/peers/.cache with the peers setup.sh installs; fails (never skips) when it is missing.
 fn peers_cache() -> PathBuf {
-    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/.cache");
-    let needed = cache.join("venv/bin/cfn-signal");
-    assert!(
-        needed.exists(),
-        "{} is missing: the OpenStack peer tests need tests/peers/setup.sh to have installed heat-cfntools \
-         from PyPI (run it; it fails with a message when PyPI cannot be reached)",
-        needed.display()
-    );
-    cache
+    anneal_tests::peers::cache(&["venv/bin/cfn-signal"])
 }

@@ -239,20 +239,10 @@ fn read_json(path: &Path) -> Value {
 
 /// tests/peers/.cache with the peers setup.sh installs; fails (never skips) when it is missing.
 fn peers_cache() -> PathBuf {
-    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/.cache");
-    for needed in [
+    anneal_tests::peers::cache(&[
         "heat-agents/heat-config-script/install.d/hook-script.py",
         "heat-agents/heat-config-json-file/install.d/hook-json-file.py",
         "heat-agents/heat-config-hiera/install.d/hook-hiera.py",
         "venv/bin/os-apply-config",
-    ] {
-        assert!(
-            cache.join(needed).exists(),
-            "{} is missing: the OpenStack peer tests need tests/peers/setup.sh to have installed \
-             heat-agents and os-apply-config from PyPI (run it; it fails with a message when PyPI \
-             cannot be reached)",
-            cache.join(needed).display()
-        );
-    }
-    cache
+    ])
 }

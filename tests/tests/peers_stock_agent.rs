@@ -253,21 +253,11 @@ fn symlink(target: &Path, link: &Path) {
 
 /// tests/peers/.cache with the peers setup.sh installs; fails (never skips) when it is missing.
 fn peers_cache() -> PathBuf {
-    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/.cache");
-    for needed in [
+    anneal_tests::peers::cache(&[
         "heat-agents/heat-config/os-refresh-config/configure.d/55-heat-config",
         "heat-agents/heat-config/bin/heat-config-notify",
         "venv/bin/os-collect-config",
         "venv/bin/os-refresh-config",
         "venv/bin/os-apply-config",
-    ] {
-        assert!(
-            cache.join(needed).exists(),
-            "{} is missing: the OpenStack peer tests need tests/peers/setup.sh to have installed \
-             heat-agents and os-collect-config/os-refresh-config/os-apply-config from PyPI \
-             (run it; it fails with a message when PyPI cannot be reached)",
-            cache.join(needed).display()
-        );
-    }
-    cache
+    ])
 }
