@@ -137,11 +137,14 @@ impl Executor {
     ) -> Result<usize, ExecutorError> {
         let mut progress = HashMap::new();
         let mut ready = HashMap::new();
+        // One hook lookup per kind of deployment per round, not one per pending deployment: the
+        // lookup touches the file system, and every finished run starts a new round.
+        let mut choices = HashMap::new();
         for deployment in deployments {
             let state = self.progress_of(&deployment.id);
             if state == Progress::Pending || state == Progress::Waiting {
                 self.ensure_seen(deployment)?;
-                match self.prepare(deployment) {
+                match self.prepare(deployment, &mut choices) {
                     Preparation::Ready { resolved, choice } => {
                         // A deployment that waited for its hook is pending again once it has one.
                         ready.insert(deployment.id.clone(), (resolved, choice));
@@ -220,7 +223,7 @@ impl Executor {
         }
     }
 
-    fn prepare(&self, deployment: &Deployment) -> Preparation {
+    fn prepare(&self, deployment: &Deployment, choices: &mut HashMap<(String, bool), HookChoice>) -> Preparation {
         let resolved = match deployment.resolve_component() {
             Ok(Some(resolved)) => resolved,
             Ok(None) => {
@@ -229,7 +232,11 @@ impl Executor {
             }
             Err(error) => return Preparation::Invalid(format!("invalid component deployment: {error}")),
         };
-        match self.runner.choose(&resolved) {
+        // The choice depends on the group and, for Heat::Ungrouped, on whether the config is a script.
+        let is_script = resolved.config.as_str().is_some_and(|config| config.starts_with("#!"));
+        let key = (resolved.group.clone(), is_script);
+        let choice = choices.entry(key).or_insert_with(|| self.runner.choose(&resolved)).clone();
+        match choice {
             HookChoice::Skip { reason } => Preparation::Skip(reason),
             HookChoice::Missing { group, searched } => {
                 let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
