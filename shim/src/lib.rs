@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod client;
+pub mod dates;
 pub mod engine;
 pub mod model;
 pub mod store;

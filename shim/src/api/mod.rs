@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::Service;
 
-pub use conditional::{format_http_date, parse_http_date};
+pub use crate::dates::{format_http_date, parse_http_date};
 pub use error::ApiError;
 
 /// How the HTTP layer is set up.
