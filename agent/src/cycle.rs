@@ -15,6 +15,7 @@ use tracing::{error, info, warn};
 
 use crate::hook::{Ending, HookChoice, HookError, HookRun, HookRunner};
 use crate::journal::{Entry, Journal, JournalError, State};
+use crate::orphan;
 use crate::schedule::{self, Decision, Progress};
 
 /// The reason a restarted agent gives for a run it found interrupted.
@@ -115,7 +116,9 @@ impl Executor {
     fn recover(&mut self) -> Result<(), ExecutorError> {
         let interrupted: Vec<String> =
             self.entries.values().filter(|entry| entry.state == State::Started).map(|entry| entry.id.clone()).collect();
+        self.remove_stale_markers();
         for id in interrupted {
+            self.stop_orphan(&id);
             let Some(entry) = self.entries.get(&id) else { continue };
             if entry.deployment.options.on_interrupt == Some(OnInterrupt::Rerun) {
                 info!(deployment_id = %id, "interrupted run will be rerun (on_interrupt: rerun)");
@@ -127,6 +130,42 @@ impl Executor {
             self.finish(&id, result)?;
         }
         Ok(())
+    }
+
+    /// Stops the hook a previous agent left running for `id` (found by its pid file, or the pid
+    /// an older journal recorded), so the interrupted run is decided with nothing of it alive.
+    fn stop_orphan(&mut self, id: &str) {
+        let path = orphan::marker_path(self.journal.dir(), id);
+        let recorded = self.entries.get(id).and_then(|entry| entry.run.as_ref()).and_then(|run| {
+            let started = UNIX_EPOCH + Duration::from_millis(run.started_at);
+            run.pid.map(|pid| orphan::RunMarker {
+                pid,
+                process_start_time: run.process_start_time,
+                written_at: started,
+            })
+        });
+        if let Some(marker) = orphan::read_marker(&path).or(recorded) {
+            if let (orphan::Settled::Stopped { .. }, Some(entry)) =
+                (orphan::settle(id, &marker, self.runner.settings().kill_grace), self.entries.get_mut(id))
+            {
+                entry.spawned(marker.pid, marker.process_start_time);
+            }
+        }
+        if let Err(error) = orphan::remove_marker(&path) {
+            warn!(deployment_id = %id, %error, "cannot remove the hook's pid file");
+        }
+    }
+
+    /// Pid files of runs that finished (the agent died before removing them).
+    fn remove_stale_markers(&self) {
+        let Ok(items) = std::fs::read_dir(self.journal.dir()) else { return };
+        for item in items.flatten() {
+            let name = item.file_name();
+            let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".run")) else { continue };
+            if self.entries.get(id).is_none_or(|entry| entry.state != State::Started) {
+                let _ = orphan::remove_marker(&item.path());
+            }
+        }
     }
 
     /// Starts every deployment the ordering rules allow now; returns how many started.
@@ -259,16 +298,14 @@ impl Executor {
         let timeout = resolved.options.timeout.map_or(self.hook_timeout, Duration::from_secs);
         info!(deployment_id = %id, name = resolved.display_name(), group = %resolved.group, "starting hook");
         let runner = Arc::clone(&self.runner);
-        let journal = Arc::clone(&self.journal);
-        let mut entry = self.entries.get(&id).cloned();
+        let marker = orphan::marker_path(self.journal.dir(), &id);
         let token = shutdown.clone();
         let task_id = self.running.spawn(async move {
+            // The child wrote its pid to the marker before it exec'd; the start time makes the
+            // record safe against pid reuse.
             let on_spawn = move |spawned: crate::hook::Spawned| {
-                if let Some(entry) = entry.as_mut() {
-                    entry.spawned(spawned.pid, spawned.process_start_time);
-                    if let Err(source) = journal.write(entry) {
-                        error!(deployment_id = %entry.id, error = %source, "cannot record the hook's pid");
-                    }
+                if let Err(source) = orphan::complete_marker(&marker, spawned.pid, spawned.process_start_time) {
+                    warn!(pid = spawned.pid, error = %source, "cannot record the hook's start time");
                 }
             };
             let outcome = runner.run(&resolved, &choice, timeout, &token, on_spawn).await;
@@ -279,10 +316,20 @@ impl Executor {
     }
 
     fn record_run(&mut self, id: &str, outcome: Result<HookRun, HookError>) -> Result<(), ExecutorError> {
-        // The task wrote the pid to disk; start from that copy so it is kept.
-        if let Ok(Some(on_disk)) = self.journal.load(id) {
-            self.entries.insert(id.to_string(), on_disk);
+        let marker = orphan::marker_path(self.journal.dir(), id);
+        // The process is reaped: the marker's pid goes into the entry, which the finish makes
+        // durable, and the marker itself is no longer needed.
+        if let (Some(process), Some(entry)) = (orphan::read_marker(&marker), self.entries.get_mut(id)) {
+            entry.spawned(process.pid, process.process_start_time);
         }
+        let recorded = self.record_outcome(id, outcome);
+        if let Err(error) = orphan::remove_marker(&marker) {
+            warn!(deployment_id = %id, %error, "cannot remove the hook's pid file");
+        }
+        recorded
+    }
+
+    fn record_outcome(&mut self, id: &str, outcome: Result<HookRun, HookError>) -> Result<(), ExecutorError> {
         let result = match outcome {
             Ok(run) => {
                 let ending = match run.ending {

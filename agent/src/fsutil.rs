@@ -1,6 +1,9 @@
 //! Durable file primitives for everything the agent keeps in `state_dir`: private directories
 //! (0700) and atomic replacement of a file (write a temp file, fsync, rename, fsync the directory),
-//! so a crash or a full disk leaves either the old file or the new one, never a torn one.
+//! so a crash or a full disk leaves either the old file or the new one, never a torn one. Files
+//! that carry no obligation (a script about to run, a journal entry not yet started) are replaced
+//! the same way without the two fsyncs: an agent crash keeps them (the page cache survives it),
+//! and a power loss may only lose them, which costs nothing but redoing the step.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
@@ -22,21 +25,42 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 /// The temp file lives in the same directory so the rename never crosses a file system. On any
 /// error the temp file is removed and `path` is untouched.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    replace_file(path, contents, mode, Durability::Durable)
+}
+
+/// Whether a replacement must survive a power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the file before the rename and the directory after it.
+    Durable,
+    /// Atomic against an agent crash, not against a power loss: only for files whose loss is
+    /// harmless (see the module comment).
+    Volatile,
+}
+
+/// Replaces `path` with `contents` atomically (temp file in the same directory, then rename);
+/// the file gets `mode`. On any error the temp file is removed and `path` is untouched.
+pub fn replace_file(path: &Path, contents: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name = path.file_name().ok_or_else(|| io::Error::other("path has no file name"))?;
     let temp = dir.join(format!(".{}.tmp.{}", file_name.to_string_lossy(), std::process::id()));
-    let result = write_then_rename(&temp, path, contents, mode).and_then(|()| sync_dir(dir));
+    let mut result = write_then_rename(&temp, path, contents, mode, durability);
+    if result.is_ok() && durability == Durability::Durable {
+        result = sync_dir(dir);
+    }
     if result.is_err() {
         let _ = fs::remove_file(&temp);
     }
     result
 }
 
-fn write_then_rename(temp: &Path, path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+fn write_then_rename(temp: &Path, path: &Path, contents: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
     let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(temp)?;
     file.set_permissions(fs::Permissions::from_mode(mode))?;
     file.write_all(contents)?;
-    file.sync_all()?;
+    if durability == Durability::Durable {
+        file.sync_all()?;
+    }
     drop(file);
     fs::rename(temp, path)
 }

@@ -1,7 +1,8 @@
 //! The durable journal: one JSON file per derived deployment id in `<state_dir>/journal/`
-//! (directory 0700, files 0600), each replaced atomically and fsync'd before the step it records
-//! is acted on, so a restarted agent knows exactly what ran, what finished and what was signalled
-//! (design.md "Journal, outbox, restart"). This module stores and loads entries; it does not
+//! (directory 0700, files 0600), each replaced atomically and, from `started` on, fsync'd before
+//! the step it records is acted on, so a restarted agent knows exactly what ran, what finished and
+//! what was signalled (design.md "Journal, outbox, restart"). Beside a running deployment's entry,
+//! `<id>.run` names the hook's process (see `orphan`). This module stores and loads entries; it does not
 //! decide what to run or when to deliver.
 
 mod entry;
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use entry::{Entry, RunRecord, SignalRecord, transport_name};
 
-use crate::fsutil;
+use crate::fsutil::{self, Durability};
 
 /// Where a deployment is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -106,9 +107,14 @@ pub struct Journal {
 impl Journal {
     /// Opens (creating it 0700 if needed) `<state_dir>/journal`.
     pub fn open(state_dir: &Path) -> Result<Journal, JournalError> {
-        let dir = state_dir.join("journal");
+        let dir = Journal::dir_in(state_dir);
         fsutil::ensure_private_dir(&dir).map_err(|source| JournalError::CreateDir { path: dir.clone(), source })?;
         Ok(Journal { dir, write_lock: Mutex::new(()) })
+    }
+
+    /// Where the journal of `state_dir` lives.
+    pub fn dir_in(state_dir: &Path) -> PathBuf {
+        state_dir.join("journal")
     }
 
     /// The journal directory.
@@ -153,15 +159,22 @@ impl Journal {
         self.read_entry(id, &path)
     }
 
-    /// Replaces the entry's file atomically and durably (temp file, fsync, rename, fsync dir).
-    /// A full disk surfaces as an error naming the file, and the previous version stays intact.
+    /// Replaces the entry's file atomically (temp file, rename) and, from `started` on, durably
+    /// (fsync the file and the directory). A seen, waiting or skipped entry carries no obligation
+    /// (losing it to a power loss only means deciding again) and is only ever written over another
+    /// such entry, so it skips the two fsyncs. A full disk surfaces as an error naming the file,
+    /// and the previous version stays intact.
     pub fn write(&self, entry: &Entry) -> Result<(), JournalError> {
         let path = self.path_of(&entry.id)?;
         let bytes =
             serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;
+        let durability = match entry.state {
+            State::Seen | State::Waiting | State::Skipped => Durability::Volatile,
+            State::Started | State::Finished | State::Signalled => Durability::Durable,
+        };
         // A poisoned lock only means another write panicked; the files are still consistent.
         let _guard = self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        fsutil::write_atomic(&path, &bytes, 0o600).map_err(|source| JournalError::Write { path, source })
+        fsutil::replace_file(&path, &bytes, 0o600, durability).map_err(|source| JournalError::Write { path, source })
     }
 
     fn read_entry(&self, id: &str, path: &Path) -> Result<Option<Entry>, JournalError> {

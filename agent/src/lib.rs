@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod hook;
 pub mod hooktest;
 pub mod journal;
+pub mod orphan;
 pub mod outbox;
 pub mod schedule;
 pub mod secret;

@@ -215,6 +215,8 @@ async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken
             let mut settings = daemon::hook_settings(config, hook_base_env());
             settings.work_dir = scratch.join("script");
             settings.outputs_dir = scratch.join("outputs");
+            // hook-test runs outside the journal: no pid file either.
+            settings.pid_files_dir = None;
             (settings, config.agent.hook_timeout)
         }
         None => (hooktest::default_settings(&scratch, hook_base_env()), Duration::from_secs(3600)),

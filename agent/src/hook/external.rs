@@ -31,7 +31,7 @@ pub(super) async fn run(
         path: hook.to_path_buf(),
         source: io::Error::other(source),
     })?;
-    let mut spec = settings.process_spec(hook, &settings.base_env, timeout);
+    let mut spec = settings.process_spec(&deployment.id, hook, &settings.base_env, timeout);
     spec.stdin = Some(input.into_bytes());
     let output = run_process(spec, shutdown, on_spawn).await.map_err(|error| hook_error(error, &deployment.group))?;
     let result = match output.ending {

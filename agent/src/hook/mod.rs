@@ -43,6 +43,9 @@ pub struct HookSettings {
     pub kill_grace: Duration,
     /// Per stream; the tail is kept.
     pub max_output_bytes: usize,
+    /// Where a hook's child writes `<deployment id>.run` with its pid before it execs (the
+    /// journal directory); `None` writes nothing (`hook-test`).
+    pub pid_files_dir: Option<PathBuf>,
 }
 
 /// How a deployment would be run.
@@ -162,6 +165,7 @@ impl HookSettings {
     /// A process spec with this agent's limits; the caller fills in stdin.
     fn process_spec<'a>(
         &'a self,
+        deployment_id: &str,
         program: &'a Path,
         env: &'a [(String, String)],
         timeout: Duration,
@@ -175,6 +179,12 @@ impl HookSettings {
             kill_grace: self.kill_grace,
             max_output_bytes: self.max_output_bytes,
             drain_after_exit: DRAIN_AFTER_EXIT,
+            // The journal refuses unsafe ids before anything runs; checked again for the path.
+            pid_file: self
+                .pid_files_dir
+                .as_ref()
+                .filter(|_| anneal_protocol::deployment::is_safe_id(deployment_id))
+                .map(|dir| dir.join(format!("{deployment_id}.run"))),
         }
     }
 }

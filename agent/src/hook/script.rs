@@ -20,7 +20,7 @@ use tracing::warn;
 
 use super::process::{ProcessError, run_process};
 use super::{Ending, HookError, HookRun, HookSettings, Spawned, hook_error, timed_out_result};
-use crate::fsutil::{ensure_private_dir, write_atomic};
+use crate::fsutil::{Durability, ensure_private_dir, replace_file};
 
 const OUTPUTS_PATH_VARIABLE: &str = "heat_outputs_path";
 
@@ -42,7 +42,7 @@ pub(super) async fn run(
         return Ok(not_executable(&problem));
     }
     let env = script_env(settings, deployment, &outputs_path);
-    let spec = settings.process_spec(&script, &env, timeout);
+    let spec = settings.process_spec(&deployment.id, &script, &env, timeout);
     let output = match run_process(spec, shutdown, on_spawn).await {
         Ok(output) => output,
         Err(ProcessError::Spawn { path, source }) => {
@@ -76,8 +76,8 @@ fn prepare(settings: &HookSettings, deployment: &Deployment, text: &str) -> Resu
     }
     let script = settings.work_dir.join(&deployment.id);
     // Atomic replacement also truncates: heat-agents' O_CREAT without O_TRUNC leaves the tail of a
-    // longer earlier script behind.
-    write_atomic(&script, text.as_bytes(), 0o700).map_err(|source| HookError::Io {
+    // longer earlier script behind. Not fsync'd: it runs at once, and any rerun writes it anew.
+    replace_file(&script, text.as_bytes(), 0o700, Durability::Volatile).map_err(|source| HookError::Io {
         action: "write script",
         path: script.clone(),
         source,
