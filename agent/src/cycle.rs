@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::failpoint::{self, Failpoint};
 use crate::hook::{Ending, HookChoice, HookError, HookRun, HookRunner};
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::orphan;
@@ -294,6 +295,7 @@ impl Executor {
         let id = resolved.id.clone();
         let now = now_millis();
         self.update(&id, |entry| entry.started(now))?;
+        failpoint::hit(Failpoint::AfterStarted);
         self.rerun.remove(&id);
         let timeout = resolved.options.timeout.map_or(self.hook_timeout, Duration::from_secs);
         info!(deployment_id = %id, name = resolved.display_name(), group = %resolved.group, "starting hook");
@@ -350,12 +352,14 @@ impl Executor {
             }
         };
         self.counts.ran += 1;
+        failpoint::hit(Failpoint::AfterHookExit);
         self.finish(id, result)
     }
 
     fn finish(&mut self, id: &str, result: HookResult) -> Result<(), ExecutorError> {
         let now = now_millis();
         self.update(id, |entry| entry.finished(result, now))?;
+        failpoint::hit(Failpoint::AfterFinished);
         if let Some(entry) = self.entries.get(id) {
             if entry.failed() {
                 self.counts.failed += 1;
@@ -373,6 +377,7 @@ impl Executor {
         let entry = Entry::seen(deployment, now_millis());
         self.journal.write(&entry).map_err(|source| ExecutorError::Journal { id: entry.id.clone(), source })?;
         self.entries.insert(entry.id.clone(), entry);
+        failpoint::hit(Failpoint::AfterSeen);
         Ok(())
     }
 

@@ -96,6 +96,7 @@ impl SignalSender {
             HttpVerb::Put => Method::PUT,
         };
         tracing::debug!(deployment_id = id, %method, url = %redact_url(url), %signal_id, "sending signal");
+        crate::failpoint::hit_mid_signal(&parsed, method.as_str(), &signal_id, &body);
         let request = self
             .client
             .request(method, parsed)

@@ -10,6 +10,7 @@ pub mod config;
 pub mod cycle;
 pub mod daemon;
 pub mod deliver;
+pub mod failpoint;
 pub mod fsutil;
 pub mod hook;
 pub mod hooktest;

@@ -11,7 +11,7 @@ use anneal_agent::config::{self, Config, ConfigError};
 use anneal_agent::daemon::{self, DaemonError};
 use anneal_agent::error_chain;
 use anneal_agent::waitsignal::{WaitSignal, send_wait_signal};
-use anneal_agent::{hooktest, status};
+use anneal_agent::{failpoint, hooktest, status};
 use anneal_protocol::Outcome;
 use anneal_protocol::waitcondition::WaitStatus;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -98,6 +98,9 @@ enum StatusArg {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    if let Err(code) = arm_failpoint() {
+        return code;
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -107,6 +110,27 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(dispatch(cli.command))
+}
+
+/// `ANNEAL_FAILPOINT` (crash-safety tests): armed in debug builds (or with the `failpoints` feature),
+/// refused in others so a test can never silently run without its crash.
+fn arm_failpoint() -> Result<(), ExitCode> {
+    let Some(value) = std::env::var_os("ANNEAL_FAILPOINT") else { return Ok(()) };
+    let value = value.to_string_lossy();
+    if !failpoint::COMPILED_IN {
+        eprintln!("anneal-agent: ANNEAL_FAILPOINT={value} needs a debug build or the failpoints feature");
+        return Err(ExitCode::from(2));
+    }
+    match value.parse() {
+        Ok(armed) => {
+            failpoint::arm(armed);
+            Ok(())
+        }
+        Err(error) => {
+            eprintln!("anneal-agent: ANNEAL_FAILPOINT: {error}");
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
 async fn dispatch(command: Command) -> ExitCode {

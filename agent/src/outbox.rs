@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::deliver::{DeliveryOutcome, SignalSender};
+use crate::failpoint::{self, Failpoint};
 use crate::journal::{Entry, Journal, JournalError, now_millis};
 
 /// `flush`'s short backoff between attempts: 0.5 s doubling up to 4 s.
@@ -152,6 +153,9 @@ impl Outbox {
             () = shutdown.cancelled() => return Ok(None),
             outcome = self.sender.send(entry) => outcome,
         };
+        if matches!(outcome, DeliveryOutcome::Delivered { .. }) {
+            failpoint::hit(Failpoint::AfterSignalAck);
+        }
         entry.delivery_attempted(outcome.clone(), now_millis());
         self.journal.write(entry)?;
         log_attempt(entry, &outcome);
