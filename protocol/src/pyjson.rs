@@ -57,6 +57,9 @@ fn write_value(out: &mut String, value: &Value, ensure_ascii: bool) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
+        // Python writes a float beyond f64 (`1e999`) as `Infinity`, which is not JSON and which
+        // the shim refuses: such a number keeps its own digits, so the text stays JSON.
+        Value::Number(number) if !number.as_f64().is_some_and(f64::is_finite) => out.push_str(&number.to_string()),
         Value::Number(_) => out.push_str(&number_text(value)),
         Value::String(text) => write_string(out, text, ensure_ascii),
         Value::Array(items) => {
@@ -196,6 +199,15 @@ mod tests {
         for (float, expected) in cases {
             assert_eq!(dumps(&json!(float), true), expected, "{float}");
         }
+    }
+
+    #[test]
+    fn numbers_beyond_f64_stay_json() {
+        // Found by the signal_body fuzz target: `Infinity` made the signal undeliverable.
+        let value: Value = serde_json::from_str(r#"{"big": 3e3333, "small": -1.5e999}"#).unwrap();
+        let text = dumps(&value, true);
+        assert_eq!(text, r#"{"big": 3e+3333, "small": -1.5e+999}"#);
+        assert!(serde_json::from_str::<Value>(&text).is_ok());
     }
 
     #[test]

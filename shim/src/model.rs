@@ -164,6 +164,9 @@ pub enum ServiceError {
     /// 409: a server or stack with that name exists.
     #[error("{what} already exists")]
     Conflict { what: String },
+    /// 409: the thing is still in use (the message says by what), so it cannot be removed.
+    #[error("{message}")]
+    InUse { message: String },
     /// 400/422: the request is well-formed JSON but invalid (names the problem).
     #[error("{message}")]
     Invalid { message: String },
@@ -181,6 +184,9 @@ pub enum ServiceError {
 pub trait Service: Send + Sync + 'static {
     fn add_server(&self, request: AddServer) -> impl Future<Output = Result<ServerCredentials, ServiceError>> + Send;
     fn list_servers(&self) -> impl Future<Output = Result<Vec<ServerSummary>, ServiceError>> + Send;
+    /// Removes a server and with it its token (at once: held long-polls of its agent end).
+    /// `NotFound` for an unknown name; `InUse` while a stack has a deployment published to it.
+    fn remove_server(&self, name: &str) -> impl Future<Output = Result<(), ServiceError>> + Send;
     /// The server whose token this is (`None` for an unknown or malformed token).
     fn server_for_token(&self, token: &str) -> impl Future<Output = Result<Option<String>, ServiceError>> + Send;
     /// Records that the server's agent asked for metadata (liveness).

@@ -50,18 +50,22 @@ impl ApiError {
             ApiError::Rejected { status, .. } => *status,
             ApiError::Service(error) => match error {
                 ServiceError::NotFound { .. } => StatusCode::NOT_FOUND,
-                ServiceError::Conflict { .. } => StatusCode::CONFLICT,
+                ServiceError::Conflict { .. } | ServiceError::InUse { .. } => StatusCode::CONFLICT,
                 ServiceError::Invalid { .. } | ServiceError::Template { .. } => StatusCode::BAD_REQUEST,
                 ServiceError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
             },
         }
     }
 
-    /// A failed read of the request body: 413 over `limit`, else 400 (client went away,
-    /// broken chunking).
+    /// A failed read of the request body: 413 over `limit`, 408 when the client stalled, else
+    /// 400 (client went away, broken chunking).
     pub fn from_body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge { limit }
+        } else if super::connection::is_stalled(&rejection) {
+            let message =
+                format!("{} (more than {} s)", super::connection::BODY_STALLED, super::BODY_IDLE_TIMEOUT.as_secs());
+            ApiError::Rejected { status: StatusCode::REQUEST_TIMEOUT, message }
         } else {
             ApiError::Rejected { status: rejection.status(), message: rejection.body_text() }
         }

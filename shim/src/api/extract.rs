@@ -23,10 +23,16 @@ impl<S: Service, T: DeserializeOwned> FromRequest<AppState<S>> for JsonBody<T> {
     }
 }
 
-/// `body` as a `T`; 400 naming the problem (empty body, syntax, unknown or missing field).
+/// `body` as a `T`; 400 naming the problem (empty body, not an object, syntax, unknown or
+/// missing field).
 pub(super) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("request body is empty; a JSON object is expected"));
+    match body.iter().find(|byte| !byte.is_ascii_whitespace()) {
+        None => return Err(ApiError::bad_request("request body is empty; a JSON object is expected")),
+        // serde would also fill a struct from a JSON array (`["vm9"]` is a server named vm9).
+        Some(byte) if *byte != b'{' => {
+            return Err(ApiError::bad_request("invalid request body: a JSON object is expected"));
+        }
+        Some(_) => {}
     }
     serde_json::from_slice(body).map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
 }

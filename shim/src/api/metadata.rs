@@ -44,7 +44,14 @@ pub(super) async fn server_metadata<S: Service>(
     }
     let client_version = document.version;
     let document = match wait {
-        Some(wait) => wait_for_change(&state, &name, document, wait).await?,
+        Some(wait) => match wait_for_change(&state, &name, document, wait).await? {
+            Some(document) => document,
+            // The server was removed while the poll was held: answer what its token gets now.
+            None => {
+                auth::authorize_server(&state, &headers, &name).await?;
+                state.service.metadata(&name).await?
+            }
+        },
         None => document,
     };
     let status = if document.version == client_version { StatusCode::NOT_MODIFIED } else { StatusCode::OK };
@@ -87,13 +94,14 @@ pub(super) fn parse_wait(wait: Option<&str>, long_poll_max: Duration) -> Result<
 }
 
 /// Holds the request until the server's document is no longer at `current.version`, the wait
-/// ends, or the server shuts down; returns the document to answer with.
+/// ends, or the shim shuts down; returns the document to answer with, or `None` when the
+/// server was removed (its document's publisher went away).
 async fn wait_for_change<S: Service>(
     state: &AppState<S>,
     server: &str,
     current: MetadataDocument,
     wait: Duration,
-) -> Result<MetadataDocument, ApiError> {
+) -> Result<Option<MetadataDocument>, ApiError> {
     let deadline = Instant::now() + wait;
     let mut versions = state.service.watch_metadata(server).await?;
     loop {
@@ -101,19 +109,19 @@ async fn wait_for_change<S: Service>(
         if *versions.borrow_and_update() != current.version {
             let document = state.service.metadata(server).await?;
             if document.version != current.version {
-                return Ok(document);
+                return Ok(Some(document));
             }
         }
         tokio::select! {
             changed = versions.changed() => {
                 if changed.is_err() {
-                    // The publisher went away (server removed, engine stopping): nothing
-                    // more will come on this receiver.
-                    return Ok(current);
+                    // Nothing more will come on this receiver: the engine dropped the
+                    // server's document because the server was removed.
+                    return Ok(None);
                 }
             }
-            () = tokio::time::sleep_until(deadline) => return Ok(current),
-            () = state.shutdown.cancelled() => return Ok(current),
+            () = tokio::time::sleep_until(deadline) => return Ok(Some(current)),
+            () = state.shutdown.cancelled() => return Ok(Some(current)),
         }
     }
 }

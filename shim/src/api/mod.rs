@@ -7,6 +7,7 @@
 
 mod auth;
 mod conditional;
+mod connection;
 mod error;
 mod extract;
 mod metadata;
@@ -24,13 +25,15 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::Service;
 
 pub use crate::dates::{format_http_date, parse_http_date};
+pub use connection::{BODY_IDLE_TIMEOUT, REQUEST_HEAD_TIMEOUT};
 pub use error::ApiError;
+pub use signals::signal_details;
 
 /// How the HTTP layer is set up.
 #[derive(Debug, Clone)]
@@ -85,6 +88,7 @@ pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shut
     let state = AppState { service, config: Arc::new(config), shutdown };
     Router::new()
         .route("/v1/servers", post(servers::add::<S>).get(servers::list::<S>))
+        .route("/v1/servers/{name}", delete(servers::remove::<S>))
         .route("/v1/servers/{name}/metadata", get(metadata::server_metadata::<S>))
         .route("/v1/metadata/{token}", get(metadata::request_metadata::<S>))
         .route("/v1/stacks", post(stacks::create::<S>).get(stacks::list::<S>))
@@ -99,6 +103,7 @@ pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shut
         .method_not_allowed_fallback(error::method_not_allowed)
         .fallback(error::no_route)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(connection::limit_body_pauses))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
 }
@@ -112,7 +117,7 @@ pub async fn serve<S: Service>(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let app = router_with_shutdown(service, config, shutdown.clone());
-    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    connection::serve_connections(listener, app, shutdown).await
 }
 
 /// One debug line per request, with tokens masked.

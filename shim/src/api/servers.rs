@@ -1,8 +1,10 @@
 //! Admin routes for servers: `POST /v1/servers` registers one and returns its credentials
-//! (the only time its token is shown), `GET /v1/servers` lists them.
+//! (the only time its token is shown), `GET /v1/servers` lists them, `DELETE
+//! /v1/servers/{name}` removes one and so revokes its token.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use super::auth::Admin;
@@ -26,4 +28,15 @@ pub(super) async fn list<S: Service>(
     State(state): State<AppState<S>>,
 ) -> Result<Json<Vec<ServerSummary>>, ApiError> {
     Ok(Json(state.service.list_servers().await?))
+}
+
+/// `DELETE /v1/servers/{name}`: 204; 404 for an unknown server, 409 while a stack uses it.
+pub(super) async fn remove<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Path(name) = path?;
+    state.service.remove_server(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -80,7 +80,7 @@ pub(super) async fn wait_condition_aws<S: Service>(
 /// starts with `{` (here: after whitespace). Anything else counts as no body, `{}`, which is
 /// what Heat does (it then records a successful deployment). A body that claims to be JSON
 /// but does not parse is refused rather than guessed at.
-pub(super) fn signal_details(content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {
+pub fn signal_details(content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {
     let starts_with_brace = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'{');
     if !starts_with_brace || !is_json_content_type(content_type) {
         return Ok(json!({}));

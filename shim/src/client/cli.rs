@@ -66,6 +66,8 @@ pub enum ServerCommand {
     Add(ServerAddArgs),
     /// List registered servers.
     List(ListArgs),
+    /// Remove a server and revoke its token (refused while a stack deploys to it).
+    Delete(ServerDeleteArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -112,6 +114,13 @@ pub struct ServerAddArgs {
     pub name: String,
     #[arg(long, value_enum, default_value_t = AgentConfigFormat::Toml)]
     pub format: AgentConfigFormat,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServerDeleteArgs {
+    pub name: String,
     #[command(flatten)]
     pub connection: ConnectionArgs,
 }
@@ -207,6 +216,7 @@ impl ClientCommand {
     pub fn connection(&self) -> &ConnectionArgs {
         match self {
             ClientCommand::Server(ServerCommand::Add(args)) => &args.connection,
+            ClientCommand::Server(ServerCommand::Delete(args)) => &args.connection,
             ClientCommand::Server(ServerCommand::List(args)) | ClientCommand::Stack(StackCommand::List(args)) => {
                 &args.connection
             }
@@ -316,6 +326,14 @@ mod tests {
         let cli = parse(&["server", "add", "web1"]).unwrap();
         let Command::Server { command: ServerCommand::Add(args) } = cli.command else { panic!("not add") };
         assert_eq!(args.format, AgentConfigFormat::Toml);
+    }
+
+    #[test]
+    fn server_delete_takes_a_name() {
+        let cli = parse(&["server", "delete", "web1", "--url", "http://h:1"]).unwrap();
+        let Command::Server { command: ServerCommand::Delete(args) } = cli.command else { panic!("not delete") };
+        assert_eq!((args.name.as_str(), args.connection.url.as_deref()), ("web1", Some("http://h:1")));
+        assert_eq!(parse(&["server", "delete"]).unwrap_err().exit_code(), 2);
     }
 
     #[test]

@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::cli::{
-    AgentConfigFormat, ClientCommand, ListArgs, Param, ServerAddArgs, ServerCommand, StackCommand, StackDeleteArgs,
-    StackReadArgs, StackWriteArgs,
+    AgentConfigFormat, ClientCommand, ListArgs, Param, ServerAddArgs, ServerCommand, ServerDeleteArgs, StackCommand,
+    StackDeleteArgs, StackReadArgs, StackWriteArgs,
 };
 use super::http::AdminClient;
 use super::wait::{WaitRequest, wait_for_stack};
@@ -33,6 +33,7 @@ pub(crate) async fn execute(
     match command {
         ClientCommand::Server(ServerCommand::Add(args)) => server_add(&args, context, out).await,
         ClientCommand::Server(ServerCommand::List(args)) => server_list(&args, context, out).await,
+        ClientCommand::Server(ServerCommand::Delete(args)) => server_delete(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Create(args)) => {
             stack_write(&args, Action::Create, context, interval, out).await
         }
@@ -71,6 +72,17 @@ async fn server_list(args: &ListArgs, context: &ClientContext, out: &mut dyn Wri
     let text =
         if args.json { pretty(&value) } else { render::server_list(&decode::<Vec<ServerSummary>>(value, "servers")?) };
     write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+/// `DELETE /v1/servers/{name}` (204, no body); a 404 or 409 is an `Api` error with the API's message.
+async fn server_delete(
+    args: &ServerDeleteArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    AdminClient::new(context)?.request(Method::DELETE, &["v1", "servers", &args.name], None).await?;
+    write(out, &format!("server {} deleted\n", render::printable(&args.name)))?;
     Ok(ExitStatus::Success)
 }
 

@@ -57,7 +57,7 @@ impl AdminClient {
     }
 
     /// One request; `segments` are joined to the base URL's path, each percent-encoded (a stack
-    /// name with '/' or '?' stays one segment).
+    /// name with '/' or '?' stays one segment). A success without a body (204) answers `Null`.
     pub(crate) async fn request(
         &self,
         method: Method,
@@ -74,6 +74,9 @@ impl AdminClient {
         let bytes = response.bytes().await.map_err(|error| self.transport_error(&error))?;
         if !status.is_success() {
             return Err(api_error(status, &bytes));
+        }
+        if status == reqwest::StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
         }
         serde_json::from_slice(&bytes).map_err(|error| ClientError::Response {
             url: url.to_string(),

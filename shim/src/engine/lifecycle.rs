@@ -35,7 +35,6 @@ pub fn create(
         action: "CREATE".into(),
         state: STATE_IN_PROGRESS.into(),
         status_reason: "Stack CREATE started".into(),
-        template: request.template.clone(),
         parameters: json!(checked.parameters),
         hidden_parameters: hidden_parameters(&checked.template),
         generation: 1,
@@ -45,7 +44,7 @@ pub fn create(
         created_at: ctx.now,
         updated_at: ctx.now,
     };
-    if !ctx.tx.insert_stack(&stack)? {
+    if !ctx.tx.insert_stack(&stack, &request.template)? {
         return Err(EngineError::Conflict { what: format!("stack {name}") });
     }
     ctx.event(name, name, "CREATE_IN_PROGRESS", "Stack CREATE started")?;
@@ -69,13 +68,13 @@ pub fn update(
     stack.action = "UPDATE".into();
     stack.state = STATE_IN_PROGRESS.into();
     stack.status_reason = "Stack UPDATE started".into();
-    stack.template = request.template.clone();
     stack.parameters = json!(checked.parameters);
     stack.hidden_parameters = hidden_parameters(&checked.template);
     stack.pending = checked.plan.nodes.len() as i64 + 1;
     stack.deadline = request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000)));
     stack.updated_at = ctx.now;
     ctx.tx.update_stack(&stack)?;
+    ctx.tx.set_stack_template(name, &request.template)?;
     ctx.event(name, name, "UPDATE_IN_PROGRESS", "Stack UPDATE started")?;
     let existing: BTreeMap<String, NodeRow> =
         ctx.tx.nodes(name)?.into_iter().map(|node| (node.name.clone(), node)).collect();

@@ -9,6 +9,7 @@ mod derived;
 mod graph;
 mod group;
 mod lifecycle;
+mod removal;
 mod secrets;
 mod service;
 pub mod sweeper;
@@ -43,6 +44,8 @@ pub enum EngineError {
     #[error("{what} already exists")]
     Conflict { what: String },
     #[error("{message}")]
+    InUse { message: String },
+    #[error("{message}")]
     Invalid { message: String },
     #[error("template is invalid: {}", problems.join("; "))]
     Template { problems: Vec<String> },
@@ -55,6 +58,7 @@ impl From<EngineError> for ServiceError {
         match error {
             EngineError::NotFound { what } => ServiceError::NotFound { what },
             EngineError::Conflict { what } => ServiceError::Conflict { what },
+            EngineError::InUse { message } => ServiceError::InUse { message },
             EngineError::Invalid { message } => ServiceError::Invalid { message },
             EngineError::Template { problems } => ServiceError::Template { problems },
             other => ServiceError::Store(Box::new(other)),
@@ -204,3 +208,5 @@ fn render_document(ctx: &mut Context<'_>, row: &ServerRow) -> Result<MetadataDoc
 
 #[cfg(test)]
 mod regression_tests;
+#[cfg(test)]
+mod remove_tests;

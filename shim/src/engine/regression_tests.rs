@@ -377,6 +377,16 @@ async fn tokens_echoed_in_signal_output_are_not_stored_in_clear() {
     let handle_token = curl.rsplit('/').next().unwrap().to_string();
     let body = json!({"deploy_status_code": 0, "deploy_stderr": format!("+ {curl} --data-binary '{{}}'\n")});
     engine.deployment_signal(&signal_token(&web[0]), body, None).await.unwrap();
+    // A handle signal whose id and data keys echo the token (found by fuzzing).
+    let mut data = serde_json::Map::new();
+    data.insert(format!("key {handle_token}"), json!(1));
+    let echoed = crate::model::WaitConditionSignal {
+        success: true,
+        reason: None,
+        data: Some(serde_json::Value::Object(data)),
+        id: Some(format!("id {handle_token}")),
+    };
+    assert!(engine.wait_condition_signal(&handle_token, echoed).await.unwrap().is_some());
     drop(engine);
     let mut bytes = std::fs::read(dir.path().join("shim.db")).unwrap_or_default();
     bytes.extend(std::fs::read(dir.path().join("shim.db-wal")).unwrap_or_default());

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::context::{self, Context, STATE_INIT, now_millis, rfc3339};
-use super::{Engine, EngineError, lifecycle, waits};
+use super::{Engine, EngineError, lifecycle, removal, waits};
 use crate::model::{
     AddServer, Event, MetadataDocument, ResourceSummary, ServerCredentials, ServerSummary, Service, ServiceError,
     SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, WaitConditionSignal,
@@ -91,7 +91,8 @@ fn detail(ctx: &mut Context<'_>, stack: &StackRow) -> Result<StackDetail, Engine
 }
 
 fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
-    let Ok(template) = template::parse_template(&stack.template) else { return Vec::new() };
+    let Ok(Some(text)) = ctx.tx.stack_template(&stack.name) else { return Vec::new() };
+    let Ok(template) = template::parse_template(&text) else { return Vec::new() };
     let mut outputs = Vec::new();
     for (name, output) in &template.outputs {
         let (value, error) = match ctx.evaluate(stack, &output.value) {
@@ -121,6 +122,9 @@ impl<S: Store> Service for Engine<S> {
         if !inserted {
             return Err(ServiceError::Conflict { what: format!("server {}", request.name) });
         }
+        // A server of this name may have been removed while one of its documents was being
+        // loaded into the cache; the new registration must not be served that old document.
+        self.forget_server(&request.name);
         let base = &self.inner.public_url;
         Ok(ServerCredentials {
             metadata_url: format!("{base}/v1/servers/{}/metadata", request.name),
@@ -142,6 +146,15 @@ impl<S: Store> Service for Engine<S> {
                 name: row.name,
             })
             .collect())
+    }
+
+    async fn remove_server(&self, name: &str) -> Result<(), ServiceError> {
+        let name = name.to_string();
+        let removed = name.clone();
+        self.transact(move |ctx| removal::remove(ctx, &name)).await?;
+        self.forget_server(&removed);
+        tracing::info!(server = %removed, "server removed");
+        Ok(())
     }
 
     async fn server_for_token(&self, token_text: &str) -> Result<Option<String>, ServiceError> {

@@ -159,7 +159,7 @@ pub fn apply_wait_signal(
     }
     let Some(stack) = ctx.tx.stack(&handle.stack)? else { return Ok(None) };
     let existing = ctx.tx.wait_signals(&stack.name, &handle.name)?.len();
-    let signal_id = signal.id.unwrap_or_else(|| (existing + 1).to_string());
+    let signal_id = scrub_text(ctx, &signal.id.unwrap_or_else(|| (existing + 1).to_string()))?;
     let reason = signal.reason.unwrap_or_else(|| format!("Signal {} received", existing + 1));
     let reason = scrub_tokens(ctx, Value::String(reason))?.as_str().unwrap_or_default().to_string();
     let signal_data = match signal.data {
@@ -198,7 +198,8 @@ fn scrub_tokens(ctx: &mut Context<'_>, value: Value) -> Result<Value, EngineErro
         }
         Value::Object(map) => Value::Object(
             map.into_iter()
-                .map(|(key, item)| Ok((key, scrub_tokens(ctx, item)?)))
+                // Keys too: a hook may echo a token as a key of its data.
+                .map(|(key, item)| Ok((scrub_text(ctx, &key)?, scrub_tokens(ctx, item)?)))
                 .collect::<Result<_, EngineError>>()?,
         ),
         other => other,

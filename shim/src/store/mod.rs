@@ -42,7 +42,6 @@ pub struct StackRow {
     pub action: String,
     pub state: String,
     pub status_reason: String,
-    pub template: String,
     /// Resolved parameter values, a JSON object. `Debug` masks the ones named in
     /// `hidden_parameters`.
     pub parameters: Value,
@@ -201,14 +200,23 @@ pub trait Tx {
         published_at: u64,
     ) -> Result<(), StoreError>;
     fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError>;
+    /// Deletes the server (and with it its token hash) and any entries of its document; false
+    /// when there was no such server.
+    fn delete_server(&mut self, name: &str) -> Result<bool, StoreError>;
+    /// The stacks with a node published to `server` or an entry in its document, ordered by name.
+    fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError>;
     /// Upsert by (server, stack, node).
     fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError>;
     fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError>;
     /// Ordered by sort_key, stack, node.
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError>;
     /// False when the name is taken.
-    fn insert_stack(&mut self, row: &StackRow) -> Result<bool, StoreError>;
+    /// Stores a new stack with its template text (kept apart from `StackRow`: the hot paths read
+    /// stacks on every signal and must not copy a template of thousands of resources each time).
+    fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError>;
     fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError>;
+    fn stack_template(&mut self, name: &str) -> Result<Option<String>, StoreError>;
+    fn set_stack_template(&mut self, name: &str, template: &str) -> Result<(), StoreError>;
     /// Ordered by name.
     fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError>;
     /// Rewrites every column except `name` (the key) and `created_at`.
@@ -325,7 +333,6 @@ impl fmt::Debug for StackRow {
             .field("action", &self.action)
             .field("state", &self.state)
             .field("status_reason", &self.status_reason)
-            .field("template", &format_args!("<{} bytes>", self.template.len()))
             .field("parameters", &parameters)
             .field("hidden_parameters", &self.hidden_parameters)
             .field("generation", &self.generation)

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 pub use evaluate::{ParameterScope, kind_name, render};
 pub use expr::{EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
-pub use hot::{MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_template};
+pub use hot::{MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_template, raise_template_limit};
 pub use parameters::resolve_parameters;
 pub use structured::substitute_inputs;
 pub use validate::{PSEUDO_PARAMETERS, Plan, PlanNode, validate};

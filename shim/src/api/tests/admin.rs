@@ -27,6 +27,7 @@ async fn admin_auth_matrix() {
     for (method, path) in [
         (Method::POST, "/v1/servers"),
         (Method::GET, "/v1/servers"),
+        (Method::DELETE, "/v1/servers/web"),
         (Method::POST, "/v1/stacks"),
         (Method::GET, "/v1/stacks/one"),
         (Method::PUT, "/v1/stacks/one"),
@@ -64,6 +65,29 @@ async fn servers_add_and_list() {
     let names: Vec<&str> = body.as_array().unwrap().iter().map(|entry| entry["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["db", "web"]);
     assert_eq!(body[0]["metadata_version"], 1);
+}
+
+#[tokio::test]
+async fn servers_delete_revokes_the_token_and_refuses_unknown_or_used_servers() {
+    let server = TestServer::start().await;
+    let response = server.admin(Method::DELETE, "/v1/servers/web").send().await.unwrap();
+    assert_eq!(response.status(), 204);
+    assert!(response.text().await.unwrap().is_empty());
+    let response = server.admin(Method::DELETE, "/v1/servers/web").send().await.unwrap();
+    assert_eq!(error_of(response, 404).await, "server web not found");
+    let response = server.admin(Method::DELETE, "/v1/servers/db").send().await.unwrap();
+    assert_eq!(error_of(response, 409).await, "server db is used by stack(s) app");
+    // The removed server's token now gets exactly what a token nobody holds gets.
+    for token in [WEB_TOKEN, UNKNOWN_TOKEN] {
+        let response = server.get("/v1/servers/web/metadata").bearer_auth(token).send().await.unwrap();
+        assert_eq!(error_of(response, 403).await, "the token does not grant access to the metadata of server web");
+        let response = server.get(&format!("/v1/metadata/{token}")).send().await.unwrap();
+        assert_eq!(error_of(response, 404).await, "metadata not found");
+    }
+    let response = server.get("/v1/servers/db/metadata").bearer_auth(DB_TOKEN).send().await.unwrap();
+    assert_eq!(response.status(), 200, "the refused removal changed nothing");
+    let (status, body) = json_of(server.admin(Method::GET, "/v1/servers").send().await.unwrap()).await;
+    assert_eq!((status, body.as_array().unwrap().len()), (200, 1));
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! Metadata routes: the agent's (auth matrix, ETag/304, long-poll wake, timeout, clamping,
-//! shutdown) and os-collect-config's (Last-Modified / If-Modified-Since, HEAD, 404).
+//! shutdown, removal of the server) and os-collect-config's (Last-Modified /
+//! If-Modified-Since, HEAD, 404).
 
 use std::time::{Duration, Instant};
 
@@ -163,6 +164,19 @@ async fn shutdown_ends_long_polls_promptly() {
     assert_eq!(response.status(), 304);
     tokio::time::timeout(Duration::from_secs(2), server.task).await.unwrap().unwrap().unwrap();
     assert!(cancelled.elapsed() < Duration::from_secs(1), "{:?}", cancelled.elapsed());
+}
+
+#[tokio::test]
+async fn removing_the_server_answers_its_held_long_poll() {
+    let server = TestServer::start().await;
+    let request = server.get(&format!("{WEB}?wait=5")).bearer_auth(WEB_TOKEN).header("if-none-match", "\"1\"").send();
+    let pending = tokio::spawn(request);
+    server.service.wait_for_watchers("web", 1).await;
+    let response = server.admin(Method::DELETE, "/v1/servers/web").send().await.unwrap();
+    assert_eq!(response.status(), 204);
+    // What the token gets now; a poll left hanging would end with 304 after its 5 s.
+    let message = error_of(pending.await.unwrap().unwrap(), 403).await;
+    assert_eq!(message, "the token does not grant access to the metadata of server web");
 }
 
 #[tokio::test]

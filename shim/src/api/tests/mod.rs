@@ -47,8 +47,9 @@ pub(super) struct Calls {
     pub stack_requests: Vec<(String, StackRequest)>,
 }
 
-/// In-memory `Service`: servers `web` and `db`; stack names choose the outcome
-/// (`missing` 404, `taken` 409, `invalid` Template, `bad` Invalid, `broken` Store).
+/// In-memory `Service`: servers `web` and `db` (`db` is in use: removing it is refused); stack
+/// names choose the outcome (`missing` 404, `taken` 409, `invalid` Template, `bad` Invalid,
+/// `broken` Store).
 pub(super) struct FakeService {
     servers: Mutex<BTreeMap<String, FakeServer>>,
     pub calls: Mutex<Calls>,
@@ -80,6 +81,19 @@ impl FakeService {
         entry.published_at = PUBLISHED_AT + seconds_later;
         entry.versions.send_replace(version);
         version
+    }
+
+    /// Waits (10 s at most) until `count` held long-polls subscribe to `server`'s document.
+    pub async fn wait_for_watchers(&self, server: &str, count: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let watching = self.servers.lock().unwrap().get(server).map_or(0, |entry| entry.versions.receiver_count());
+            if watching >= count {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{count} long-poll(s) of {server} never got held");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     pub fn calls<T>(&self, read: impl FnOnce(&Calls) -> T) -> T {
@@ -143,6 +157,15 @@ impl Service for FakeService {
             last_seen: None,
         });
         Ok(list.collect())
+    }
+
+    async fn remove_server(&self, name: &str) -> Result<(), ServiceError> {
+        if name == "db" {
+            return Err(ServiceError::InUse { message: "server db is used by stack(s) app".to_string() });
+        }
+        // Dropping the server drops its watch sender, as the engine does.
+        let removed = self.servers.lock().unwrap().remove(name);
+        removed.map(drop).ok_or_else(|| ServiceError::NotFound { what: format!("server {name}") })
     }
 
     async fn server_for_token(&self, token: &str) -> Result<Option<String>, ServiceError> {

@@ -1,5 +1,5 @@
-//! `stack create/update/delete` without `--wait`: the request each sends, what it prints, and
-//! the local checks (template file, parameters) that come before any request.
+//! `stack create/update/delete` without `--wait` and `server delete`: the request each sends,
+//! what it prints, and the local checks (template file, parameters) that come before any request.
 
 use serde_json::{Value, json};
 use wiremock::matchers::{body_json, header, method, path};
@@ -93,6 +93,38 @@ async fn delete_sends_delete() {
     let (result, out) = run_against(&server, &["stack", "delete", "web"]).await;
     assert_eq!(result.unwrap(), ExitStatus::Success);
     assert_eq!(out, "stack web: DELETE_IN_PROGRESS (id 6f1c)\n");
+}
+
+#[tokio::test]
+async fn server_delete_sends_delete_and_reports_refusals() {
+    let server = MockServer::start().await;
+    Mock::given(method("DELETE"))
+        .and(path("/v1/servers/web1"))
+        .and(header("authorization", BEARER))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    for (name, status, message) in
+        [("gone", 404, "server gone not found"), ("busy", 409, "server busy is used by stack(s) app")]
+    {
+        Mock::given(method("DELETE"))
+            .and(path(format!("/v1/servers/{name}")))
+            .respond_with(
+                ResponseTemplate::new(status).set_body_json(json!({"error": {"code": status, "message": message}})),
+            )
+            .mount(&server)
+            .await;
+    }
+    let (result, out) = run_against(&server, &["server", "delete", "web1"]).await;
+    assert_eq!(result.unwrap(), ExitStatus::Success);
+    assert_eq!(out, "server web1 deleted\n");
+    for (name, message) in [("gone", "server gone not found"), ("busy", "server busy is used by stack(s) app")] {
+        let (result, out) = run_against(&server, &["server", "delete", name]).await;
+        let error = result.unwrap_err();
+        assert_eq!((error.report().as_str(), error.exit_code()), (message, 1));
+        assert_eq!(out, "");
+    }
 }
 
 #[tokio::test]

@@ -15,8 +15,24 @@ pub(crate) struct Migration {
 }
 
 /// Every migration this build knows, in version order.
-pub(crate) const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, sql: SCHEMA_V1 }, Migration { version: 2, sql: RETIRED_SIGNALS_V2 }];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, sql: SCHEMA_V1 },
+    Migration { version: 2, sql: RETIRED_SIGNALS_V2 },
+    Migration { version: 3, sql: STACK_TEMPLATES_V3 },
+];
+
+/// A stack's template text in a table of its own. In the `stacks` row it made every read of the
+/// columns after it walk the text's overflow pages, and every `UPDATE stacks` (one per signal:
+/// the pending count) rewrite them: a signal cost grew with the template's size. The old column
+/// stays (SQLite keeps it) but is emptied.
+const STACK_TEMPLATES_V3: &str = "
+CREATE TABLE stack_templates (
+    stack TEXT NOT NULL PRIMARY KEY REFERENCES stacks (name) ON DELETE CASCADE,
+    template TEXT NOT NULL
+) STRICT;
+INSERT INTO stack_templates (stack, template) SELECT name, template FROM stacks;
+UPDATE stacks SET template = '';
+";
 
 /// Signal token hashes of superseded publications: a late signal for one is stale (2xx, no
 /// change), not unknown (404). Kept when the stack is deleted, for the same reason.

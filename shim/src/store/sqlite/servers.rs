@@ -71,6 +71,24 @@ pub(super) fn touch(tx: &SqliteTx<'_>, name: &str, at: u64) -> Result<(), StoreE
     require_changed(changed, name)
 }
 
+pub(super) fn delete(tx: &SqliteTx<'_>, name: &str) -> Result<bool, StoreError> {
+    // Entries first: they reference the server (without a cascade, so a forgotten one fails
+    // loudly instead of vanishing).
+    tx.execute("remove a server's metadata entries", "DELETE FROM entries WHERE server = ?1", [name])?;
+    let changed = tx.execute("delete a server", "DELETE FROM servers WHERE name = ?1", [name])?;
+    Ok(changed == 1)
+}
+
+pub(super) fn stacks_using(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<String>, StoreError> {
+    // A scan of `nodes` (no index on `server`): this runs only when an operator removes a server.
+    tx.query_all(
+        "find the stacks using a server",
+        "SELECT stack FROM nodes WHERE server = ?1 UNION SELECT stack FROM entries WHERE server = ?1 ORDER BY 1",
+        [server],
+        |row| column(row, 0),
+    )
+}
+
 pub(super) fn put_entry(tx: &SqliteTx<'_>, row: &EntryRow) -> Result<(), StoreError> {
     let entry = to_json_text(&row.entry, "entries.entry")?;
     tx.execute(

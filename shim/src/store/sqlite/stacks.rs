@@ -9,7 +9,7 @@ use crate::store::{StackRow, StoreError};
 macro_rules! select_stacks {
     ($tail:literal) => {
         concat!(
-            "SELECT id, name, action, state, status_reason, template, parameters, hidden_parameters, generation, ",
+            "SELECT id, name, action, state, status_reason, parameters, hidden_parameters, generation, ",
             "pending, deadline, created_at, updated_at FROM stacks ",
             $tail
         )
@@ -18,6 +18,7 @@ macro_rules! select_stacks {
 
 /// The tables `delete_stack` empties of a stack's rows, one statement each (events stay).
 const OWNED_TABLES: &[(&str, &str)] = &[
+    ("delete a stack's template", "DELETE FROM stack_templates WHERE stack = ?1"),
     ("delete a stack's deadlines", "DELETE FROM deadlines WHERE stack = ?1"),
     ("delete a stack's wait signals", "DELETE FROM wait_signals WHERE stack = ?1"),
     ("delete a stack's metadata entries", "DELETE FROM entries WHERE stack = ?1"),
@@ -26,7 +27,7 @@ const OWNED_TABLES: &[(&str, &str)] = &[
     ("delete a stack", "DELETE FROM stacks WHERE name = ?1"),
 ];
 
-pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow) -> Result<bool, StoreError> {
+pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow, template: &str) -> Result<bool, StoreError> {
     let parameters = to_json_text(&row.parameters, "stacks.parameters")?;
     let hidden_parameters = to_json_text(&row.hidden_parameters, "stacks.hidden_parameters")?;
     // Only a taken name means "false"; a duplicate id is a real error and still fails.
@@ -41,7 +42,7 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow) -> Result<bool, StoreErr
             row.action,
             row.state,
             row.status_reason,
-            row.template,
+            "",
             parameters,
             hidden_parameters,
             Unsigned(row.generation),
@@ -51,6 +52,13 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow) -> Result<bool, StoreErr
             Unsigned(row.updated_at)
         ],
     )?;
+    if changed == 1 {
+        tx.execute(
+            "store a stack's template",
+            "INSERT INTO stack_templates (stack, template) VALUES (?1, ?2)",
+            params![row.name, template],
+        )?;
+    }
     Ok(changed == 1)
 }
 
@@ -67,8 +75,8 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError
     let hidden_parameters = to_json_text(&row.hidden_parameters, "stacks.hidden_parameters")?;
     let changed = tx.execute(
         "update a stack",
-        "UPDATE stacks SET id = ?1, action = ?3, state = ?4, status_reason = ?5, template = ?6, parameters = ?7,
-             hidden_parameters = ?8, generation = ?9, pending = ?10, deadline = ?11, updated_at = ?12
+        "UPDATE stacks SET id = ?1, action = ?3, state = ?4, status_reason = ?5, parameters = ?6,
+             hidden_parameters = ?7, generation = ?8, pending = ?9, deadline = ?10, updated_at = ?11
          WHERE name = ?2",
         params![
             row.id,
@@ -76,7 +84,6 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError
             row.action,
             row.state,
             row.status_reason,
-            row.template,
             parameters,
             hidden_parameters,
             Unsigned(row.generation),
@@ -87,6 +94,28 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError
     )?;
     if changed == 0 {
         return Err(StoreError::NotFound { kind: "stack", key: row.name.clone() });
+    }
+    Ok(())
+}
+
+/// The template text of a stack (only `show` and `update` need it).
+pub(super) fn template(tx: &SqliteTx<'_>, name: &str) -> Result<Option<String>, StoreError> {
+    tx.query_optional(
+        "read a stack's template",
+        "SELECT template FROM stack_templates WHERE stack = ?1",
+        [name],
+        |row| column(row, 0),
+    )
+}
+
+pub(super) fn set_template(tx: &SqliteTx<'_>, name: &str, template: &str) -> Result<(), StoreError> {
+    let changed = tx.execute(
+        "replace a stack's template",
+        "UPDATE stack_templates SET template = ?2 WHERE stack = ?1",
+        params![name, template],
+    )?;
+    if changed == 0 {
+        return Err(StoreError::NotFound { kind: "stack", key: name.to_owned() });
     }
     Ok(())
 }
@@ -115,13 +144,12 @@ fn stack_from_row(row: &Row<'_>) -> Result<StackRow, StoreError> {
         action: column(row, 2)?,
         state: column(row, 3)?,
         status_reason: column(row, 4)?,
-        template: column(row, 5)?,
-        parameters: json_column(row, 6, "stacks.parameters")?,
-        hidden_parameters: json_column(row, 7, "stacks.hidden_parameters")?,
-        generation: unsigned_column(row, 8)?,
-        pending: column(row, 9)?,
-        deadline: optional_unsigned_column(row, 10)?,
-        created_at: unsigned_column(row, 11)?,
-        updated_at: unsigned_column(row, 12)?,
+        parameters: json_column(row, 5, "stacks.parameters")?,
+        hidden_parameters: json_column(row, 6, "stacks.hidden_parameters")?,
+        generation: unsigned_column(row, 7)?,
+        pending: column(row, 8)?,
+        deadline: optional_unsigned_column(row, 9)?,
+        created_at: unsigned_column(row, 10)?,
+        updated_at: unsigned_column(row, 11)?,
     })
 }

@@ -29,6 +29,12 @@ impl Tx for SqliteTx<'_> {
     fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError> {
         servers::touch(self, name, at)
     }
+    fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
+        servers::delete(self, name)
+    }
+    fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
+        servers::stacks_using(self, server)
+    }
     fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError> {
         servers::put_entry(self, row)
     }
@@ -38,11 +44,17 @@ impl Tx for SqliteTx<'_> {
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError> {
         servers::entries(self, server)
     }
-    fn insert_stack(&mut self, row: &StackRow) -> Result<bool, StoreError> {
-        stacks::insert(self, row)
+    fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
+        stacks::insert(self, row, template)
     }
     fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError> {
         stacks::by_name(self, name)
+    }
+    fn stack_template(&mut self, name: &str) -> Result<Option<String>, StoreError> {
+        stacks::template(self, name)
+    }
+    fn set_stack_template(&mut self, name: &str, template: &str) -> Result<(), StoreError> {
+        stacks::set_template(self, name, template)
     }
     fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError> {
         stacks::all(self)

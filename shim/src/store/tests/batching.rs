@@ -6,7 +6,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{node_row, run, server_row, stack_row};
+use super::{TEMPLATE, node_row, run, server_row, stack_row};
 use crate::store::*;
 
 /// One call's work, boxed so a batch can mix different closures.
@@ -115,7 +115,7 @@ fn panicking_call_in_a_batch_rolls_back_alone_and_still_commits_the_batch() {
 fn duplicate_signals_in_one_batch_apply_once() {
     let (_directory, store) = file_store();
     run(&store, |tx| {
-        tx.insert_stack(&stack_row("app"))?;
+        tx.insert_stack(&stack_row("app"), TEMPLATE)?;
         tx.insert_node(&node_row("app", "deploy"))
     });
     let signal = || {

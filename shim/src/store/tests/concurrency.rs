@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::thread;
 
-use super::{node_row, run, stack_row};
+use super::{TEMPLATE, node_row, run, stack_row};
 use crate::store::*;
 
 const THREADS: usize = 4;
@@ -16,7 +16,7 @@ fn opened_twice() -> (tempfile::TempDir, SqliteStore, SqliteStore) {
     let path = directory.path().join("shim.db");
     let first = SqliteStore::open(&path).unwrap();
     let second = SqliteStore::open(&path).unwrap();
-    run(&first, |tx| tx.insert_stack(&stack_row("app")));
+    run(&first, |tx| tx.insert_stack(&stack_row("app"), TEMPLATE));
     (directory, first, second)
 }
 
@@ -25,7 +25,7 @@ fn decrement_remaining_from_many_threads() {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     let total = i64::try_from(THREADS * ROUNDS).unwrap();
     run(&store, |tx| {
-        tx.insert_stack(&stack_row("app"))?;
+        tx.insert_stack(&stack_row("app"), TEMPLATE)?;
         tx.insert_node(&NodeRow { remaining: total, ..node_row("app", "join") })
     });
     let workers: Vec<_> = (0..THREADS)

@@ -28,6 +28,9 @@ pub(super) fn server_row(name: &str) -> ServerRow {
     }
 }
 
+/// The template text the test stacks are stored with.
+pub(super) const TEMPLATE: &str = "heat_template_version: 2018-08-31";
+
 pub(super) fn stack_row(name: &str) -> StackRow {
     StackRow {
         id: format!("id-{name}"),
@@ -35,7 +38,6 @@ pub(super) fn stack_row(name: &str) -> StackRow {
         action: "CREATE".to_owned(),
         state: "IN_PROGRESS".to_owned(),
         status_reason: String::new(),
-        template: "heat_template_version: 2018-08-31".to_owned(),
         parameters: json!({"flavor": "m1.small", "password": "hunter2"}),
         hidden_parameters: vec!["password".to_owned()],
         generation: 1,
@@ -75,7 +77,7 @@ pub(super) fn store_with_stack() -> SqliteStore {
     let store = SqliteStore::open_in_memory().unwrap();
     run(&store, |tx| {
         tx.insert_server(&server_row("web1"))?;
-        tx.insert_stack(&stack_row("app"))
+        tx.insert_stack(&stack_row("app"), TEMPLATE)
     });
     store
 }
@@ -141,7 +143,7 @@ fn data_survives_reopen() {
     let store = SqliteStore::open(&path).unwrap();
     run(&store, |tx| {
         tx.insert_server(&server_row("web1"))?;
-        tx.insert_stack(&stack_row("app"))?;
+        tx.insert_stack(&stack_row("app"), TEMPLATE)?;
         tx.insert_node(&node_row("app", "deploy"))
     });
     drop(store);
@@ -210,7 +212,7 @@ fn error_in_work_rolls_everything_back() {
     let store = SqliteStore::open_in_memory().unwrap();
     let result: Result<(), StoreError> = store.transaction(|tx| {
         tx.insert_server(&server_row("web1"))?;
-        tx.insert_stack(&stack_row("app"))?;
+        tx.insert_stack(&stack_row("app"), TEMPLATE)?;
         tx.append_event("app", 1, "app", "CREATE_IN_PROGRESS", "")?;
         Err(StoreError::NotFound { kind: "test", key: "rollback".to_owned() })
     });
@@ -275,7 +277,7 @@ fn foreign_key_violation_fails_the_call() {
     };
     assert!(store.transaction(|tx| tx.put_entry(&orphan_entry)).is_err());
     assert!(run(&store, |tx| tx.server("web1")).is_none());
-    assert!(run(&store, |tx| tx.insert_stack(&stack_row("app"))));
+    assert!(run(&store, |tx| tx.insert_stack(&stack_row("app"), TEMPLATE)));
 }
 
 #[test]
@@ -311,7 +313,7 @@ fn integrity_check_passes_and_reports_orphans() {
     let path = database_path(directory.path());
     let store = SqliteStore::open(&path).unwrap();
     run(&store, |tx| {
-        tx.insert_stack(&stack_row("app"))?;
+        tx.insert_stack(&stack_row("app"), TEMPLATE)?;
         tx.insert_node(&node_row("app", "deploy"))
     });
     store.integrity_check().unwrap();
@@ -328,7 +330,7 @@ fn corrupt_json_column_is_a_decode_error() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
     let store = SqliteStore::open(&path).unwrap();
-    run(&store, |tx| tx.insert_stack(&stack_row("app")));
+    run(&store, |tx| tx.insert_stack(&stack_row("app"), TEMPLATE));
     raw_connection(&path).execute("UPDATE stacks SET parameters = '{not json'", []).unwrap();
     let error = store.transaction(|tx| tx.stack("app")).unwrap_err();
     assert!(matches!(error, StoreError::Decode { column: "stacks.parameters", .. }), "{error:?}");
@@ -397,4 +399,33 @@ fn retired_signal_hashes_are_remembered_idempotently() {
             Ok::<_, StoreError>(())
         })
         .unwrap();
+}
+
+#[test]
+fn migration_3_moves_templates_out_of_the_stack_rows() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let before_v3: Vec<Migration> = MIGRATIONS
+        .iter()
+        .filter(|migration| migration.version < 3)
+        .map(|migration| Migration { version: migration.version, sql: migration.sql })
+        .collect();
+    drop(SqliteStore::open_with_migrations(&path, &before_v3).unwrap());
+    {
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection
+            .execute(
+                "INSERT INTO stacks (id, name, action, state, status_reason, template, parameters, hidden_parameters,
+                     generation, pending, deadline, created_at, updated_at)
+                 VALUES ('id-old', 'old', 'CREATE', 'COMPLETE', '', 'the old template', '{}', '[]', 1, 0, NULL, 1, 1)",
+                [],
+            )
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(run(&store, |tx| tx.stack_template("old")).as_deref(), Some("the old template"));
+    assert_eq!(run(&store, |tx| tx.stack("old")).map(|stack| stack.generation), Some(1));
+    run(&store, |tx| tx.delete_stack("old"));
+    assert_eq!(run(&store, |tx| tx.stack_template("old")), None, "deleted with its stack");
+    store.integrity_check().unwrap();
 }

@@ -1,9 +1,9 @@
 //! Every `Tx` method against an in-memory store: round trips, orderings, upserts, the
-//! conditional write of signals, and the cascade of `delete_stack`.
+//! conditional write of signals, and the cascades of `delete_stack` and `delete_server`.
 
 use serde_json::json;
 
-use super::{node_row, run, server_row, stack_row, store_with_stack};
+use super::{TEMPLATE, node_row, run, server_row, stack_row, store_with_stack};
 use crate::store::*;
 
 fn entry_row(server: &str, stack: &str, node: &str, sort_key: &str) -> EntryRow {
@@ -74,7 +74,7 @@ fn entries_upsert_order_and_remove() {
     let store = store_with_stack();
     run(&store, |tx| {
         tx.insert_server(&server_row("web2"))?;
-        tx.insert_stack(&stack_row("other"))?;
+        tx.insert_stack(&stack_row("other"), TEMPLATE)?;
         tx.put_entry(&entry_row("web1", "app", "b", "0002"))?;
         tx.put_entry(&entry_row("web1", "other", "a", "0001"))?;
         tx.put_entry(&entry_row("web1", "app", "a", "0001"))?;
@@ -106,14 +106,14 @@ fn entries_upsert_order_and_remove() {
 #[test]
 fn stacks_insert_read_list_update_and_pending() {
     let store = SqliteStore::open_in_memory().unwrap();
-    assert!(run(&store, |tx| tx.insert_stack(&stack_row("zeta"))));
-    assert!(run(&store, |tx| tx.insert_stack(&stack_row("alpha"))));
+    assert!(run(&store, |tx| tx.insert_stack(&stack_row("zeta"), TEMPLATE)));
+    assert!(run(&store, |tx| tx.insert_stack(&stack_row("alpha"), TEMPLATE)));
     let mut taken = stack_row("alpha");
     taken.id = "another-id".to_owned();
-    assert!(!run(&store, |tx| tx.insert_stack(&taken)), "name taken");
+    assert!(!run(&store, |tx| tx.insert_stack(&taken, TEMPLATE)), "name taken");
     let mut same_id = stack_row("beta");
     same_id.id = stack_row("alpha").id;
-    assert!(store.transaction(|tx| tx.insert_stack(&same_id)).is_err(), "ids are unique");
+    assert!(store.transaction(|tx| tx.insert_stack(&same_id, TEMPLATE)).is_err(), "ids are unique");
 
     let names: Vec<String> = run(&store, |tx| tx.stacks()).into_iter().map(|row| row.name).collect();
     assert_eq!(names, ["alpha", "zeta"]);
@@ -124,7 +124,6 @@ fn stacks_insert_read_list_update_and_pending() {
         action: "UPDATE".to_owned(),
         state: "FAILED".to_owned(),
         status_reason: "deploy failed".to_owned(),
-        template: "new template".to_owned(),
         parameters: json!({"flavor": "m1.large", "nested": {"list": [1, 2.5, null]}}),
         hidden_parameters: vec![],
         generation: 2,
@@ -135,6 +134,14 @@ fn stacks_insert_read_list_update_and_pending() {
     };
     run(&store, |tx| tx.update_stack(&updated));
     assert_eq!(run(&store, |tx| tx.stack("alpha")), Some(updated));
+    assert_eq!(run(&store, |tx| tx.stack_template("alpha")).as_deref(), Some(TEMPLATE), "update keeps the template");
+    run(&store, |tx| tx.set_stack_template("alpha", "new template"));
+    assert_eq!(run(&store, |tx| tx.stack_template("alpha")).as_deref(), Some("new template"));
+    assert_eq!(run(&store, |tx| tx.stack_template("nope")), None);
+    assert!(matches!(
+        store.transaction(|tx| tx.set_stack_template("nope", "x")),
+        Err(StoreError::NotFound { kind: "stack", .. })
+    ));
     let missing = store.transaction(|tx| tx.update_stack(&stack_row("nope")));
     assert!(matches!(missing, Err(StoreError::NotFound { kind: "stack", .. })));
 
@@ -229,7 +236,7 @@ fn node_by_signal_hash_and_decrement() {
 fn edges_are_idempotent_sorted_and_per_stack() {
     let store = store_with_stack();
     run(&store, |tx| {
-        tx.insert_stack(&stack_row("other"))?;
+        tx.insert_stack(&stack_row("other"), TEMPLATE)?;
         tx.insert_edge("app", "config", "web_deploy")?;
         tx.insert_edge("app", "config", "db_deploy")?;
         tx.insert_edge("app", "config", "web_deploy")?;
@@ -322,7 +329,7 @@ fn deadlines_upsert_due_order_and_limit() {
 fn delete_stack_cascades_but_keeps_events() {
     let store = store_with_stack();
     run(&store, |tx| {
-        tx.insert_stack(&stack_row("other"))?;
+        tx.insert_stack(&stack_row("other"), TEMPLATE)?;
         for stack in ["app", "other"] {
             tx.insert_node(&node_row(stack, "deploy"))?;
             tx.insert_edge(stack, "config", "deploy")?;
@@ -351,5 +358,38 @@ fn delete_stack_cascades_but_keeps_events() {
         Ok(())
     });
     // The name is free again.
-    assert!(run(&store, |tx| tx.insert_stack(&stack_row("app"))));
+    assert!(run(&store, |tx| tx.insert_stack(&stack_row("app"), TEMPLATE)));
+}
+
+#[test]
+fn delete_server_takes_its_token_and_entries_and_names_its_users() {
+    let store = store_with_stack();
+    run(&store, |tx| {
+        tx.insert_server(&server_row("web2"))?;
+        tx.insert_stack(&stack_row("other"), TEMPLATE)?;
+        // `app` has a node published to web1; `other` only an entry in web1's document.
+        tx.insert_node(&node_row("app", "deploy"))?;
+        tx.put_entry(&entry_row("web1", "other", "old", "0001"))?;
+        tx.put_entry(&entry_row("web2", "app", "deploy2", "0001"))
+    });
+    assert_eq!(run(&store, |tx| tx.stacks_using_server("web1")), ["app", "other"]);
+    assert_eq!(run(&store, |tx| tx.stacks_using_server("web2")), ["app"]);
+    assert!(run(&store, |tx| tx.stacks_using_server("nobody")).is_empty());
+
+    assert!(run(&store, |tx| tx.delete_server("web1")));
+    assert!(!run(&store, |tx| tx.delete_server("web1")), "already gone");
+    assert!(!run(&store, |tx| tx.delete_server("nobody")));
+    run(&store, |tx| {
+        assert_eq!(tx.server("web1")?, None);
+        assert_eq!(tx.server_by_token_hash("hash-of-web1")?, None, "the token is dead");
+        assert!(tx.entries("web1")?.is_empty());
+        assert_eq!(tx.entries("web2")?.len(), 1, "other servers' entries stay");
+        assert_eq!(tx.servers()?.iter().map(|row| row.name.as_str()).collect::<Vec<_>>(), ["web2"]);
+        Ok(())
+    });
+    // The name is free again, with a new token.
+    let mut again = server_row("web1");
+    again.token_hash = "new-hash".to_owned();
+    assert!(run(&store, |tx| tx.insert_server(&again)));
+    assert_eq!(run(&store, |tx| tx.server_by_token_hash("hash-of-web1")), None);
 }
