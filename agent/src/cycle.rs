@@ -62,6 +62,8 @@ pub struct Executor {
     entries: HashMap<String, Entry>,
     /// Interrupted runs whose deployment asked for `on_interrupt: rerun`.
     rerun: HashSet<String>,
+    /// Results of finished runs that the journal could not take yet (a full disk).
+    unrecorded: HashMap<String, HookResult>,
     running: JoinSet<RunOutput>,
     running_ids: HashMap<tokio::task::Id, String>,
     wake_outbox: Arc<Notify>,
@@ -86,6 +88,7 @@ impl Executor {
             parallel: parallel.max(1),
             entries,
             rerun: HashSet::new(),
+            unrecorded: HashMap::new(),
             running: JoinSet::new(),
             running_ids: HashMap::new(),
             wake_outbox,
@@ -175,6 +178,7 @@ impl Executor {
         deployments: &[Deployment],
         shutdown: &CancellationToken,
     ) -> Result<usize, ExecutorError> {
+        self.record_unrecorded()?;
         let mut progress = HashMap::new();
         let mut ready = HashMap::new();
         // One hook lookup per kind of deployment per round, not one per pending deployment: the
@@ -256,8 +260,10 @@ impl Executor {
         match entry.state {
             State::Seen => Progress::Pending,
             State::Waiting => Progress::Waiting,
-            State::Started if self.running_ids.values().any(|running| running == id) => Progress::Running,
-            State::Started => Progress::Pending,
+            // Started and not running: an interrupted run to redo (on_interrupt: rerun), or a run
+            // whose result waits for the journal (busy until it is recorded; never run again).
+            State::Started if self.rerun.contains(id) => Progress::Pending,
+            State::Started => Progress::Running,
             State::Finished | State::Signalled => Progress::Done { failed: entry.failed() },
             State::Skipped => Progress::Skipped,
         }
@@ -353,7 +359,24 @@ impl Executor {
         };
         self.counts.ran += 1;
         failpoint::hit(Failpoint::AfterHookExit);
-        self.finish(id, result)
+        let recorded = self.finish(id, result.clone());
+        if recorded.is_err() {
+            // Kept until the journal takes it (a full disk): the run happened, so it must be
+            // recorded, never repeated.
+            self.unrecorded.insert(id.to_string(), result);
+        }
+        recorded
+    }
+
+    /// Retries journaling the results whose `finished` write failed.
+    fn record_unrecorded(&mut self) -> Result<(), ExecutorError> {
+        let ids: Vec<String> = self.unrecorded.keys().cloned().collect();
+        for id in ids {
+            let Some(result) = self.unrecorded.get(&id).cloned() else { continue };
+            self.finish(&id, result)?;
+            self.unrecorded.remove(&id);
+        }
+        Ok(())
     }
 
     fn finish(&mut self, id: &str, result: HookResult) -> Result<(), ExecutorError> {

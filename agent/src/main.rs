@@ -306,7 +306,10 @@ fn init_logging(format: LogFormat) {
         Some(Ok(targets)) => targets.clone(),
         _ => Targets::new().with_default(tracing::Level::INFO),
     };
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour only for a person at a terminal; not in files, pipes or the journal.
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Text => tracing_subscriber::registry().with(layer.with_filter(filter)).init(),
         LogFormat::Json => tracing_subscriber::registry().with(layer.json().with_filter(filter)).init(),

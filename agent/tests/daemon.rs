@@ -129,3 +129,41 @@ async fn wait_for_signals(receiver: &MockServer, count: usize) {
     }
     panic!("expected {count} signals, got {}", signals(receiver).await.len());
 }
+
+/// A run whose result the journal cannot take (here the journal directory vanished under it; a
+/// full disk does the same) is kept and recorded once the journal works again: the hook never
+/// runs a second time meanwhile, and its result is the one signalled.
+#[tokio::test]
+async fn a_result_the_journal_refused_is_recorded_later_and_never_rerun() {
+    let sandbox = Sandbox::new();
+    let receiver = signal_receiver().await;
+    let journal = sandbox.state().join("journal");
+    let away = sandbox.root().join("journal.away");
+    let runs = sandbox.root().join("runs");
+    let script = format!(
+        "#!/bin/sh\necho run >> {runs}\nif [ ! -e {away} ]; then mv {journal} {away}; touch {journal}; fi\n\
+         echo -n kept > $heat_outputs_path.result\n",
+        runs = runs.display(),
+        away = away.display(),
+        journal = journal.display()
+    );
+    let deployment = script_deployment("d-refused", "refused", &script, Some(&format!("{}/signal/r", receiver.uri())));
+    sandbox.write_local_document("a.json", &json!({"deployments": [deployment]}));
+    sandbox.write_local_config("");
+    let mut daemon = sandbox.spawn_run();
+    eventually(Duration::from_secs(20), "the finished write fails", || {
+        daemon.log_text().contains("cannot record deployment d-refused")
+    })
+    .await;
+    // Several scheduling rounds pass while the journal is broken.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::remove_file(&journal).expect("remove the file in the journal's place");
+    std::fs::rename(&away, &journal).expect("restore the journal");
+    wait_for_signals(&receiver, 1).await;
+    let received = signals(&receiver).await;
+    assert_eq!(body_json(&received[0])["result"], "kept", "the kept result is the one signalled");
+    let count = std::fs::read_to_string(&runs).unwrap_or_default().lines().count();
+    assert_eq!(count, 1, "the hook ran once: {}", daemon.log_text());
+    daemon.terminate();
+    let _ = daemon.wait(Duration::from_secs(15)).await;
+}

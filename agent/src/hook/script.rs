@@ -46,8 +46,13 @@ pub(super) async fn run(
     let output = match run_process(spec, shutdown, on_spawn).await {
         Ok(output) => output,
         Err(ProcessError::Spawn { path, source }) => {
-            let problem =
-                format!("{}: {source}; does it start with #! naming an installed interpreter?", path.display());
+            // The script hook passes inputs as environment variables; the kernel caps their size.
+            let hint = if source.raw_os_error() == Some(nix::errno::Errno::E2BIG as i32) {
+                "the inputs are too large to pass as environment variables (the kernel's limit)"
+            } else {
+                "does it start with #! naming an installed interpreter?"
+            };
+            let problem = format!("{}: {source}; {hint}", path.display());
             return Ok(not_executable(&problem));
         }
         Err(error) => return Err(hook_error(error, &deployment.group)),
@@ -107,7 +112,7 @@ fn script_text(config: &Value) -> String {
 
 /// The result heat-agents' traceback would have produced, but readable.
 fn not_executable(problem: &str) -> HookRun {
-    let stderr = format!("anneal: config is not executable: {problem}");
+    let stderr = format!("anneal: cannot run the config: {problem}");
     HookRun { result: HookResult::from_process("", &stderr, 1), ending: Ending::Exited(1), duration: Duration::ZERO }
 }
 

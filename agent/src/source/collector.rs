@@ -78,7 +78,7 @@ impl Collector {
                 }
                 None => (None, Validators::default()),
             };
-            slots.push(Slot { source, document, stored_validators, failing: None });
+            slots.push(Slot { source, document, stored_validators, cache_stale: false, failing: None });
         }
         Ok(Collector { slots, cache })
     }
@@ -107,6 +107,7 @@ impl Collector {
             if let Some(cached) = slot.record(result).persist {
                 if let Err(error) = self.cache.store(&cached) {
                     tracing::warn!(error = %error_chain(&error), "cannot write the source cache");
+                    slot.cache_write_failed();
                 }
             }
         }
@@ -158,6 +159,9 @@ pub(super) struct Slot {
     pub(super) document: Option<Value>,
     /// The validators in the cache file, to rewrite it when only they change.
     stored_validators: Validators,
+    /// The last cache write failed (a full disk): the file holds an older document, so the next
+    /// fetch writes it again even when nothing changed.
+    cache_stale: bool,
     pub(super) failing: Option<String>,
 }
 
@@ -170,6 +174,27 @@ pub(super) struct Recorded {
 }
 
 impl Slot {
+    /// Records that writing the cache entry `record` asked for failed, so the next fetch retries.
+    pub(super) fn cache_write_failed(&mut self) {
+        self.cache_stale = true;
+    }
+
+    /// The cache entry for the current document (and the validators it came with); from here on
+    /// the cache is taken as written unless `cache_write_failed` says otherwise.
+    fn cache_entry(&mut self) -> Option<CachedDocument> {
+        let document = self.document.clone()?;
+        let validators = self.source.validators();
+        self.stored_validators = validators.clone();
+        self.cache_stale = false;
+        Some(CachedDocument {
+            source: self.source.name().to_string(),
+            identity: self.source.identity(),
+            document,
+            validators,
+            fetched_at: now_millis(),
+        })
+    }
+
     /// Records a fetch result (not `Cancelled`): keeps the last good document on error.
     pub(super) fn record(&mut self, result: Result<Fetched, SourceError>) -> Recorded {
         let name = self.source.name().to_string();
@@ -179,19 +204,13 @@ impl Slot {
                 if self.failing.take().is_some() {
                     tracing::info!(source = %name, "source recovered");
                 }
-                let validators = self.source.validators();
                 recorded.changed = self.document.as_ref() != Some(&document);
-                if recorded.changed || validators != self.stored_validators {
-                    recorded.persist = Some(CachedDocument {
-                        source: name,
-                        identity: self.source.identity(),
-                        document: document.clone(),
-                        validators: validators.clone(),
-                        fetched_at: now_millis(),
-                    });
-                    self.stored_validators = validators;
-                }
+                let rewrite =
+                    recorded.changed || self.cache_stale || self.source.validators() != self.stored_validators;
                 self.document = Some(document);
+                if rewrite {
+                    recorded.persist = self.cache_entry();
+                }
             }
             Ok(Fetched::Unchanged) if self.document.is_none() => {
                 // Validators without a document (a cache written by hand?): ask unconditionally.
@@ -214,6 +233,11 @@ impl Slot {
                 }
                 self.failing = Some(text);
             }
+        }
+        // A cache write that failed (a full disk) is retried after every fetch until it succeeds,
+        // so the file does not keep an older document once the change has been seen.
+        if recorded.persist.is_none() && self.cache_stale {
+            recorded.persist = self.cache_entry();
         }
         recorded
     }

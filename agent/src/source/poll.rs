@@ -105,7 +105,9 @@ pub(super) async fn poll_source(
         let failed = result.is_err();
         let recorded = slot.record(result);
         if let Some(cached) = recorded.persist {
-            persist(cache.clone(), cached).await;
+            if !persist(cache.clone(), cached).await {
+                slot.cache_write_failed();
+            }
         }
         let document = if recorded.changed { slot.document.clone() } else { None };
         shared.publish(index, document, slot.failing.clone());
@@ -124,15 +126,20 @@ pub(super) async fn poll_source(
     tracing::debug!(source = %slot.source.name(), "source polling stopped");
 }
 
-/// Writes a cache entry off the async thread (it fsyncs); failures only cost a restart's 304.
-async fn persist(cache: Cache, cached: CachedDocument) {
+/// Writes a cache entry off the async thread (it fsyncs); returns whether it was written. A
+/// failure (a full disk) keeps the older file whole and is retried after the next fetch.
+async fn persist(cache: Cache, cached: CachedDocument) -> bool {
     let source = cached.source.clone();
     match tokio::task::spawn_blocking(move || cache.store(&cached)).await {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => true,
         Ok(Err(error)) => {
-            tracing::warn!(%source, error = %error_chain(&error), "cannot write the source cache")
+            tracing::warn!(%source, error = %error_chain(&error), "cannot write the source cache; will retry");
+            false
         }
-        Err(error) => tracing::warn!(%source, %error, "source cache writer failed"),
+        Err(error) => {
+            tracing::warn!(%source, %error, "source cache writer failed; will retry");
+            false
+        }
     }
 }
 

@@ -147,7 +147,20 @@ async fn a_config_without_shebang_fails_clearly_without_spawning() {
     assert_eq!(run.ending, Ending::Exited(1));
     assert_eq!(run.result.status_code(), Some(&json!(1)));
     let stderr = run.result.0["deploy_stderr"].as_str().unwrap();
-    assert!(stderr.contains("config is not executable") && stderr.contains("#!"), "{stderr}");
+    assert!(stderr.contains("cannot run the config") && stderr.contains("#!"), "{stderr}");
+}
+
+#[tokio::test]
+async fn inputs_too_large_for_the_environment_fail_clearly() {
+    let fixture = fixture();
+    let mut document = script("d1", "#!/bin/sh\necho hi");
+    // One variable over the kernel's 128 KiB per-string limit (MAX_ARG_STRLEN).
+    document["inputs"] = json!([{"name": "huge", "value": "x".repeat(200 * 1024)}]);
+    let run = fixture.run(document).await;
+    assert_eq!(run.result.status_code(), Some(&json!(1)));
+    let stderr = run.result.0["deploy_stderr"].as_str().unwrap();
+    assert!(stderr.contains("too large to pass as environment variables"), "{stderr}");
+    assert!(!stderr.contains("#!"), "not the interpreter hint: {stderr}");
 }
 
 #[tokio::test]
@@ -156,7 +169,7 @@ async fn a_missing_interpreter_fails_clearly() {
     let run = fixture.run(script("d1", "#!/nonexistent/interpreter\necho hi")).await;
     assert_eq!(run.result.status_code(), Some(&json!(1)));
     let stderr = run.result.0["deploy_stderr"].as_str().unwrap();
-    assert!(stderr.contains("config is not executable") && stderr.contains("#!"), "{stderr}");
+    assert!(stderr.contains("cannot run the config") && stderr.contains("#!"), "{stderr}");
 }
 
 #[tokio::test]

@@ -150,6 +150,36 @@ async fn restart_sends_cached_validators_and_uses_the_cached_document_on_304() {
     assert_eq!(server.received_requests().await.unwrap().len(), 2);
 }
 
+/// A full disk: the write of the new document fails, and the cache must not keep the older file
+/// for good; the next fetch (a 304 here) writes it.
+#[tokio::test]
+async fn a_failed_cache_write_is_retried_after_the_next_fetch() {
+    let server = MockServer::start().await;
+    let remote = json!({"deployments": [deployment("r1", "10_r1")]});
+    Mock::given(method("GET"))
+        .and(header("if-none-match", "\"v1\""))
+        .respond_with(ResponseTemplate::new(304))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).mount(&server).await;
+    let state = tempfile::tempdir().unwrap();
+    let mut collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    // A file where the cache directory was makes every cache write fail, even for root.
+    let sources = state.path().join("sources");
+    fs::remove_dir(&sources).unwrap();
+    fs::write(&sources, "in the way").unwrap();
+    assert_eq!(ids(&collector.collect_once(&CancellationToken::new()).await), ["r1"]);
+    fs::remove_file(&sources).unwrap();
+    fs::create_dir(&sources).unwrap();
+
+    assert_eq!(ids(&collector.collect_once(&CancellationToken::new()).await), ["r1"]);
+    let cached: CachedDocument =
+        serde_json::from_slice(&fs::read(sources.join("source-0-http.json")).unwrap()).unwrap();
+    assert_eq!(cached.document, remote);
+    assert_eq!(cached.validators.etag.as_deref(), Some("\"v1\""));
+    assert_eq!(server.received_requests().await.unwrap().len(), 2, "the second fetch was a 304");
+}
+
 #[tokio::test]
 async fn a_cache_for_another_url_is_not_used() {
     let state = tempfile::tempdir().unwrap();
