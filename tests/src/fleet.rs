@@ -18,7 +18,8 @@ use crate::shim::Shim;
 /// Extra configuration for agents, on top of the harness's defaults.
 #[derive(Debug, Clone, Default)]
 pub struct AgentSettings {
-    /// Extra `key = value` lines for the `[agent]` table (e.g. `"parallel = 2"`).
+    /// Extra `key = value` lines for the `[agent]` table (e.g. `"parallel = 2"`); a line setting
+    /// `poll_interval_secs` or `hook_kill_grace_secs` replaces the harness's default of 1.
     pub agent_lines: Vec<String>,
     /// The `[agent.hook_env]` table: extra environment variables for every hook.
     pub hook_env: BTreeMap<String, String>,
@@ -29,6 +30,11 @@ impl AgentSettings {
     pub fn line(mut self, line: &str) -> AgentSettings {
         self.agent_lines.push(line.to_string());
         self
+    }
+
+    /// Whether an `[agent]` line of these settings sets `key`.
+    fn sets(&self, key: &str) -> bool {
+        self.agent_lines.iter().any(|line| line.split('=').next().is_some_and(|name| name.trim() == key))
     }
 
     /// Adds a hook environment variable.
@@ -119,10 +125,16 @@ impl Agent {
     /// (Re)writes `agent.toml`: the harness's `[agent]` keys, `settings`, then `sources`.
     pub fn write_config_with_sources(&self, settings: &AgentSettings, sources: &str) {
         let mut text = format!(
-            "[agent]\nstate_dir = {}\nhooks_dirs = [{}]\npoll_interval_secs = 1\nhook_kill_grace_secs = 1\n",
+            "[agent]\nstate_dir = {}\nhooks_dirs = [{}]\n",
             toml_string(&self.state_dir().display().to_string()),
             toml_string(&self.hooks_dir().display().to_string()),
         );
+        // A default the settings set themselves is left out: TOML refuses a key given twice.
+        for (key, default) in [("poll_interval_secs", "1"), ("hook_kill_grace_secs", "1")] {
+            if !settings.sets(key) {
+                text.push_str(&format!("{key} = {default}\n"));
+            }
+        }
         for line in &settings.agent_lines {
             text.push_str(line);
             text.push('\n');
@@ -147,14 +159,41 @@ impl Agent {
 
     /// Starts `anneal-agent run` in its own process group (stderr to `agent.log`).
     pub fn start(&mut self) {
+        self.start_logging("debug");
+    }
+
+    /// `start` with `ANNEAL_LOG=<log_filter>` (e.g. `trace`).
+    pub fn start_logging(&mut self, log_filter: &str) {
+        self.launch(&[], log_filter);
+    }
+
+    /// `start` through `wrapper`: a program and its first arguments (e.g. a shell that sets a
+    /// limit and `exec`s the rest of its arguments), followed by the agent's command line.
+    pub fn start_wrapped(&mut self, wrapper: &[&str]) {
+        self.launch(wrapper, "debug");
+    }
+
+    fn launch(&mut self, wrapper: &[&str], log_filter: &str) {
         assert!(self.daemon.is_none(), "agent {} is already running", self.name);
-        let mut command = Command::new(agent_binary());
-        command.arg("run").arg("--config").arg(self.config_path()).env("ANNEAL_LOG", "debug");
+        let mut command = match wrapper.split_first() {
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(agent_binary());
+                command
+            }
+            None => Command::new(agent_binary()),
+        };
+        command.arg("run").arg("--config").arg(self.config_path()).env("ANNEAL_LOG", log_filter);
         self.daemon = Some(Daemon::spawn(command, &self.dir.join("agent.out"), &self.log_path()));
     }
 
     pub fn is_running(&self) -> bool {
         self.daemon.is_some()
+    }
+
+    /// Whether the daemon was started and has not exited since (a crash shows here).
+    pub fn is_alive(&mut self) -> bool {
+        self.daemon.as_mut().is_some_and(Daemon::is_alive)
     }
 
     /// The daemon's process id (= its process group id) while it runs.

@@ -12,16 +12,22 @@
 //!   `[[source]]` tables instead of registering with a shim.
 //! - `wait_until` / `eventually`: poll with a deadline.
 //! - `run_command`, `Daemon`: any other process, in its own group, with a deadline.
+//! - `SwitchableServer`: an in-process HTTP source or signal receiver the test takes down and
+//!   brings back, recording every request. `metadata`: deployment entries for it, and the
+//!   agent's journal files as JSON.
 
 pub mod binaries;
 pub mod fleet;
+pub mod metadata;
 pub mod peers;
 pub mod process;
 pub mod shim;
+pub mod switchable;
 pub mod wait;
 
 pub use binaries::{BUILD_COMMAND, agent_binary, shim_binary};
 pub use fleet::{Agent, AgentSettings, Fleet, toml_string};
 pub use process::{CommandOutput, Daemon, run_command};
 pub use shim::Shim;
+pub use switchable::{Request, SwitchableServer};
 pub use wait::{eventually, wait_until};

@@ -81,6 +81,11 @@ impl Daemon {
         self.child.id().map(|pid| pid as i32)
     }
 
+    /// Whether the process still runs (it has not exited, even as an unreaped zombie).
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// The stderr log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -21,6 +21,8 @@ pub struct Shim {
     daemon: Option<Daemon>,
     url: String,
     listen: String,
+    /// `ANNEAL_LOG` of the server (`info` unless started with `start_logging`).
+    log_filter: String,
     dir: tempfile::TempDir,
 }
 
@@ -28,10 +30,15 @@ impl Shim {
     /// Starts `anneal-shim serve --listen 127.0.0.1:0` on a fresh database; waits until it prints
     /// its URL.
     pub async fn start() -> Shim {
+        Shim::start_logging("info").await
+    }
+
+    /// `start` with `ANNEAL_LOG=<log_filter>` (e.g. `trace`), kept across restarts.
+    pub async fn start_logging(log_filter: &str) -> Shim {
         let dir = tempfile::Builder::new().prefix("anneal-shim-").tempdir().expect("temp dir");
-        let (daemon, url) = launch(dir.path(), "127.0.0.1:0").await;
+        let (daemon, url) = launch(dir.path(), "127.0.0.1:0", log_filter).await;
         let listen = url.trim_start_matches("http://").to_string();
-        Shim { daemon: Some(daemon), url, listen, dir }
+        Shim { daemon: Some(daemon), url, listen, log_filter: log_filter.to_string(), dir }
     }
 
     /// The base URL, e.g. `http://127.0.0.1:41234`.
@@ -106,7 +113,7 @@ impl Shim {
     /// Starts it again on the same database and port (after `stop` or `crash`).
     pub async fn start_again(&mut self) {
         assert!(self.daemon.is_none(), "the shim is still running");
-        let (daemon, url) = launch(self.dir.path(), &self.listen).await;
+        let (daemon, url) = launch(self.dir.path(), &self.listen, &self.log_filter).await;
         assert_eq!(url, self.url, "the restarted shim listens where it did");
         self.daemon = Some(daemon);
     }
@@ -119,14 +126,14 @@ impl Shim {
 }
 
 /// Starts `serve` in `dir` and waits for the line that gives its URL.
-async fn launch(dir: &Path, listen: &str) -> (Daemon, String) {
+async fn launch(dir: &Path, listen: &str, log_filter: &str) -> (Daemon, String) {
     let stdout = dir.join("shim.out");
     let mut command = Command::new(shim_binary());
     command
         .args(["serve", "--listen", listen, "--db"])
         .arg(format!("sqlite://{}", dir.join("shim.db").display()))
         .env_remove("ANNEAL_TOKEN")
-        .env("ANNEAL_LOG", "info");
+        .env("ANNEAL_LOG", log_filter);
     let daemon = Daemon::spawn(command, &stdout, &dir.join("shim.log"));
     let what = format!("anneal-shim serve prints its URL (its log: {})", dir.join("shim.log").display());
     let url = wait_until(START_LIMIT, &what, || async {
