@@ -217,25 +217,7 @@ async fn publish(publisher: &Publisher, stack: &str, server: &str, marker: &Path
 }
 
 async fn wait_complete(publisher: &Publisher, stack: &str, limit: Duration) -> BenchResult<()> {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        let response = publisher
-            .http
-            .get(format!("{}/v1/stacks/{stack}", publisher.shim.url()))
-            .bearer_auth(&publisher.token)
-            .send()
-            .await
-            .map_err(http_error("GET /v1/stacks/<name>"))?;
-        let detail: serde_json::Value = response.json().await.map_err(http_error("stack detail"))?;
-        match detail["status"].as_str().unwrap_or_default() {
-            "CREATE_COMPLETE" => return Ok(()),
-            "CREATE_FAILED" => return Err(BenchError::Failed(format!("stack {stack} failed: {detail}"))),
-            _ if std::time::Instant::now() >= deadline => {
-                return Err(BenchError::Failed(format!("stack {stack} not complete after {limit:?}: {detail}")));
-            }
-            _ => tokio::time::sleep(Duration::from_millis(5)).await,
-        }
-    }
+    super::wait_stack_complete(&publisher.http, publisher.shim.url(), &publisher.token, stack, limit).await.map(drop)
 }
 
 fn read_marker(marker: &Path) -> Option<f64> {

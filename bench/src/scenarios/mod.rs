@@ -1,8 +1,11 @@
 //! The scenarios of the benchmark issue, each a module returning a `ScenarioReport`:
-//! 1 `footprint`, 2 `overhead`, 3 `latency`, 7 `throughput`. `Context` says which binaries to
+//! 1 `footprint`, 2 `overhead`, 3 `latency`, 4 `chain`, 5 `fleet`, 6 `graph`, 7 `throughput`. `Context` says which binaries to
 //! run, where the peers are and whether this is the smoke run (tiny sizes).
 
+mod chain;
+mod fleet;
 mod footprint;
+mod graph;
 mod latency;
 mod overhead;
 mod throughput;
@@ -48,12 +51,26 @@ pub enum Scenario {
     Overhead,
     /// 3: change-to-hook-start latency.
     Latency,
+    /// 4: a 20-hop cross-server get_attr chain over 20 agents.
+    Chain,
+    /// 5: 10,000 long-polling agents (one load generator) on one shim.
+    Fleet,
+    /// 6: 10k/50k-deployment random DAG over simulated servers; statements per deployment.
+    Graph,
     /// 7: durable signals per second on SQLite.
     Throughput,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 4] = [Scenario::Footprint, Scenario::Overhead, Scenario::Latency, Scenario::Throughput];
+    pub const ALL: [Scenario; 7] = [
+        Scenario::Footprint,
+        Scenario::Overhead,
+        Scenario::Latency,
+        Scenario::Chain,
+        Scenario::Fleet,
+        Scenario::Graph,
+        Scenario::Throughput,
+    ];
 
     pub async fn run(self, context: &Context) -> BenchResult<ScenarioReport> {
         let started = std::time::Instant::now();
@@ -61,6 +78,9 @@ impl Scenario {
             Scenario::Footprint => footprint::run(context).await?,
             Scenario::Overhead => overhead::run(context).await?,
             Scenario::Latency => latency::run(context).await?,
+            Scenario::Chain => chain::run(context).await?,
+            Scenario::Fleet => fleet::run(context).await?,
+            Scenario::Graph => graph::run(context).await?,
             Scenario::Throughput => throughput::run(context).await?,
         };
         report.seconds = started.elapsed().as_secs_f64();
@@ -108,6 +128,35 @@ pub fn temp_dir(prefix: &str) -> BenchResult<tempfile::TempDir> {
         .prefix(prefix)
         .tempdir()
         .map_err(|source| BenchError::Process { what: "create a temp dir".into(), source })
+}
+
+/// Polls `GET /v1/stacks/<name>` every 5 ms until the stack is `CREATE_COMPLETE` (its detail is
+/// returned); a failed stack or the deadline is an error.
+pub async fn wait_stack_complete(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    name: &str,
+    limit: std::time::Duration,
+) -> BenchResult<Value> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let response = http
+            .get(format!("{base}/v1/stacks/{name}"))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .map_err(crate::error::http_error("GET /v1/stacks/<name>"))?;
+        let detail: Value = response.json().await.map_err(crate::error::http_error("stack detail"))?;
+        match detail["status"].as_str().unwrap_or_default() {
+            "CREATE_COMPLETE" => return Ok(detail),
+            "CREATE_FAILED" => return Err(BenchError::Failed(format!("stack {name} failed: {detail}"))),
+            _ if std::time::Instant::now() >= deadline => {
+                return Err(BenchError::Failed(format!("stack {name} not complete after {limit:?}: {detail}")));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+        }
+    }
 }
 
 /// Milliseconds in a `Duration`.
