@@ -148,7 +148,8 @@ impl Executor {
                 written_at: started,
             })
         });
-        if let Some(marker) = orphan::read_marker(&path).or(recorded) {
+        let found = orphan::read_marker(&path).or(recorded).or_else(|| orphan::find_by_environment(&path));
+        if let Some(marker) = found {
             if let (orphan::Settled::Stopped { .. }, Some(entry)) =
                 (orphan::settle(id, &marker, self.runner.settings().kill_grace), self.entries.get_mut(id))
             {
@@ -179,49 +180,96 @@ impl Executor {
         shutdown: &CancellationToken,
     ) -> Result<usize, ExecutorError> {
         self.record_unrecorded()?;
-        let mut progress = HashMap::new();
-        let mut ready = HashMap::new();
+        let by_id: HashMap<&str, &Deployment> =
+            deployments.iter().map(|deployment| (deployment.id.as_str(), deployment)).collect();
         // One hook lookup per kind of deployment per round, not one per pending deployment: the
         // lookup touches the file system, and every finished run starts a new round.
         let mut choices = HashMap::new();
-        for deployment in deployments {
-            let state = self.progress_of(&deployment.id);
-            if state == Progress::Pending || state == Progress::Waiting {
-                self.ensure_seen(deployment)?;
-                match self.prepare(deployment, &mut choices) {
-                    Preparation::Ready { resolved, choice } => {
-                        // A deployment that waited for its hook is pending again once it has one.
-                        ready.insert(deployment.id.clone(), (resolved, choice));
-                        progress.insert(deployment.id.clone(), Progress::Pending);
-                        continue;
+        let mut started = 0;
+        // A deployment is prepared (component resolved, hook chosen) only when the ordering rules
+        // would start it: preparing every pending one on every round made `once` quadratic. One
+        // that turns out not runnable (skipped, waiting for its hook, invalid) changes what may
+        // start, so the rules are asked again (at most once per deployment: each such answer
+        // settles one, and a state change the journal refuses must not spin here).
+        for _ in 0..=deployments.len() {
+            let (progress, mut ready) = self.round_progress(deployments, &mut choices)?;
+            let mut settled_one = false;
+            for decision in schedule::decide(deployments, &progress, self.parallel) {
+                match decision {
+                    Decision::Fail { id, reason } => {
+                        warn!(deployment_id = %id, %reason, "deployment not run");
+                        self.finish(&id, HookResult::from_process("", &reason, 1))?;
                     }
-                    Preparation::Skip(reason) => self.update(&deployment.id, |entry| {
-                        entry.skipped(reason);
-                        Ok(())
-                    })?,
-                    Preparation::Wait(reason) => self.mark_waiting(&deployment.id, reason)?,
-                    Preparation::Invalid(reason) => {
-                        self.finish(&deployment.id, HookResult::from_process("", &reason, 1))?
+                    Decision::Start(id) => {
+                        let prepared = match ready.remove(&id) {
+                            Some(prepared) => Some(prepared),
+                            None => match by_id.get(id.as_str()) {
+                                Some(deployment) => self.settle_unready(deployment, &mut choices)?,
+                                None => continue,
+                            },
+                        };
+                        match prepared {
+                            Some((resolved, choice)) => {
+                                self.start(*resolved, choice, shutdown)?;
+                                started += 1;
+                            }
+                            None => settled_one = true,
+                        }
                     }
                 }
             }
-            progress.insert(deployment.id.clone(), self.progress_of(&deployment.id));
-        }
-        let mut started = 0;
-        for decision in schedule::decide(deployments, &progress, self.parallel) {
-            match decision {
-                Decision::Fail { id, reason } => {
-                    warn!(deployment_id = %id, %reason, "deployment not run");
-                    self.finish(&id, HookResult::from_process("", &reason, 1))?;
-                }
-                Decision::Start(id) => {
-                    let Some((resolved, choice)) = ready.remove(&id) else { continue };
-                    self.start(*resolved, choice, shutdown)?;
-                    started += 1;
-                }
+            if !settled_one {
+                break;
             }
         }
         Ok(started)
+    }
+
+    /// Every deployment's progress for the ordering rules. Pending ones are recorded as seen;
+    /// waiting ones are prepared again (their hook may have appeared) and count as pending, ready
+    /// to start, once they can run.
+    #[allow(clippy::type_complexity)]
+    fn round_progress(
+        &mut self,
+        deployments: &[Deployment],
+        choices: &mut HashMap<(String, bool), HookChoice>,
+    ) -> Result<(HashMap<String, Progress>, HashMap<String, (Box<Deployment>, HookChoice)>), ExecutorError> {
+        let mut progress = HashMap::with_capacity(deployments.len());
+        let mut ready = HashMap::new();
+        for deployment in deployments {
+            let mut state = self.progress_of(&deployment.id);
+            match state {
+                Progress::Pending => self.ensure_seen(deployment)?,
+                Progress::Waiting => {
+                    if let Preparation::Ready { resolved, choice } = self.prepare(deployment, choices) {
+                        ready.insert(deployment.id.clone(), (resolved, choice));
+                        state = Progress::Pending;
+                    }
+                }
+                _ => {}
+            }
+            progress.insert(deployment.id.clone(), state);
+        }
+        Ok((progress, ready))
+    }
+
+    /// Prepares a deployment the rules would start: `Some` when it can run; otherwise records
+    /// why not (skipped, waiting for its hook, invalid) and returns `None`.
+    fn settle_unready(
+        &mut self,
+        deployment: &Deployment,
+        choices: &mut HashMap<(String, bool), HookChoice>,
+    ) -> Result<Option<(Box<Deployment>, HookChoice)>, ExecutorError> {
+        match self.prepare(deployment, choices) {
+            Preparation::Ready { resolved, choice } => return Ok(Some((resolved, choice))),
+            Preparation::Skip(reason) => self.update(&deployment.id, |entry| {
+                entry.skipped(reason);
+                Ok(())
+            })?,
+            Preparation::Wait(reason) => self.mark_waiting(&deployment.id, reason)?,
+            Preparation::Invalid(reason) => self.finish(&deployment.id, HookResult::from_process("", &reason, 1))?,
+        }
+        Ok(None)
     }
 
     /// Waits for one running hook to end and journals its result; `None` when nothing runs.
@@ -309,10 +357,11 @@ impl Executor {
         let marker = orphan::marker_path(self.journal.dir(), &id);
         let token = shutdown.clone();
         let task_id = self.running.spawn(async move {
-            // The child wrote its pid to the marker before it exec'd; the start time makes the
-            // record safe against pid reuse.
+            // The pid and start time (safe against pid reuse) of the hook, for a successor agent;
+            // the child's environment names this file for the moment before it exists.
             let on_spawn = move |spawned: crate::hook::Spawned| {
-                if let Err(source) = orphan::complete_marker(&marker, spawned.pid, spawned.process_start_time) {
+                failpoint::hit(Failpoint::AfterSpawn);
+                if let Err(source) = orphan::write_marker(&marker, spawned.pid, spawned.process_start_time) {
                     warn!(pid = spawned.pid, error = %source, "cannot record the hook's start time");
                 }
             };

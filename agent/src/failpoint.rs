@@ -16,6 +16,8 @@ pub enum Failpoint {
     AfterSeen,
     /// The entry was written as started; the hook is not spawned yet.
     AfterStarted,
+    /// The hook's process exists; its run marker file is not written yet.
+    AfterSpawn,
     /// The hook exited; its result is not journaled yet.
     AfterHookExit,
     /// The result is journaled; the signal is not sent yet.
@@ -27,9 +29,10 @@ pub enum Failpoint {
 }
 
 impl Failpoint {
-    pub const ALL: [Failpoint; 6] = [
+    pub const ALL: [Failpoint; 7] = [
         Failpoint::AfterSeen,
         Failpoint::AfterStarted,
+        Failpoint::AfterSpawn,
         Failpoint::AfterHookExit,
         Failpoint::AfterFinished,
         Failpoint::MidSignal,
@@ -40,6 +43,7 @@ impl Failpoint {
         match self {
             Failpoint::AfterSeen => "after_seen",
             Failpoint::AfterStarted => "after_started",
+            Failpoint::AfterSpawn => "after_spawn",
             Failpoint::AfterHookExit => "after_hook_exit",
             Failpoint::AfterFinished => "after_finished",
             Failpoint::MidSignal => "mid_signal",

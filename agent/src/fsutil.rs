@@ -33,6 +33,9 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
 pub enum Durability {
     /// fsync the file before the rename and the directory after it.
     Durable,
+    /// fsync the file before the rename, not the directory after it: a power loss keeps either
+    /// the previous version or this one, both intact. For a step whose loss only repeats it.
+    DataOnly,
     /// Atomic against an agent crash, not against a power loss: only for files whose loss is
     /// harmless (see the module comment).
     Volatile,
@@ -58,7 +61,7 @@ fn write_then_rename(temp: &Path, path: &Path, contents: &[u8], mode: u32, durab
     let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(temp)?;
     file.set_permissions(fs::Permissions::from_mode(mode))?;
     file.write_all(contents)?;
-    if durability == Durability::Durable {
+    if durability != Durability::Volatile {
         file.sync_all()?;
     }
     drop(file);

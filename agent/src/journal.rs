@@ -172,9 +172,25 @@ impl Journal {
             State::Seen | State::Waiting | State::Skipped => Durability::Volatile,
             State::Started | State::Finished | State::Signalled => Durability::Durable,
         };
+        self.replace(&path, &bytes, durability)
+    }
+
+    /// The outbox's write of a delivery attempt over a durable `finished` entry: the file is
+    /// fsync'd, the directory is not. A power loss may bring back the `finished` version, and the
+    /// signal is then sent again with the same `X-Anneal-Signal-Id`, which the receiver drops;
+    /// nothing can bring back less than `finished`. Saves one fsync per deployment.
+    pub fn write_delivery(&self, entry: &Entry) -> Result<(), JournalError> {
+        let path = self.path_of(&entry.id)?;
+        let bytes =
+            serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;
+        self.replace(&path, &bytes, Durability::DataOnly)
+    }
+
+    fn replace(&self, path: &Path, bytes: &[u8], durability: Durability) -> Result<(), JournalError> {
         // A poisoned lock only means another write panicked; the files are still consistent.
         let _guard = self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        fsutil::replace_file(&path, &bytes, 0o600, durability).map_err(|source| JournalError::Write { path, source })
+        fsutil::replace_file(path, bytes, 0o600, durability)
+            .map_err(|source| JournalError::Write { path: path.to_path_buf(), source })
     }
 
     fn read_entry(&self, id: &str, path: &Path) -> Result<Option<Entry>, JournalError> {

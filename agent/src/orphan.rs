@@ -1,9 +1,11 @@
-//! Hooks left running by an agent that died. Every hook's child writes `<id>.run` (its pid) in
-//! the journal directory before it execs, and the agent then adds the process's start time; a
-//! restarted agent reads it for each run the journal holds as started, recognises the process
-//! (same pid *and* same start time, so a reused pid is never taken for the hook), and stops its
-//! whole process group (TERM, grace, KILL) before deciding what the interrupted run becomes:
-//! two copies of one deployment never run at once.
+//! Hooks left running by an agent that died. Right after spawning a hook the agent writes
+//! `<id>.run` (pid and process start time) in the journal directory, and the hook's environment
+//! names that file (`ANNEAL_RUN_MARKER`), which covers an agent that died in between. A restarted
+//! agent reads the file (or, without one, looks for a group leader whose environment names it)
+//! for each run the journal holds as started, recognises the process (same pid *and* same start
+//! time, so a reused pid is never taken for the hook), and stops its whole process group (TERM,
+//! grace, KILL) before deciding what the interrupted run becomes: two copies of one deployment
+//! never run at once.
 
 use std::fs;
 use std::io;
@@ -22,6 +24,9 @@ const START_TIME_TOLERANCE_SECS: f64 = 5.0;
 const POLL: Duration = Duration::from_millis(20);
 /// How long to wait for a group to vanish after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// The variable that carries a hook's run marker path in its environment.
+pub const RUN_MARKER_VARIABLE: &str = "ANNEAL_RUN_MARKER";
 
 /// What `<id>.run` says about a hook process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,9 +62,30 @@ pub fn read_marker(path: &Path) -> Option<RunMarker> {
     Some(RunMarker { pid, process_start_time, written_at })
 }
 
-/// Adds the start time to a marker (after the spawn returned). Not fsync'd: a power loss ends
+/// The run whose environment names `path` as its marker: a process leading its own group (as
+/// every hook does) that the agent spawned but died before recording. Scans `/proc`; only used
+/// on start-up for a started run without a marker file.
+pub fn find_by_environment(path: &Path) -> Option<RunMarker> {
+    let wanted = format!("{RUN_MARKER_VARIABLE}={}", path.display());
+    let processes = fs::read_dir("/proc").ok()?;
+    for item in processes.flatten() {
+        let Some(pid) = item.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
+        let Ok(environment) = fs::read(item.path().join("environ")) else { continue };
+        if !environment.split(|byte| *byte == 0).any(|variable| variable == wanted.as_bytes()) {
+            continue;
+        }
+        let Some(process) = ProcessStat::read(pid) else { continue };
+        if process.process_group == i64::from(pid) {
+            let process_start_time = Some(process.start_time);
+            return Some(RunMarker { pid, process_start_time, written_at: SystemTime::now() });
+        }
+    }
+    None
+}
+
+/// Writes a run marker (after the spawn returned). Not fsync'd: a power loss ends
 /// every hook too, so only an agent crash, which the page cache survives, needs the file.
-pub fn complete_marker(path: &Path, pid: u32, process_start_time: Option<u64>) -> io::Result<()> {
+pub fn write_marker(path: &Path, pid: u32, process_start_time: Option<u64>) -> io::Result<()> {
     let text = match process_start_time {
         Some(start) => format!("{pid} {start}\n"),
         None => format!("{pid}\n"),

@@ -157,7 +157,7 @@ impl Outbox {
             failpoint::hit(Failpoint::AfterSignalAck);
         }
         entry.delivery_attempted(outcome.clone(), now_millis());
-        self.journal.write(entry)?;
+        self.journal.write_delivery(entry)?;
         log_attempt(entry, &outcome);
         Ok(Some(outcome))
     }

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anneal_tests::{Agent, AgentSettings, Shim, eventually};
+use anneal_tests::{Agent, AgentSettings, Shim, agent_binary, eventually, run_command};
 
 /// The first run sleeps (holding the lock through its `sleep` child); a rerun finishes at once.
 fn template(work: &Path, on_interrupt: &str) -> String {
@@ -118,5 +118,38 @@ async fn a_rerun_starts_only_after_the_orphan_is_gone() {
     assert_eq!(show["status"], "CREATE_COMPLETE", "{show:#}\n{}", agent.log_text());
     assert!(lines(&work.join("overlaps")).is_empty(), "two copies of the deployment ran at once");
     assert!(lines(&work.join("ends")).is_empty(), "the orphan was stopped, not waited out");
+    agent.stop().await;
+}
+
+/// The agent dies right after the spawn, before it wrote the run marker file: the restarted agent
+/// finds the hook through the marker path in the hook's environment and stops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_spawned_just_before_the_crash_is_found_without_its_marker_file() {
+    let shim = Shim::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("work dir");
+    let mut agent = Agent::register(&shim, dir.path(), "vm1", &AgentSettings::default()).await;
+    let path = shim.write_template("slow.yaml", &template(&work, "fail"));
+    let created = shim.cli(&["stack", "create", "orphan", "--template", path.to_str().expect("utf-8")]).await;
+    assert_eq!(created.code, 0, "{created:?}");
+    let mut command = tokio::process::Command::new(agent_binary());
+    command.arg("once").arg("--config").arg(agent.config_path()).env("ANNEAL_FAILPOINT", "after_spawn");
+    let crashed = run_command(command, Duration::from_secs(60)).await;
+    assert!(crashed.stderr.contains("failpoint after_spawn reached"), "{crashed:?}");
+    eventually(Duration::from_secs(30), "the hook is running", || lines(&work.join("runs")).len() == 1).await;
+    let hook_pid = lines(&work.join("runs"))[0].clone();
+    let _reaper = GroupReaper(hook_pid.parse().expect("a pid"));
+    let markers = std::fs::read_dir(agent.state_dir().join("journal"))
+        .expect("journal dir")
+        .flatten()
+        .filter(|item| item.file_name().to_string_lossy().ends_with(".run"))
+        .count();
+    assert_eq!(markers, 0, "the agent died before writing the marker file");
+    agent.start();
+    eventually(Duration::from_secs(30), "the orphan is stopped", || !alive(&hook_pid)).await;
+    let show = settled(&shim).await;
+    assert_eq!(show["status"], "CREATE_FAILED", "{show:#}\n{}", agent.log_text());
+    assert!(lines(&work.join("ends")).is_empty(), "the orphan never finished its work");
     agent.stop().await;
 }

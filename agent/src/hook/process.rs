@@ -2,23 +2,19 @@
 //! own process group and a deadline; on the deadline or on shutdown the whole group gets SIGTERM,
 //! then SIGKILL once the child has exited or the grace period is over, and the child is always
 //! reaped. stdout and stderr are read concurrently into bounded buffers (see `capture`). A child
-//! can be told to write its own pid to a file before it execs (`pid_file`), so an agent that dies
-//! at any moment of a spawn leaves its successor a way to find the process.
+//! can carry the path of its run marker in its environment (`pid_file`), so an agent that dies
+//! between the spawn and writing that file still leaves its successor a way to find the process.
 
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, open};
 use nix::sys::signal::{Signal, killpg};
-use nix::sys::stat::Mode;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-use nix::unistd::{Pid, getpid, write};
+use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio_util::sync::CancellationToken;
@@ -26,6 +22,7 @@ use tracing::{debug, warn};
 
 use super::capture::{Captured, StreamCapture};
 use super::{Ending, Spawned};
+use crate::orphan::RUN_MARKER_VARIABLE;
 
 /// How often a stopping child is checked for exit during the grace period.
 const EXIT_POLL: Duration = Duration::from_millis(10);
@@ -52,8 +49,8 @@ pub struct ProcessSpec<'a> {
     /// How long to keep reading the pipes after the child exited: a process it left behind may
     /// hold them open indefinitely.
     pub drain_after_exit: Duration,
-    /// Written by the child itself (its pid and a newline) between fork and exec: the file exists
-    /// before the program runs, whatever happens to the agent meanwhile.
+    /// The run marker the caller writes once the child exists; its path goes into the child's
+    /// environment (`ANNEAL_RUN_MARKER`) so the child can be found before the file is written.
     pub pid_file: Option<PathBuf>,
 }
 
@@ -192,9 +189,7 @@ async fn spawn(spec: &ProcessSpec<'_>) -> io::Result<Child> {
         .process_group(0)
         .kill_on_drop(true);
     if let Some(pid_file) = &spec.pid_file {
-        let path = CString::new(pid_file.as_os_str().as_bytes())
-            .map_err(|_| io::Error::other("the pid file's path contains a NUL byte"))?;
-        write_own_pid_before_exec(&mut command, path);
+        command.env(RUN_MARKER_VARIABLE, pid_file);
     }
     let mut attempt = 1;
     loop {
@@ -207,47 +202,6 @@ async fn spawn(spec: &ProcessSpec<'_>) -> io::Result<Child> {
             other => return other,
         }
     }
-}
-
-/// Makes the child write its pid to `path` after fork, before exec; a failure fails the spawn.
-#[allow(unsafe_code)]
-fn write_own_pid_before_exec(command: &mut Command, path: CString) {
-    let hook = move || {
-        let fd = open(
-            path.as_c_str(),
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_CLOEXEC,
-            Mode::S_IRUSR | Mode::S_IWUSR,
-        )?;
-        let (digits, length) = decimal(getpid().as_raw().unsigned_abs());
-        write(&fd, &digits[..length])?;
-        Ok::<(), Errno>(())
-    };
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed: it makes only open(2), getpid(2), write(2) and close(2) calls on a path
-    // allocated before the fork, and formats the pid on the stack without allocating.
-    unsafe {
-        command.pre_exec(move || hook().map_err(io::Error::from));
-    }
-}
-
-/// `value` in decimal followed by a newline, on the stack (no allocation after a fork).
-fn decimal(mut value: u32) -> ([u8; 12], usize) {
-    let mut reversed = [0u8; 10];
-    let mut count = 0;
-    loop {
-        reversed[count] = b'0' + (value % 10) as u8;
-        count += 1;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    let mut digits = [0u8; 12];
-    for index in 0..count {
-        digits[index] = reversed[count - 1 - index];
-    }
-    digits[count] = b'\n';
-    (digits, count + 1)
 }
 
 async fn feed_stdin(mut pipe: ChildStdin, bytes: Vec<u8>) {

@@ -28,7 +28,7 @@ fn marker_round_trips_and_tolerates_a_missing_start_time() {
     let path = marker_path(dir.path(), "d1");
     fs::write(&path, "123\n").unwrap();
     assert_eq!(read_marker(&path).map(|marker| (marker.pid, marker.process_start_time)), Some((123, None)));
-    complete_marker(&path, 123, Some(99)).unwrap();
+    write_marker(&path, 123, Some(99)).unwrap();
     assert_eq!(read_marker(&path).map(|marker| (marker.pid, marker.process_start_time)), Some((123, Some(99))));
     fs::write(&path, "").unwrap();
     assert_eq!(read_marker(&path), None);
@@ -91,4 +91,24 @@ fn a_dead_run_is_not_running() {
     child.wait().unwrap();
     let marker = RunMarker { pid, process_start_time: None, written_at: SystemTime::now() };
     assert_eq!(settle("d4", &marker, Duration::from_secs(1)), Settled::NotRunning);
+}
+
+#[test]
+fn a_run_without_its_marker_file_is_found_by_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = marker_path(dir.path(), "d5");
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg("sleep 60")
+        .env(RUN_MARKER_VARIABLE, &path)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let found = find_by_environment(&path).expect("the child names its marker");
+    assert_eq!((found.pid, found.process_start_time), (pid, process_start_time(pid)));
+    assert_eq!(find_by_environment(&marker_path(dir.path(), "other")), None, "another run's marker");
+    assert_eq!(settle("d5", &found, Duration::from_secs(5)), Settled::Stopped { pid, killed: false });
+    let _ = child.wait();
+    assert_eq!(find_by_environment(&path), None, "gone once stopped");
 }
