@@ -93,7 +93,7 @@ pub fn hook_settings(config: &Config, mut base_env: Vec<(String, String)>) -> Ho
         base_env,
         kill_grace: settings.hook_kill_grace,
         max_output_bytes: MAX_HOOK_OUTPUT_BYTES,
-        pid_files_dir: Some(Journal::dir_in(&config.agent.state_dir)),
+        run_markers_dir: Some(Journal::dir_in(&config.agent.state_dir)),
     }
 }
 

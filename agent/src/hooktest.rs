@@ -44,7 +44,7 @@ pub fn default_settings(scratch: &Path, base_env: Vec<(String, String)>) -> Hook
         base_env,
         kill_grace: Duration::from_secs(10),
         max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
-        pid_files_dir: None,
+        run_markers_dir: None,
     }
 }
 

@@ -240,7 +240,7 @@ async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken
             settings.work_dir = scratch.join("script");
             settings.outputs_dir = scratch.join("outputs");
             // hook-test runs outside the journal: no pid file either.
-            settings.pid_files_dir = None;
+            settings.run_markers_dir = None;
             (settings, config.agent.hook_timeout)
         }
         None => (hooktest::default_settings(&scratch, hook_base_env()), Duration::from_secs(3600)),

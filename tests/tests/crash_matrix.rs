@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anneal_tests::metadata::journal_entries;
 use anneal_tests::{Agent, AgentSettings, CommandOutput, Shim, agent_binary, run_command};
 use serde_json::Value;
 use tokio::process::Command;
@@ -108,12 +109,9 @@ impl Case {
 }
 
 /// The `deploy_stderr` the agent journaled (and signalled) for the deployment named `name`.
-pub fn journaled_stderr(agent: &Agent, name: &str) -> String {
-    std::fs::read_dir(agent.state_dir().join("journal"))
-        .expect("journal dir")
-        .flatten()
-        .filter(|item| item.file_name().to_string_lossy().ends_with(".json"))
-        .filter_map(|item| serde_json::from_slice::<Value>(&std::fs::read(item.path()).ok()?).ok())
+fn journaled_stderr(agent: &Agent, name: &str) -> String {
+    journal_entries(&agent.state_dir())
+        .into_iter()
         .find(|entry| entry["name"] == name)
         .map(|entry| text(&entry["result"]["deploy_stderr"]))
         .unwrap_or_default()

@@ -1,6 +1,7 @@
 //! Issue 6, item 2: an agent killed (SIGKILL of its own process group) while a hook runs leaves
-//! the hook's process group alive. The restarted agent must find it from the pid file the child
-//! wrote before it exec'd (`<state>/journal/<id>.run`, pid and start time) and stop the group
+//! the hook's process group alive. The restarted agent must find it from the run marker the agent
+//! wrote right after the spawn (`<state>/journal/<id>.run`, pid and start time; or, without it,
+//! through the marker path in the hook's environment) and stop the group
 //! before deciding: two copies of one deployment never run at once. The script holds an flock
 //! for as long as any process of its group lives; a second copy that finds the lock taken
 //! records an overlap.
@@ -8,6 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use anneal_tests::metadata::journal_entries;
 use anneal_tests::{Agent, AgentSettings, Shim, agent_binary, eventually, run_command};
 
 /// The first run sleeps (holding the lock through its `sleep` child); a rerun finishes at once.
@@ -28,6 +30,16 @@ fn template(work: &Path, on_interrupt: &str) -> String {
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).map(|text| text.lines().map(str::to_string).collect()).unwrap_or_default()
+}
+
+/// The contents of the run markers (`journal/<id>.run`) in the agent's journal.
+fn run_markers(agent: &Agent) -> Vec<String> {
+    std::fs::read_dir(agent.state_dir().join("journal"))
+        .expect("journal dir")
+        .flatten()
+        .filter(|item| item.file_name().to_string_lossy().ends_with(".run"))
+        .map(|item| std::fs::read_to_string(item.path()).expect("read a run marker"))
+        .collect()
 }
 
 fn alive(pid: &str) -> bool {
@@ -56,13 +68,9 @@ async fn crash_during_the_hook(on_interrupt: &str) -> (Shim, Agent, tempfile::Te
     agent.start();
     eventually(Duration::from_secs(30), "the hook is running", || lines(&work.join("runs")).len() == 1).await;
     let hook_pid = lines(&work.join("runs"))[0].clone();
-    let marker = std::fs::read_dir(agent.state_dir().join("journal"))
-        .expect("journal dir")
-        .flatten()
-        .find(|item| item.file_name().to_string_lossy().ends_with(".run"))
-        .map(|item| std::fs::read_to_string(item.path()).expect("read pid file"))
-        .expect("the running hook has a pid file");
-    assert_eq!(marker.split_whitespace().next(), Some(hook_pid.as_str()), "the pid file names the hook");
+    let markers = run_markers(&agent);
+    let [marker] = &markers[..] else { panic!("one run marker for the running hook: {markers:?}") };
+    assert_eq!(marker.split_whitespace().next(), Some(hook_pid.as_str()), "the marker names the hook");
     assert_eq!(marker.split_whitespace().count(), 2, "pid and start time: {marker:?}");
     agent.crash().await;
     assert!(alive(&hook_pid), "the hook's group outlives the agent (it is its own group)");
@@ -93,11 +101,8 @@ async fn a_restarted_agent_stops_the_orphan_and_fails_the_interrupted_run() {
     assert_eq!(show["status"], "CREATE_FAILED", "{show:#}\n{}", agent.log_text());
     let events = shim.cli_json(&["stack", "events", "orphan", "--json"]).await;
     assert!(events.to_string().contains("slow"), "{events:#}");
-    let journal = std::fs::read_dir(agent.state_dir().join("journal")).expect("journal").flatten();
-    let stderr: String = journal
-        .filter(|item| item.file_name().to_string_lossy().ends_with(".json"))
-        .filter_map(|item| std::fs::read_to_string(item.path()).ok())
-        .collect();
+    let entries = journal_entries(&agent.state_dir());
+    let stderr = entries.first().map(|entry| entry["result"]["deploy_stderr"].to_string()).unwrap_or_default();
     assert!(stderr.contains("interrupted: agent restarted during the run"), "the signalled result says why: {stderr}");
     assert_eq!(lines(&work.join("runs")).len(), 1, "not rerun");
     assert!(lines(&work.join("ends")).is_empty(), "the orphan never finished its work");
@@ -140,12 +145,7 @@ async fn an_orphan_spawned_just_before_the_crash_is_found_without_its_marker_fil
     eventually(Duration::from_secs(30), "the hook is running", || lines(&work.join("runs")).len() == 1).await;
     let hook_pid = lines(&work.join("runs"))[0].clone();
     let _reaper = GroupReaper(hook_pid.parse().expect("a pid"));
-    let markers = std::fs::read_dir(agent.state_dir().join("journal"))
-        .expect("journal dir")
-        .flatten()
-        .filter(|item| item.file_name().to_string_lossy().ends_with(".run"))
-        .count();
-    assert_eq!(markers, 0, "the agent died before writing the marker file");
+    assert!(run_markers(&agent).is_empty(), "the agent died before writing the marker file");
     agent.start();
     eventually(Duration::from_secs(30), "the orphan is stopped", || !alive(&hook_pid)).await;
     let show = settled(&shim).await;

@@ -43,9 +43,9 @@ pub struct HookSettings {
     pub kill_grace: Duration,
     /// Per stream; the tail is kept.
     pub max_output_bytes: usize,
-    /// Where a hook's child writes `<deployment id>.run` with its pid before it execs (the
-    /// journal directory); `None` writes nothing (`hook-test`).
-    pub pid_files_dir: Option<PathBuf>,
+    /// Where the run markers `<deployment id>.run` live (the journal directory): each hook's
+    /// environment names its marker (see `orphan`); `None` for runs outside the journal (`hook-test`).
+    pub run_markers_dir: Option<PathBuf>,
 }
 
 /// How a deployment would be run.
@@ -180,8 +180,8 @@ impl HookSettings {
             max_output_bytes: self.max_output_bytes,
             drain_after_exit: DRAIN_AFTER_EXIT,
             // The journal refuses unsafe ids before anything runs; checked again for the path.
-            pid_file: self
-                .pid_files_dir
+            run_marker: self
+                .run_markers_dir
                 .as_ref()
                 .filter(|_| anneal_protocol::deployment::is_safe_id(deployment_id))
                 .map(|dir| dir.join(format!("{deployment_id}.run"))),

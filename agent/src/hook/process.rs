@@ -2,7 +2,7 @@
 //! own process group and a deadline; on the deadline or on shutdown the whole group gets SIGTERM,
 //! then SIGKILL once the child has exited or the grace period is over, and the child is always
 //! reaped. stdout and stderr are read concurrently into bounded buffers (see `capture`). A child
-//! can carry the path of its run marker in its environment (`pid_file`), so an agent that dies
+//! can carry the path of its run marker in its environment (`run_marker`), so an agent that dies
 //! between the spawn and writing that file still leaves its successor a way to find the process.
 
 use std::io;
@@ -51,7 +51,7 @@ pub struct ProcessSpec<'a> {
     pub drain_after_exit: Duration,
     /// The run marker the caller writes once the child exists; its path goes into the child's
     /// environment (`ANNEAL_RUN_MARKER`) so the child can be found before the file is written.
-    pub pid_file: Option<PathBuf>,
+    pub run_marker: Option<PathBuf>,
 }
 
 /// A child that ran to its end (by itself or killed at the deadline).
@@ -188,8 +188,8 @@ async fn spawn(spec: &ProcessSpec<'_>) -> io::Result<Child> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(pid_file) = &spec.pid_file {
-        command.env(RUN_MARKER_VARIABLE, pid_file);
+    if let Some(run_marker) = &spec.run_marker {
+        command.env(RUN_MARKER_VARIABLE, run_marker);
     }
     let mut attempt = 1;
     loop {

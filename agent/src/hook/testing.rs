@@ -38,7 +38,7 @@ pub fn settings(root: &Path) -> HookSettings {
         base_env: environment(),
         kill_grace: Duration::from_millis(200),
         max_output_bytes: 1024 * 1024,
-        pid_files_dir: None,
+        run_markers_dir: None,
     }
 }
 

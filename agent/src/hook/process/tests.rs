@@ -13,7 +13,7 @@ fn spec<'a>(program: &'a Path, env: &'a [(String, String)], cwd: &'a Path) -> Pr
         timeout: Duration::from_secs(10),
         kill_grace: Duration::from_millis(300),
         max_output_bytes: 1024 * 1024,
-        pid_file: None,
+        run_marker: None,
         drain_after_exit: Duration::from_millis(300),
     }
 }
