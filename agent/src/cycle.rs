@@ -136,7 +136,7 @@ impl Executor {
         Ok(())
     }
 
-    /// Stops the hook a previous agent left running for `id` (found by its pid file, or the pid
+    /// Stops the hook a previous agent left running for `id` (found by its run marker, its environment, or the pid
     /// an older journal recorded), so the interrupted run is decided with nothing of it alive.
     fn stop_orphan(&mut self, id: &str) {
         let path = orphan::marker_path(self.journal.dir(), id);
@@ -157,7 +157,7 @@ impl Executor {
             }
         }
         if let Err(error) = orphan::remove_marker(&path) {
-            warn!(deployment_id = %id, %error, "cannot remove the hook's pid file");
+            warn!(deployment_id = %id, %error, "cannot remove the hook's run marker");
         }
     }
 
@@ -381,7 +381,7 @@ impl Executor {
         }
         let recorded = self.record_outcome(id, outcome);
         if let Err(error) = orphan::remove_marker(&marker) {
-            warn!(deployment_id = %id, %error, "cannot remove the hook's pid file");
+            warn!(deployment_id = %id, %error, "cannot remove the hook's run marker");
         }
         recorded
     }

@@ -239,7 +239,7 @@ async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken
             let mut settings = daemon::hook_settings(config, hook_base_env());
             settings.work_dir = scratch.join("script");
             settings.outputs_dir = scratch.join("outputs");
-            // hook-test runs outside the journal: no pid file either.
+            // hook-test runs outside the journal: no run marker either.
             settings.run_markers_dir = None;
             (settings, config.agent.hook_timeout)
         }

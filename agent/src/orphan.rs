@@ -17,7 +17,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tracing::{info, warn};
 
-/// How far the start time of a process may lie from the moment its pid file was written when the
+/// How far the start time of a process may lie from the moment its run marker was written when the
 /// file holds no start time (the agent died between the child's exec and its own write).
 const START_TIME_TOLERANCE_SECS: f64 = 5.0;
 /// How often a stopping group is checked.
