@@ -136,8 +136,9 @@ impl Executor {
         Ok(())
     }
 
-    /// Stops the hook a previous agent left running for `id` (found by its run marker, its environment, or the pid
-    /// an older journal recorded), so the interrupted run is decided with nothing of it alive.
+    /// Stops the hook a previous agent left running for `id` (found by its run marker, its
+    /// environment, or the pid an older journal recorded), so the interrupted run is decided with
+    /// nothing of it alive.
     fn stop_orphan(&mut self, id: &str) {
         let path = orphan::marker_path(self.journal.dir(), id);
         let recorded = self.entries.get(id).and_then(|entry| entry.run.as_ref()).and_then(|run| {
