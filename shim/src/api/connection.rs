@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::Request;
+use axum::extract::Request as AxumRequest;
 use axum::middleware::Next;
 use axum::response::Response;
-use hyper::body::{Frame, SizeHint};
+use hyper::Request;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -24,6 +25,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+use super::peer::SharedStream;
 
 /// How long a client may take to send a request's line and headers.
 pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,9 +70,15 @@ fn is_per_connection(error: &std::io::Error) -> bool {
 }
 
 async fn serve_one(stream: tokio::net::TcpStream, app: Router, shutdown: CancellationToken) {
-    let service = TowerToHyperService::new(app);
+    let (stream, peer) = SharedStream::new(stream);
+    let service = TowerToHyperService::new(app.map_request(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(peer.clone());
+        request
+    }));
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(REQUEST_HEAD_TIMEOUT);
+    // `half_close`: hyper does not read while a request is in flight (see `peer`, which
+    // watches for a client that hangs up during a long-poll instead).
+    builder.timer(TokioTimer::new()).header_read_timeout(REQUEST_HEAD_TIMEOUT).half_close(true);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
     tokio::select! {
@@ -88,13 +98,13 @@ async fn serve_one(stream: tokio::net::TcpStream, app: Router, shutdown: Cancell
 /// Middleware: gives the request body an idle deadline. The body is still read lazily by the
 /// extractors (so authentication comes before it is read); a pause longer than
 /// `BODY_IDLE_TIMEOUT` makes the read fail with a `TimedOut` error, answered with 408.
-pub(super) async fn limit_body_pauses(request: Request, next: Next) -> Response {
+pub(super) async fn limit_body_pauses(request: AxumRequest, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     if body.is_end_stream() {
-        return next.run(Request::from_parts(parts, body)).await;
+        return next.run(AxumRequest::from_parts(parts, body)).await;
     }
     let body = IdleTimeoutBody { inner: body, idle: Box::pin(tokio::time::sleep(BODY_IDLE_TIMEOUT)) };
-    next.run(Request::from_parts(parts, Body::new(body))).await
+    next.run(AxumRequest::from_parts(parts, Body::new(body))).await
 }
 
 /// The message of the error a stalled body read fails with.

@@ -33,6 +33,10 @@ pub enum ApiError {
     /// An axum rejection with a status other than the above (kept as axum chose it).
     #[error("{message}")]
     Rejected { status: StatusCode, message: String },
+    /// The client closed the connection while its request was held; nobody reads the answer
+    /// (499, as nginx logs it).
+    #[error("the client closed the connection")]
+    ClientGone,
     /// Whatever the engine said; see [`ApiError::status`] for the mapping.
     #[error(transparent)]
     Service(#[from] ServiceError),
@@ -48,6 +52,7 @@ impl ApiError {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Rejected { status, .. } => *status,
+            ApiError::ClientGone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
             ApiError::Service(error) => match error {
                 ServiceError::NotFound { .. } => StatusCode::NOT_FOUND,
                 ServiceError::Conflict { .. } | ServiceError::InUse { .. } => StatusCode::CONFLICT,

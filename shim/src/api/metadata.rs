@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::conditional::{entity_tag, if_none_match, not_modified_since};
+use super::peer::Peer;
 use super::{ApiError, AppState, auth};
 use crate::model::{MetadataDocument, Service};
 
@@ -30,6 +31,7 @@ pub(super) async fn server_metadata<S: Service>(
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<MetadataQuery>, QueryRejection>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let Path(name) = path?;
@@ -43,14 +45,15 @@ pub(super) async fn server_metadata<S: Service>(
         return Ok(document_response(StatusCode::OK, document, Some(long_poll)));
     }
     let client_version = document.version;
+    // Nothing below needs the request's headers. Dropping them before the wait releases the
+    // read buffer they point into, which would otherwise stay allocated while the poll is held.
+    drop(headers);
     let document = match wait {
-        Some(wait) => match wait_for_change(&state, &name, document, wait).await? {
+        Some(wait) => match wait_for_change(&state, &name, document, wait, peer.map(|Extension(peer)| peer)).await? {
             Some(document) => document,
-            // The server was removed while the poll was held: answer what its token gets now.
-            None => {
-                auth::authorize_server(&state, &headers, &name).await?;
-                state.service.metadata(&name).await?
-            }
+            // The server was removed while the poll was held: its token is dead (a server added
+            // again under the name gets a new one), so the answer is what a dead token gets.
+            None => return Err(ApiError::Forbidden { resource: format!("the metadata of server {name}") }),
         },
         None => document,
     };
@@ -95,15 +98,26 @@ pub(super) fn parse_wait(wait: Option<&str>, long_poll_max: Duration) -> Result<
 
 /// Holds the request until the server's document is no longer at `current.version`, the wait
 /// ends, or the shim shuts down; returns the document to answer with, or `None` when the
-/// server was removed (its document's publisher went away).
+/// server was removed (its document's publisher went away). When the client hangs up, the
+/// request ends at once (`ApiError::ClientGone`; nobody reads the answer).
 async fn wait_for_change<S: Service>(
     state: &AppState<S>,
     server: &str,
     current: MetadataDocument,
     wait: Duration,
+    peer: Option<Peer>,
 ) -> Result<Option<MetadataDocument>, ApiError> {
     let deadline = Instant::now() + wait;
     let mut versions = state.service.watch_metadata(server).await?;
+    // Served by `api::serve`, every request knows its connection; a router used on its own
+    // (tests) has no peer to watch.
+    let client_gone = async {
+        match &peer {
+            Some(peer) => peer.gone().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut client_gone = std::pin::pin!(client_gone);
     loop {
         // Covers a change between `metadata()` and the subscription as well as each wake-up.
         if *versions.borrow_and_update() != current.version {
@@ -122,6 +136,7 @@ async fn wait_for_change<S: Service>(
             }
             () = tokio::time::sleep_until(deadline) => return Ok(Some(current)),
             () = state.shutdown.cancelled() => return Ok(Some(current)),
+            () = client_gone.as_mut() => return Err(ApiError::ClientGone),
         }
     }
 }

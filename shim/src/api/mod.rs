@@ -11,6 +11,7 @@ mod connection;
 mod error;
 mod extract;
 mod metadata;
+mod peer;
 mod servers;
 mod signals;
 mod stacks;

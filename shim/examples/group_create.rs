@@ -1,0 +1,50 @@
+//! Times one stack create whose SoftwareDeploymentGroup spans N registered servers, in-process
+//! on a real SQLite file (the engine half of bench scenario 5, without HTTP), for profiling:
+//! `cargo run --release -p anneal-shim --example group_create -- [SERVERS]`
+
+use std::time::Instant;
+
+use anneal_shim::engine::{Engine, EngineConfig, TokenKey};
+use anneal_shim::model::{AddServer, Service, StackRequest};
+use anneal_shim::store::{SqliteStore, Store};
+use serde_json::{Map, Value, json};
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let servers: usize = std::env::args().nth(1).and_then(|text| text.parse().ok()).unwrap_or(10_000);
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::open(&dir.path().join("shim.db"))?;
+    let config = EngineConfig { public_url: "http://127.0.0.1:1".into() };
+    let engine = Engine::new(store, TokenKey::from_secret(b"group_create"), config);
+    let names: Vec<String> = (0..servers).map(|index| format!("fleet-{index:05}")).collect();
+    for name in &names {
+        engine.add_server(AddServer { name: name.clone() }).await?;
+    }
+    let members: Map<String, Value> = names.iter().map(|name| (name.clone(), json!(name))).collect();
+    let template = json!({
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "config": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "#!/bin/sh\n"}},
+            "fleet": {"type": "OS::Heat::SoftwareDeploymentGroup",
+                      "properties": {"config": {"get_resource": "config"}, "servers": members}},
+        },
+    });
+    if std::env::var_os("GROUP_CREATE_PAUSE").is_some() {
+        // Lets a profiler attach to the create alone: press enter (or close stdin) to go on.
+        println!("servers added; pid {}", std::process::id());
+        let _ = std::io::stdin().read_line(&mut String::new());
+    }
+    let before = engine.store().statements();
+    let started = Instant::now();
+    let request = StackRequest {
+        name: Some("fleet".into()),
+        template: template.to_string(),
+        parameters: Default::default(),
+        timeout_secs: None,
+    };
+    engine.create_stack(request).await?;
+    let elapsed = started.elapsed();
+    let statements = engine.store().statements() - before;
+    println!("create over {servers} servers: {:.1} ms, {statements} statements", elapsed.as_secs_f64() * 1000.0);
+    Ok(())
+}
