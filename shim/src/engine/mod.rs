@@ -22,7 +22,7 @@ mod tests;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::watch;
 
 use context::Context;
@@ -195,13 +195,27 @@ fn publish_documents(ctx: &mut Context<'_>) -> Result<Vec<Published>, EngineErro
     Ok(published)
 }
 
-/// The served document of `row` at its current version, tokens substituted.
+/// The served document of `row` at its current version, tokens substituted. The stored entries
+/// are JSON texts written by `put_entry`; they are joined as they are (a document is rendered on
+/// every change of its server, and parsing each entry only to print it again was most of that).
 fn render_document(ctx: &mut Context<'_>, row: &ServerRow) -> Result<MetadataDocument, EngineError> {
-    let deployments: Vec<Value> = ctx.tx.entries(&row.name)?.into_iter().map(|entry| entry.entry).collect();
-    let body = json!({"deployments": deployments, "anneal": {"server": row.name, "version": row.metadata_version}});
+    let entries = ctx.tx.entry_texts(&row.name)?;
+    let trailer = json!({"server": row.name, "version": row.metadata_version}).to_string();
+    let mut body =
+        String::with_capacity(entries.iter().map(|entry| entry.len() + 1).sum::<usize>() + trailer.len() + 32);
+    body.push_str("{\"deployments\":[");
+    for (index, entry) in entries.iter().enumerate() {
+        if index > 0 {
+            body.push(',');
+        }
+        body.push_str(entry);
+    }
+    body.push_str("],\"anneal\":");
+    body.push_str(&trailer);
+    body.push('}');
     Ok(MetadataDocument {
         version: row.metadata_version,
-        body: Arc::from(ctx.key.render(&body.to_string())),
+        body: Arc::from(ctx.key.render(&body)),
         last_modified: http_date(row.published_at.max(row.created_at)),
     })
 }

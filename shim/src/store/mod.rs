@@ -210,6 +210,9 @@ pub trait Tx {
     fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError>;
     /// Ordered by sort_key, stack, node.
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError>;
+    /// The same entries as stored JSON text, in the same order: what a document is rendered
+    /// from, without parsing each entry only to serialize it again.
+    fn entry_texts(&mut self, server: &str) -> Result<Vec<String>, StoreError>;
     /// False when the name is taken.
     /// Stores a new stack with its template text (kept apart from `StackRow`: the hot paths read
     /// stacks on every signal and must not copy a template of thousands of resources each time).

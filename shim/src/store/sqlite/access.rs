@@ -2,6 +2,7 @@
 //! statement goes through: cached preparation, the statement counter, error context, and the
 //! JSON and integer conversions of columns. Nothing here commits or rolls back.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
@@ -9,17 +10,21 @@ use rusqlite::{Connection, Params, Row, ToSql};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::store::StoreError;
+use crate::store::{StackRow, StoreError};
 
 pub(crate) struct SqliteTx<'transaction> {
     connection: &'transaction Connection,
     statements: &'transaction AtomicU64,
+    /// Stack rows read in this transaction call, kept up to date by this call's own writes
+    /// (nothing else writes while a call holds the connection). A signal reads its stack's row
+    /// several times (the signal, each release, each activation): once is enough.
+    pub(super) stack_rows: HashMap<String, StackRow>,
 }
 
 impl<'transaction> SqliteTx<'transaction> {
     /// `connection` must be inside a transaction for the life of the value.
     pub(crate) fn new(connection: &'transaction Connection, statements: &'transaction AtomicU64) -> Self {
-        SqliteTx { connection, statements }
+        SqliteTx { connection, statements, stack_rows: HashMap::new() }
     }
 
     /// Runs a statement that returns no rows; the number of rows it changed.

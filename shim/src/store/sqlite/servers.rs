@@ -126,6 +126,15 @@ pub(super) fn entries(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryRow>, 
     )
 }
 
+pub(super) fn entry_texts(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<String>, StoreError> {
+    tx.query_all(
+        "list a server's metadata entries",
+        "SELECT entry FROM entries WHERE server = ?1 ORDER BY sort_key, stack, node",
+        [server],
+        |row| column(row, 0),
+    )
+}
+
 fn server_from_row(row: &Row<'_>) -> Result<ServerRow, StoreError> {
     Ok(ServerRow {
         name: column(row, 0)?,

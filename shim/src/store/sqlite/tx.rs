@@ -44,11 +44,22 @@ impl Tx for SqliteTx<'_> {
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError> {
         servers::entries(self, server)
     }
+    fn entry_texts(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
+        servers::entry_texts(self, server)
+    }
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
+        self.stack_rows.remove(&row.name);
         stacks::insert(self, row, template)
     }
     fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError> {
-        stacks::by_name(self, name)
+        if let Some(row) = self.stack_rows.get(name) {
+            return Ok(Some(row.clone()));
+        }
+        let row = stacks::by_name(self, name)?;
+        if let Some(row) = &row {
+            self.stack_rows.insert(name.to_string(), row.clone());
+        }
+        Ok(row)
     }
     fn stack_template(&mut self, name: &str) -> Result<Option<String>, StoreError> {
         stacks::template(self, name)
@@ -60,12 +71,18 @@ impl Tx for SqliteTx<'_> {
         stacks::all(self)
     }
     fn update_stack(&mut self, row: &StackRow) -> Result<(), StoreError> {
+        self.stack_rows.remove(&row.name);
         stacks::update(self, row)
     }
     fn add_pending(&mut self, stack: &str, delta: i64) -> Result<i64, StoreError> {
-        stacks::add_pending(self, stack, delta)
+        let pending = stacks::add_pending(self, stack, delta)?;
+        if let Some(row) = self.stack_rows.get_mut(stack) {
+            row.pending = pending;
+        }
+        Ok(pending)
     }
     fn delete_stack(&mut self, name: &str) -> Result<(), StoreError> {
+        self.stack_rows.remove(name);
         stacks::delete(self, name)
     }
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
