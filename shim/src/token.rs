@@ -31,8 +31,16 @@ pub fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
     left.iter().zip(right).fold(0u8, |difference, (a, b)| difference | (a ^ b)) == 0
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+/// Lower-case hex of `bytes` (hashes, tokens and ids are printed this way on every signal and
+/// every publication, so without a `format!` per byte).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -51,6 +59,13 @@ mod tests {
         assert_eq!(hash.len(), 64);
         assert_ne!(hash, first);
         assert_eq!(hash, hash_token(&first));
+    }
+
+    #[test]
+    fn hex_and_hashes_print_as_stored_by_earlier_versions() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        // Stored token hashes must not change: SHA-256("abc"), lower-case hex.
+        assert_eq!(hash_token("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     #[test]

@@ -170,7 +170,7 @@ pub fn fingerprint(entry: &Value, server: &str) -> String {
         });
     }
     let text = format!("{server}\n{essential}");
-    Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::token::hex(&Sha256::digest(text.as_bytes()))
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ impl TokenKey {
         mac.update(purpose.label().as_bytes());
         mac.update(b":");
         mac.update(id.as_bytes());
-        mac.finalize().into_bytes().iter().map(|byte| format!("{byte:02x}")).collect()
+        crate::token::hex(&mac.finalize().into_bytes())
     }
 
     /// What the store keeps to find the owner of a token.

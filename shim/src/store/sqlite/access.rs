@@ -10,7 +10,7 @@ use rusqlite::{Connection, Params, Row, ToSql};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::store::{StackRow, StoreError};
+use crate::store::{NodeRow, StackRow, StoreError};
 
 pub(crate) struct SqliteTx<'transaction> {
     connection: &'transaction Connection,
@@ -19,12 +19,15 @@ pub(crate) struct SqliteTx<'transaction> {
     /// (nothing else writes while a call holds the connection). A signal reads its stack's row
     /// several times (the signal, each release, each activation): once is enough.
     pub(super) stack_rows: HashMap<String, StackRow>,
+    /// Node rows read in this call, by (stack, name), under the same rule: an activation reads
+    /// the config node twice and a group's members each read it again.
+    pub(super) node_rows: HashMap<(String, String), NodeRow>,
 }
 
 impl<'transaction> SqliteTx<'transaction> {
     /// `connection` must be inside a transaction for the life of the value.
     pub(crate) fn new(connection: &'transaction Connection, statements: &'transaction AtomicU64) -> Self {
-        SqliteTx { connection, statements, stack_rows: HashMap::new() }
+        SqliteTx { connection, statements, stack_rows: HashMap::new(), node_rows: HashMap::new() }
     }
 
     /// Runs a statement that returns no rows; the number of rows it changed.

@@ -30,6 +30,8 @@ impl Tx for SqliteTx<'_> {
         servers::touch(self, name, at)
     }
     fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
+        // Whatever the deletion cascades to, no node read before it is trusted after it.
+        self.node_rows.clear();
         servers::delete(self, name)
     }
     fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
@@ -83,21 +85,33 @@ impl Tx for SqliteTx<'_> {
     }
     fn delete_stack(&mut self, name: &str) -> Result<(), StoreError> {
         self.stack_rows.remove(name);
+        self.node_rows.retain(|(stack, _), _| stack != name);
         stacks::delete(self, name)
     }
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        self.forget_node(&row.stack, &row.name);
         nodes::insert(self, row)
     }
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
-        nodes::by_name(self, stack, name)
+        let key = (stack.to_string(), name.to_string());
+        if let Some(row) = self.node_rows.get(&key) {
+            return Ok(Some(row.clone()));
+        }
+        let row = nodes::by_name(self, stack, name)?;
+        if let Some(row) = &row {
+            self.node_rows.insert(key, row.clone());
+        }
+        Ok(row)
     }
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
         nodes::all(self, stack)
     }
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        self.forget_node(&row.stack, &row.name);
         nodes::update(self, row)
     }
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: &str) -> Result<bool, StoreError> {
+        self.forget_node(&row.stack, &row.name);
         nodes::update_if(self, row, generation, state)
     }
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
@@ -110,9 +124,14 @@ impl Tx for SqliteTx<'_> {
         records::is_retired_signal_hash(self, hash)
     }
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
-        nodes::decrement_remaining(self, stack, name)
+        let remaining = nodes::decrement_remaining(self, stack, name)?;
+        if let Some(row) = self.node_rows.get_mut(&(stack.to_string(), name.to_string())) {
+            row.remaining = remaining;
+        }
+        Ok(remaining)
     }
     fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
+        self.forget_node(stack, name);
         nodes::delete(self, stack, name)
     }
     fn insert_edge(&mut self, stack: &str, from: &str, to: &str) -> Result<(), StoreError> {
@@ -151,5 +170,11 @@ impl Tx for SqliteTx<'_> {
     }
     fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError> {
         records::due_deadlines(self, now, limit)
+    }
+}
+
+impl SqliteTx<'_> {
+    fn forget_node(&mut self, stack: &str, name: &str) {
+        self.node_rows.remove(&(stack.to_string(), name.to_string()));
     }
 }
