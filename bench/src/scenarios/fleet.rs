@@ -88,6 +88,13 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
          document was read by the load generator (which shares the 2 cores with the shim)"
             .into(),
     );
+    report.notes.push(
+        "every server at once: the create is one transaction that expands the group, activates each \
+         member (11 store statements) and renders every document before any poll is answered; the \
+         engine part alone is timed in-process by `cargo run --release -p anneal-shim --example \
+         group_create -- 10000`"
+            .into(),
+    );
     Ok(report)
 }
 
