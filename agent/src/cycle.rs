@@ -14,10 +14,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::failpoint::{self, Failpoint};
-use crate::hook::{Ending, HookChoice, HookError, HookRun, HookRunner};
+use crate::fsutil::Spares;
+use crate::hook::{HookChoice, HookError, HookRun, HookRunner, Spawned};
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::orphan;
 use crate::schedule::{self, Decision, Progress};
+
+mod record;
 
 /// The reason a restarted agent gives for a run it found interrupted.
 pub const INTERRUPTED_REASON: &str = "interrupted: agent restarted during the run";
@@ -52,7 +55,9 @@ enum Preparation {
     Invalid(String),
 }
 
-type RunOutput = (String, Result<HookRun, HookError>);
+/// What a run task hands back: the deployment id, the hook's process once it was spawned (for
+/// the journal, without reading the run marker back), and the run's outcome.
+type RunOutput = (String, Option<Spawned>, Result<HookRun, HookError>);
 
 pub struct Executor {
     journal: Arc<Journal>,
@@ -79,6 +84,9 @@ impl Executor {
         parallel: usize,
         wake_outbox: Arc<Notify>,
     ) -> Result<Executor, ExecutorError> {
+        // Spare files an earlier agent left behind hold old versions of entries; this process
+        // owns the journal from here on.
+        Spares::remove_stale(journal.dir());
         let entries = journal.load_all().map_err(ExecutorError::LoadJournal)?;
         let entries = entries.into_iter().map(|entry| (entry.id.clone(), entry)).collect();
         let mut executor = Executor {
@@ -181,8 +189,6 @@ impl Executor {
         shutdown: &CancellationToken,
     ) -> Result<usize, ExecutorError> {
         self.record_unrecorded()?;
-        let by_id: HashMap<&str, &Deployment> =
-            deployments.iter().map(|deployment| (deployment.id.as_str(), deployment)).collect();
         // One hook lookup per kind of deployment per round, not one per pending deployment: the
         // lookup touches the file system, and every finished run starts a new round.
         let mut choices = HashMap::new();
@@ -197,17 +203,15 @@ impl Executor {
             let mut settled_one = false;
             for decision in schedule::decide(deployments, &progress, self.parallel) {
                 match decision {
-                    Decision::Fail { id, reason } => {
+                    Decision::Fail { index, reason } => {
+                        let id = &deployments[index].id;
                         warn!(deployment_id = %id, %reason, "deployment not run");
-                        self.finish(&id, HookResult::from_process("", &reason, 1))?;
+                        self.finish(id, HookResult::from_process("", &reason, 1))?;
                     }
-                    Decision::Start(id) => {
-                        let prepared = match ready.remove(&id) {
+                    Decision::Start { index } => {
+                        let prepared = match ready.remove(&index) {
                             Some(prepared) => Some(prepared),
-                            None => match by_id.get(id.as_str()) {
-                                Some(deployment) => self.settle_unready(deployment, &mut choices)?,
-                                None => continue,
-                            },
+                            None => self.settle_unready(&deployments[index], &mut choices)?,
                         };
                         match prepared {
                             Some((resolved, choice)) => {
@@ -226,30 +230,30 @@ impl Executor {
         Ok(started)
     }
 
-    /// Every deployment's progress for the ordering rules. Pending ones are recorded as seen;
-    /// waiting ones are prepared again (their hook may have appeared) and count as pending, ready
-    /// to start, once they can run.
+    /// Every deployment's progress for the ordering rules, in list order. Pending ones are
+    /// recorded as seen; waiting ones are prepared again (their hook may have appeared) and count
+    /// as pending, ready to start (keyed by list index), once they can run.
     #[allow(clippy::type_complexity)]
     fn round_progress(
         &mut self,
         deployments: &[Deployment],
         choices: &mut HashMap<(String, bool), HookChoice>,
-    ) -> Result<(HashMap<String, Progress>, HashMap<String, (Box<Deployment>, HookChoice)>), ExecutorError> {
-        let mut progress = HashMap::with_capacity(deployments.len());
+    ) -> Result<(Vec<Progress>, HashMap<usize, (Box<Deployment>, HookChoice)>), ExecutorError> {
+        let mut progress = Vec::with_capacity(deployments.len());
         let mut ready = HashMap::new();
-        for deployment in deployments {
+        for (index, deployment) in deployments.iter().enumerate() {
             let mut state = self.progress_of(&deployment.id);
             match state {
                 Progress::Pending => self.ensure_seen(deployment)?,
                 Progress::Waiting => {
                     if let Preparation::Ready { resolved, choice } = self.prepare(deployment, choices) {
-                        ready.insert(deployment.id.clone(), (resolved, choice));
+                        ready.insert(index, (resolved, choice));
                         state = Progress::Pending;
                     }
                 }
                 _ => {}
             }
-            progress.insert(deployment.id.clone(), state);
+            progress.push(state);
         }
         Ok((progress, ready))
     }
@@ -276,17 +280,17 @@ impl Executor {
     /// Waits for one running hook to end and journals its result; `None` when nothing runs.
     pub async fn finish_next(&mut self) -> Option<Result<(), ExecutorError>> {
         let joined = self.running.join_next_with_id().await?;
-        let (id, outcome) = match joined {
+        let (id, spawned, outcome) = match joined {
             Ok((task, output)) => {
                 self.running_ids.remove(&task);
                 output
             }
             Err(join_error) => {
                 let id = self.running_ids.remove(&join_error.id()).unwrap_or_default();
-                (id, Err(HookError::Panicked { detail: join_error.to_string() }))
+                (id, None, Err(HookError::Panicked { detail: join_error.to_string() }))
             }
         };
-        Some(self.record_run(&id, outcome))
+        Some(self.record_run(&id, spawned, outcome))
     }
 
     /// Runs what is due until nothing runs and nothing more may start (`anneal-agent once`).
@@ -358,88 +362,20 @@ impl Executor {
         let marker = orphan::marker_path(self.journal.dir(), &id);
         let token = shutdown.clone();
         let task_id = self.running.spawn(async move {
+            let mut process = None;
             // The pid and start time (safe against pid reuse) of the hook, for a successor agent;
             // the child's environment names this file for the moment before it exists.
-            let on_spawn = move |spawned: crate::hook::Spawned| {
+            let on_spawn = |spawned: Spawned| {
                 failpoint::hit(Failpoint::AfterSpawn);
                 if let Err(source) = orphan::write_marker(&marker, spawned.pid, spawned.process_start_time) {
                     warn!(pid = spawned.pid, error = %source, "cannot record the hook's start time");
                 }
+                process = Some(spawned);
             };
             let outcome = runner.run(&resolved, &choice, timeout, &token, on_spawn).await;
-            (resolved.id, outcome)
+            (resolved.id, process, outcome)
         });
         self.running_ids.insert(task_id.id(), id);
-        Ok(())
-    }
-
-    fn record_run(&mut self, id: &str, outcome: Result<HookRun, HookError>) -> Result<(), ExecutorError> {
-        let marker = orphan::marker_path(self.journal.dir(), id);
-        // The process is reaped: the marker's pid goes into the entry, which the finish makes
-        // durable, and the marker itself is no longer needed.
-        if let (Some(process), Some(entry)) = (orphan::read_marker(&marker), self.entries.get_mut(id)) {
-            entry.spawned(process.pid, process.process_start_time);
-        }
-        let recorded = self.record_outcome(id, outcome);
-        if let Err(error) = orphan::remove_marker(&marker) {
-            warn!(deployment_id = %id, %error, "cannot remove the hook's run marker");
-        }
-        recorded
-    }
-
-    fn record_outcome(&mut self, id: &str, outcome: Result<HookRun, HookError>) -> Result<(), ExecutorError> {
-        let result = match outcome {
-            Ok(run) => {
-                let ending = match run.ending {
-                    Ending::Exited(code) => format!("exited {code}"),
-                    Ending::Signalled(signal) => format!("killed by signal {signal}"),
-                    Ending::TimedOut { after } => format!("timed out after {} s", after.as_secs()),
-                };
-                info!(deployment_id = %id, %ending, duration_ms = run.duration.as_millis() as u64, "hook finished");
-                run.result
-            }
-            Err(HookError::Cancelled { .. }) => {
-                info!(deployment_id = %id, "hook stopped by shutdown; the run counts as interrupted");
-                return Ok(());
-            }
-            Err(error) => {
-                error!(deployment_id = %id, error = %error, "hook could not run");
-                HookResult::from_process("", &format!("anneal: {error}"), 1)
-            }
-        };
-        self.counts.ran += 1;
-        failpoint::hit(Failpoint::AfterHookExit);
-        let recorded = self.finish(id, result.clone());
-        if recorded.is_err() {
-            // Kept until the journal takes it (a full disk): the run happened, so it must be
-            // recorded, never repeated.
-            self.unrecorded.insert(id.to_string(), result);
-        }
-        recorded
-    }
-
-    /// Retries journaling the results whose `finished` write failed.
-    fn record_unrecorded(&mut self) -> Result<(), ExecutorError> {
-        let ids: Vec<String> = self.unrecorded.keys().cloned().collect();
-        for id in ids {
-            let Some(result) = self.unrecorded.get(&id).cloned() else { continue };
-            self.finish(&id, result)?;
-            self.unrecorded.remove(&id);
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, id: &str, result: HookResult) -> Result<(), ExecutorError> {
-        let now = now_millis();
-        self.update(id, |entry| entry.finished(result, now))?;
-        failpoint::hit(Failpoint::AfterFinished);
-        if let Some(entry) = self.entries.get(id) {
-            if entry.failed() {
-                self.counts.failed += 1;
-                warn!(deployment_id = %id, outcome = entry.outcome.as_deref().unwrap_or(""), "deployment failed");
-            }
-        }
-        self.wake_outbox.notify_one();
         Ok(())
     }
 

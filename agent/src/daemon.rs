@@ -7,13 +7,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anneal_protocol::{Deployment, SignalTransport};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config::Config;
 use crate::cycle::{Executor, ExecutorError, RunCounts};
-use crate::deliver::{DeliverError, SignalSender};
+use crate::deliver::SignalSender;
 use crate::error_chain;
 use crate::hook::{HookRunner, HookSettings};
 use crate::journal::{Journal, JournalError};
@@ -36,8 +37,6 @@ pub enum DaemonError {
     Executor(#[from] ExecutorError),
     #[error("cannot set up the metadata sources")]
     Source(#[from] SourceError),
-    #[error("cannot set up the signal sender")]
-    Deliver(#[from] DeliverError),
     #[error("no metadata source answered and none has a cached document: {detail}")]
     NoMetadata { detail: String },
 }
@@ -77,7 +76,7 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
         settings.parallel,
         Arc::clone(&wake_outbox),
     )?;
-    let outbox = Arc::new(Outbox::new(journal, SignalSender::new()?));
+    let outbox = Arc::new(Outbox::new(journal, SignalSender::default()));
     let collector = Collector::new(config)?;
     Ok(Parts { executor, outbox, wake_outbox, collector })
 }
@@ -110,8 +109,15 @@ pub async fn once(
         let detail: Vec<String> = collected.failing.iter().map(|(name, error)| format!("{name}: {error}")).collect();
         return Err(DaemonError::NoMetadata { detail: detail.join("; ") });
     }
+    // The signals go out once every hook ran; the HTTP client they need is built meanwhile.
+    let signals_over_http =
+        |deployment: &Deployment| matches!(deployment.signal_transport(), SignalTransport::Http { .. });
+    let client_ready = collected.deployments.iter().any(signals_over_http).then(|| outbox.warm_up());
     executor.converge(&collected.deployments, &shutdown).await?;
     let waiting = executor.waiting(&collected.deployments).count();
+    if let Some(client_ready) = client_ready {
+        let _ = client_ready.await;
+    }
     let signals = outbox.flush(ONCE_SIGNAL_ATTEMPTS, &shutdown).await?;
     Ok(OnceReport { counts: executor.counts().clone(), waiting, signals })
 }

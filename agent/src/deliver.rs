@@ -7,6 +7,7 @@
 //! The HTTP helpers here (client, URL check, response and error classification) are shared with
 //! `waitsignal`, so both commands agree on what is transient.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
@@ -31,7 +32,8 @@ const MAX_RETRY: Duration = Duration::from_secs(300);
 /// Bytes of a response body read for the excerpt; the rest is never downloaded.
 const BODY_READ_LIMIT: usize = 4096;
 
-/// Why the signal client could not be built.
+/// Why the signal client could not be built (reported as a transient delivery failure: the
+/// next attempt builds it again).
 #[derive(Debug, thiserror::Error)]
 pub enum DeliverError {
     #[error("failed to build the HTTP client for signals")]
@@ -52,22 +54,48 @@ pub enum DeliveryOutcome {
     Permanent { error: String },
 }
 
-/// Sends deployment signals over HTTP with one shared connection pool.
+/// Sends deployment signals over HTTP with one shared connection pool (kept alive between
+/// signals). The client is built on the first HTTP signal, not before: building it loads the
+/// system's CA roots and pulls in the TLS stack, which an agent whose deployments signal nothing
+/// (or nothing yet) should not pay for in memory or start-up time.
 #[derive(Debug, Clone)]
 pub struct SignalSender {
-    client: reqwest::Client,
+    connect: Duration,
+    request: Duration,
+    client: Arc<OnceLock<reqwest::Client>>,
+}
+
+impl Default for SignalSender {
+    /// A sender with the standard timeouts (connect 10 s, whole request 60 s) and no redirects.
+    fn default() -> SignalSender {
+        SignalSender::with_timeouts(CONNECT_TIMEOUT, REQUEST_TIMEOUT)
+    }
 }
 
 impl SignalSender {
-    /// A sender with the standard timeouts (connect 10 s, whole request 60 s) and no redirects.
-    pub fn new() -> Result<SignalSender, DeliverError> {
-        SignalSender::with_timeouts(CONNECT_TIMEOUT, REQUEST_TIMEOUT)
+    /// A sender with other timeouts (tests use short ones).
+    pub fn with_timeouts(connect: Duration, request: Duration) -> SignalSender {
+        SignalSender { connect, request, client: Arc::new(OnceLock::new()) }
     }
 
-    /// A sender with other timeouts (tests use short ones).
-    pub fn with_timeouts(connect: Duration, request: Duration) -> Result<SignalSender, DeliverError> {
-        let client = build_client(connect, request).map_err(|source| DeliverError::Client { source })?;
-        Ok(SignalSender { client })
+    /// Builds the client now, on a blocking thread (reading the system's CA roots takes
+    /// milliseconds), for a caller that knows signals will follow (`once`, while its hooks run).
+    pub fn warm_up(&self) -> tokio::task::JoinHandle<()> {
+        let sender = self.clone();
+        tokio::task::spawn_blocking(move || {
+            // A failure is not kept: the first send builds again and reports it.
+            let _ = sender.client();
+        })
+    }
+
+    /// The shared client, built now if this is the first signal. A failed build is not kept, so
+    /// the next attempt tries again (the outbox retries it as a transient failure).
+    fn client(&self) -> Result<&reqwest::Client, DeliverError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let built = build_client(self.connect, self.request).map_err(|source| DeliverError::Client { source })?;
+        Ok(self.client.get_or_init(|| built))
     }
 
     /// Sends `entry`'s stored result once over its deployment's transport.
@@ -95,10 +123,13 @@ impl SignalSender {
             HttpVerb::Post => Method::POST,
             HttpVerb::Put => Method::PUT,
         };
+        let client = match self.client() {
+            Ok(client) => client,
+            Err(error) => return DeliveryOutcome::Transient { error: crate::error_chain(&error) },
+        };
         tracing::debug!(deployment_id = id, %method, url = %redact_url(url), %signal_id, "sending signal");
         crate::failpoint::hit_mid_signal(&parsed, method.as_str(), &signal_id, &body);
-        let request = self
-            .client
+        let request = client
             .request(method, parsed)
             .header(header::CONTENT_TYPE, "application/json")
             .header(SIGNAL_ID_HEADER, signal_id)

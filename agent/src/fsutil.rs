@@ -3,15 +3,29 @@
 //! so a crash or a full disk leaves either the old file or the new one, never a torn one. Files
 //! that carry no obligation (a script about to run, a journal entry not yet started) are replaced
 //! the same way without the two fsyncs: an agent crash keeps them (the page cache survives it),
-//! and a power loss may only lose them, which costs nothing but redoing the step.
+//! and a power loss may only lose them, which costs nothing but redoing the step. `Spares` does
+//! the durable replacement without creating and freeing an inode each time (the journal's).
+
+mod spares;
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use spares::{SPARE_PREFIX, Spares};
+
+/// Numbers this process's temp files (with its pid in the name too).
+static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
 
 /// Creates `dir` (and parents) with mode 0700 if missing, and tightens an existing one to 0700.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    // The common case, checked with one stat: it exists and is private already (the hook runner
+    // asks before every run).
+    if fs::metadata(dir).is_ok_and(|metadata| metadata.is_dir() && metadata.permissions().mode() & 0o777 == 0o700) {
+        return Ok(());
+    }
     DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let metadata = fs::metadata(dir)?;
     if metadata.permissions().mode() & 0o777 != 0o700 {
@@ -42,11 +56,14 @@ pub enum Durability {
 }
 
 /// Replaces `path` with `contents` atomically (temp file in the same directory, then rename);
-/// the file gets `mode`. On any error the temp file is removed and `path` is untouched.
+/// the file gets `mode`. On any error the temp file is removed and `path` is untouched. Every
+/// call has its own temp file, so concurrent replacements (of different files, or of one file:
+/// the last rename wins) never write into each other's.
 pub fn replace_file(path: &Path, contents: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name = path.file_name().ok_or_else(|| io::Error::other("path has no file name"))?;
-    let temp = dir.join(format!(".{}.tmp.{}", file_name.to_string_lossy(), std::process::id()));
+    let serial = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
+    let temp = dir.join(format!(".{}.tmp.{}.{serial}", file_name.to_string_lossy(), std::process::id()));
     let mut result = write_then_rename(&temp, path, contents, mode, durability);
     if result.is_ok() && durability == Durability::Durable {
         result = sync_dir(dir);

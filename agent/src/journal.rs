@@ -11,7 +11,6 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anneal_protocol::deployment::is_safe_id;
@@ -19,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use entry::{Entry, RunRecord, SignalRecord, transport_name};
 
-use crate::fsutil::{self, Durability};
+use crate::fsutil::{self, Durability, Spares};
 
 /// Where a deployment is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -94,14 +93,19 @@ pub enum JournalError {
     UnsafeId { id: String },
     #[error("deployment {id}: cannot go from {from} to {to}")]
     IllegalTransition { id: String, from: State, to: State },
+    #[error("a journal writer task failed: {detail}")]
+    Writer { detail: String },
 }
 
-/// The journal directory. Writes are serialised so that two tasks of one process never share a
-/// temp file name.
+/// The journal directory. Writes are not serialised: each goes through its own temp file (see
+/// `fsutil::replace_file`), so the outbox's fsyncs and the executor's overlap. One entry is
+/// never written from two places at once: the executor owns it up to `finished`, the outbox
+/// from then on.
 #[derive(Debug)]
 pub struct Journal {
     dir: PathBuf,
-    write_lock: Mutex<()>,
+    /// Durable writes go through spare files (see `fsutil::Spares`).
+    spares: Spares,
 }
 
 impl Journal {
@@ -109,7 +113,7 @@ impl Journal {
     pub fn open(state_dir: &Path) -> Result<Journal, JournalError> {
         let dir = Journal::dir_in(state_dir);
         fsutil::ensure_private_dir(&dir).map_err(|source| JournalError::CreateDir { path: dir.clone(), source })?;
-        Ok(Journal { dir, write_lock: Mutex::new(()) })
+        Ok(Journal { spares: Spares::new(&dir), dir })
     }
 
     /// Where the journal of `state_dir` lives.
@@ -160,7 +164,8 @@ impl Journal {
     }
 
     /// Replaces the entry's file atomically (temp file, rename) and, from `started` on, durably
-    /// (fsync the file and the directory). A seen, waiting or skipped entry carries no obligation
+    /// (the new content fsync'd in a spare file, exchanged with the entry's, the directory
+    /// fsync'd: see `fsutil::Spares`). A seen, waiting or skipped entry carries no obligation
     /// (losing it to a power loss only means deciding again) and is only ever written over another
     /// such entry, so it skips the two fsyncs. A full disk surfaces as an error naming the file,
     /// and the previous version stays intact.
@@ -187,10 +192,11 @@ impl Journal {
     }
 
     fn replace(&self, path: &Path, bytes: &[u8], durability: Durability) -> Result<(), JournalError> {
-        // A poisoned lock only means another write panicked; the files are still consistent.
-        let _guard = self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        fsutil::replace_file(path, bytes, 0o600, durability)
-            .map_err(|source| JournalError::Write { path: path.to_path_buf(), source })
+        let written = match durability {
+            Durability::Durable => self.spares.replace_durably(path, bytes, 0o600),
+            Durability::DataOnly | Durability::Volatile => fsutil::replace_file(path, bytes, 0o600, durability),
+        };
+        written.map_err(|source| JournalError::Write { path: path.to_path_buf(), source })
     }
 
     fn read_entry(&self, id: &str, path: &Path) -> Result<Option<Entry>, JournalError> {
@@ -283,8 +289,15 @@ mod tests {
         assert_eq!(journal.load("abc-1").unwrap(), Some(entry));
         let path = journal.dir().join("abc-1.json");
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(names(journal.dir()), ["abc-1.json"], "no temp file is left behind");
         assert_eq!(journal.load("other").unwrap(), None);
+        // The durable write left its spare file (the previous version's inode) for the next one,
+        // and nothing else; the spare goes with the journal.
+        let listed = names(journal.dir());
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert!(listed[0].starts_with(fsutil::SPARE_PREFIX) && listed[1] == "abc-1.json", "{listed:?}");
+        let dir = journal.dir().to_path_buf();
+        drop(journal);
+        assert_eq!(names(&dir), ["abc-1.json"], "no temp or spare file is left behind");
     }
 
     #[test]

@@ -101,8 +101,10 @@ fn main() -> ExitCode {
     if let Err(code) = arm_failpoint() {
         return code;
     }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // The agent watches a handful of descriptors; tokio's default buffer for 1,024 epoll events
+    // per tick is 12 KiB of heap for nothing.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().max_io_events_per_tick(64).build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("anneal-agent: cannot start the async runtime: {error}");

@@ -8,7 +8,8 @@
 //! never run at once.
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -84,13 +85,17 @@ pub fn find_by_environment(path: &Path) -> Option<RunMarker> {
 }
 
 /// Writes a run marker (after the spawn returned). Not fsync'd: a power loss ends
-/// every hook too, so only an agent crash, which the page cache survives, needs the file.
+/// every hook too, so only an agent crash, which the page cache survives, needs the file. Written
+/// in place with one `write`, without a temp file: an agent that dies in between leaves an empty
+/// file, which reads as no marker, and the hook is then found by its environment as when the
+/// agent died before writing at all.
 pub fn write_marker(path: &Path, pid: u32, process_start_time: Option<u64>) -> io::Result<()> {
     let text = match process_start_time {
         Some(start) => format!("{pid} {start}\n"),
         None => format!("{pid}\n"),
     };
-    crate::fsutil::replace_file(path, text.as_bytes(), 0o600, crate::fsutil::Durability::Volatile)
+    let mut file = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 /// Removes a marker; a missing one is fine.

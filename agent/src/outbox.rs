@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::deliver::{DeliveryOutcome, SignalSender};
@@ -18,6 +19,8 @@ use crate::journal::{Entry, Journal, JournalError, now_millis};
 /// `flush`'s short backoff between attempts: 0.5 s doubling up to 4 s.
 const FLUSH_FIRST_DELAY: Duration = Duration::from_millis(500);
 const FLUSH_MAX_DELAY: Duration = Duration::from_secs(4);
+/// How many entries `flush` delivers at once.
+const FLUSH_PARALLEL: usize = 8;
 /// How long the daemon loop waits after the journal could not be read or written.
 const JOURNAL_ERROR_DELAY: Duration = Duration::from_secs(5);
 
@@ -32,8 +35,8 @@ pub struct OutboxSummary {
     pub permanent: usize,
 }
 
-/// Delivers journaled results.
-#[derive(Debug)]
+/// Delivers journaled results. Cloning is cheap (shared journal and connection pool).
+#[derive(Debug, Clone)]
 pub struct Outbox {
     journal: Arc<Journal>,
     sender: SignalSender,
@@ -51,19 +54,38 @@ impl Outbox {
         Outbox { journal, sender }
     }
 
+    /// Builds the signal client in the background (see `SignalSender::warm_up`).
+    pub fn warm_up(&self) -> tokio::task::JoinHandle<()> {
+        self.sender.warm_up()
+    }
+
     /// `once`: delivers every Finished entry now (ignoring its scheduled time), retrying transient
-    /// failures up to `attempts` tries per entry (at least one) with a short backoff.
+    /// failures up to `attempts` tries per entry (at least one) with a short backoff. Up to eight
+    /// entries are in flight at once, so one signal's round trip and journal fsync overlap
+    /// another's; each entry still goes send → record, on its own.
     pub async fn flush(&self, attempts: u32, shutdown: &CancellationToken) -> Result<OutboxSummary, JournalError> {
         let mut summary = OutboxSummary::default();
-        for mut entry in self.journal.load_all()? {
+        let mut due = Vec::new();
+        for entry in self.journal.load_all()? {
             if entry.permanently_failed() {
                 summary.permanent += 1;
-                continue;
+            } else if entry.awaits_delivery() {
+                due.push(entry);
             }
-            if !entry.awaits_delivery() {
-                continue;
+        }
+        let mut due = due.into_iter();
+        let mut in_flight = JoinSet::new();
+        loop {
+            while in_flight.len() < FLUSH_PARALLEL {
+                let Some(mut entry) = due.next() else { break };
+                let (outbox, shutdown) = (self.clone(), shutdown.clone());
+                in_flight
+                    .spawn(async move { outbox.deliver_with_retries(&mut entry, attempts.max(1), &shutdown).await });
             }
-            match self.deliver_with_retries(&mut entry, attempts.max(1), shutdown).await? {
+            // Dropping the set on an error aborts the other deliveries; each is recorded or not,
+            // never half (the journal replaces files atomically).
+            let Some(joined) = in_flight.join_next().await else { break };
+            match joined.map_err(writer_failed)?? {
                 Delivery::Delivered => summary.delivered += 1,
                 Delivery::Pending => summary.pending += 1,
                 Delivery::Permanent => summary.permanent += 1,
@@ -157,10 +179,24 @@ impl Outbox {
             failpoint::hit(Failpoint::AfterSignalAck);
         }
         entry.delivery_attempted(outcome.clone(), now_millis());
-        self.journal.write_delivery(entry)?;
+        self.record(entry).await?;
         log_attempt(entry, &outcome);
         Ok(Some(outcome))
     }
+
+    /// Writes the attempt on a blocking thread: its fsync then holds up neither the other
+    /// deliveries nor, in the daemon, the executor on the async thread.
+    async fn record(&self, entry: &Entry) -> Result<(), JournalError> {
+        let journal = Arc::clone(&self.journal);
+        let entry = entry.clone();
+        tokio::task::spawn_blocking(move || journal.write_delivery(&entry)).await.map_err(writer_failed)?
+    }
+}
+
+/// A delivery or journal-writer task that did not finish (a panic; with `panic = "abort"` in
+/// release builds, only in tests): reported as a failed journal write.
+fn writer_failed(error: tokio::task::JoinError) -> JournalError {
+    JournalError::Writer { detail: error.to_string() }
 }
 
 fn log_attempt(entry: &Entry, outcome: &DeliveryOutcome) {

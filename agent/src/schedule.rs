@@ -24,44 +24,49 @@ pub enum Progress {
     Skipped,
 }
 
-/// What to do with a deployment now.
+/// What to do with a deployment now; `index` is its position in the list given to [`decide`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Start(String),
+    Start {
+        index: usize,
+    },
     /// Never run: finish it as a failure with this reason (a dependency failed, a cycle).
     Fail {
-        id: String,
+        index: usize,
         reason: String,
     },
 }
 
-/// The decisions for this instant. `progress` maps deployment ids to their state; ids missing
-/// from it are `Pending`.
-pub fn decide(deployments: &[Deployment], progress: &HashMap<String, Progress>, parallel: usize) -> Vec<Decision> {
-    let state = |deployment: &Deployment| progress.get(&deployment.id).copied().unwrap_or(Progress::Pending);
-    let by_name = names(deployments);
-    let in_cycle = cycle_members(deployments, &by_name);
-    let mut running = deployments.iter().filter(|deployment| state(deployment) == Progress::Running).count();
+/// The decisions for this instant. `progress[i]` is where `deployments[i]` stands (the two
+/// slices are parallel, so a round costs no lookups by id).
+pub fn decide(deployments: &[Deployment], progress: &[Progress], parallel: usize) -> Vec<Decision> {
+    debug_assert_eq!(deployments.len(), progress.len());
+    // Names and cycles matter only to `depends_on`; most documents have none, and this runs
+    // after every finished hook, so it skips them rather than walk the list again.
+    let ordered = deployments.iter().any(|deployment| !deployment.options.depends_on.is_empty());
+    let by_name = if ordered { names(deployments) } else { HashMap::new() };
+    let in_cycle = if ordered { cycle_members(deployments, &by_name) } else { HashMap::new() };
+    let mut running = progress.iter().filter(|state| **state == Progress::Running).count();
     let mut decisions = Vec::new();
-    for deployment in deployments {
-        if state(deployment) != Progress::Pending {
+    for (index, deployment) in deployments.iter().enumerate() {
+        if progress[index] != Progress::Pending {
             continue;
         }
-        if let Some(cycle) = in_cycle.get(&deployment.id) {
+        if let Some(cycle) = in_cycle.get(&index) {
             let reason = format!("options.depends_on forms a cycle: {cycle}");
-            decisions.push(Decision::Fail { id: deployment.id.clone(), reason });
+            decisions.push(Decision::Fail { index, reason });
             continue;
         }
-        match dependencies(deployment, &by_name, &state) {
+        match dependencies(deployment, &by_name, progress) {
             Dependencies::Failed(name) => {
                 let reason = format!("dependency {name} failed, so this deployment was not run");
-                decisions.push(Decision::Fail { id: deployment.id.clone(), reason });
+                decisions.push(Decision::Fail { index, reason });
             }
             Dependencies::Unfinished if parallel == 1 => break,
             Dependencies::Unfinished => continue,
             Dependencies::Done if running < parallel => {
                 running += 1;
-                decisions.push(Decision::Start(deployment.id.clone()));
+                decisions.push(Decision::Start { index });
                 if parallel == 1 {
                     break;
                 }
@@ -80,17 +85,13 @@ enum Dependencies {
     Failed(String),
 }
 
-fn dependencies(
-    deployment: &Deployment,
-    by_name: &HashMap<&str, &Deployment>,
-    state: &impl Fn(&Deployment) -> Progress,
-) -> Dependencies {
+fn dependencies(deployment: &Deployment, by_name: &HashMap<&str, usize>, progress: &[Progress]) -> Dependencies {
     let mut unfinished = false;
     for name in &deployment.options.depends_on {
         // A name that is not in this document refers to something already gone: Heat only
         // publishes a deployment once its own dependencies were created.
-        let Some(dependency) = by_name.get(name.as_str()) else { continue };
-        match state(dependency) {
+        let Some(&dependency) = by_name.get(name.as_str()) else { continue };
+        match progress[dependency] {
             Progress::Done { failed: true } => return Dependencies::Failed(name.clone()),
             Progress::Done { failed: false } | Progress::Skipped => {}
             Progress::Pending | Progress::Waiting | Progress::Running => unfinished = true,
@@ -99,47 +100,51 @@ fn dependencies(
     if unfinished { Dependencies::Unfinished } else { Dependencies::Done }
 }
 
-fn names(deployments: &[Deployment]) -> HashMap<&str, &Deployment> {
+/// The index of each name (the first deployment that has it).
+fn names(deployments: &[Deployment]) -> HashMap<&str, usize> {
     let mut by_name = HashMap::new();
-    for deployment in deployments {
+    for (index, deployment) in deployments.iter().enumerate() {
         if let Some(name) = &deployment.name {
-            by_name.entry(name.as_str()).or_insert(deployment);
+            by_name.entry(name.as_str()).or_insert(index);
         }
     }
     by_name
 }
 
-/// Ids of deployments on a `depends_on` cycle, each with the cycle written out (`a -> b -> a`).
-fn cycle_members(deployments: &[Deployment], by_name: &HashMap<&str, &Deployment>) -> HashMap<String, String> {
+/// Indices of deployments on a `depends_on` cycle, each with the cycle written out (`a -> b -> a`).
+fn cycle_members(deployments: &[Deployment], by_name: &HashMap<&str, usize>) -> HashMap<usize, String> {
     let mut members = HashMap::new();
-    for start in deployments.iter().filter(|deployment| deployment.name.is_some()) {
-        let mut path: Vec<&Deployment> = vec![start];
+    for (start, deployment) in deployments.iter().enumerate().filter(|(_, deployment)| deployment.name.is_some()) {
+        if deployment.options.depends_on.is_empty() {
+            continue;
+        }
+        let mut path = vec![start];
         let mut visited = HashSet::new();
-        if let Some(cycle) = find_cycle(start, by_name, &mut path, &mut visited) {
-            members.insert(start.id.clone(), cycle);
+        if let Some(cycle) = find_cycle(deployments, by_name, &mut path, &mut visited) {
+            members.insert(start, cycle);
         }
     }
     members
 }
 
 /// Depth-first search from `path`'s last element for a way back to `path[0]`.
-fn find_cycle<'a>(
-    start: &Deployment,
-    by_name: &HashMap<&str, &'a Deployment>,
-    path: &mut Vec<&'a Deployment>,
-    visited: &mut HashSet<String>,
+fn find_cycle(
+    deployments: &[Deployment],
+    by_name: &HashMap<&str, usize>,
+    path: &mut Vec<usize>,
+    visited: &mut HashSet<usize>,
 ) -> Option<String> {
-    let current = *path.last()?;
-    for name in &current.options.depends_on {
-        let Some(next) = by_name.get(name.as_str()).copied() else { continue };
-        if next.id == start.id {
-            let mut names: Vec<&str> = path.iter().map(|deployment| deployment.display_name()).collect();
-            names.push(start.display_name());
+    let (start, current) = (*path.first()?, *path.last()?);
+    for name in &deployments[current].options.depends_on {
+        let Some(&next) = by_name.get(name.as_str()) else { continue };
+        if deployments[next].id == deployments[start].id {
+            let mut names: Vec<&str> = path.iter().map(|&index| deployments[index].display_name()).collect();
+            names.push(deployments[start].display_name());
             return Some(names.join(" -> "));
         }
-        if visited.insert(next.id.clone()) {
+        if visited.insert(next) {
             path.push(next);
-            if let Some(cycle) = find_cycle(start, by_name, path, visited) {
+            if let Some(cycle) = find_cycle(deployments, by_name, path, visited) {
                 return Some(cycle);
             }
             path.pop();
@@ -158,14 +163,19 @@ mod tests {
             .unwrap()
     }
 
+    /// The progress of each deployment: as listed in `states` by id, otherwise pending.
+    fn progress(deployments: &[Deployment], states: &[(&str, Progress)]) -> Vec<Progress> {
+        let of = |id: &str| states.iter().find(|(known, _)| *known == id).map(|(_, state)| *state);
+        deployments.iter().map(|deployment| of(&deployment.id).unwrap_or(Progress::Pending)).collect()
+    }
+
     fn check(deployments: &[Deployment], states: &[(&str, Progress)], parallel: usize, expected: &[&str]) {
-        let progress = states.iter().map(|(id, state)| (id.to_string(), *state)).collect();
-        let decisions = decide(deployments, &progress, parallel);
+        let decisions = decide(deployments, &progress(deployments, states), parallel);
         let started: Vec<String> = decisions
             .iter()
             .map(|decision| match decision {
-                Decision::Start(id) => format!("start {id}"),
-                Decision::Fail { id, .. } => format!("fail {id}"),
+                Decision::Start { index } => format!("start {}", deployments[*index].id),
+                Decision::Fail { index, .. } => format!("fail {}", deployments[*index].id),
             })
             .collect();
         assert_eq!(started, expected, "states {states:?} parallel {parallel}");
@@ -201,7 +211,7 @@ mod tests {
     fn failed_dependency_fails_the_dependent() {
         let list = [deployment("a", &[]), deployment("b", &["na"])];
         check(&list, &[("a", Progress::Done { failed: true })], 1, &["fail b"]);
-        let progress = HashMap::from([("a".to_string(), Progress::Done { failed: true })]);
+        let progress = progress(&list, &[("a", Progress::Done { failed: true })]);
         let Decision::Fail { reason, .. } = &decide(&list, &progress, 1)[0] else { panic!() };
         assert_eq!(reason, "dependency na failed, so this deployment was not run");
     }
@@ -215,13 +225,13 @@ mod tests {
     #[test]
     fn cycles_fail_with_the_cycle_named() {
         let list = [deployment("a", &["nb"]), deployment("b", &["na"]), deployment("c", &[])];
-        let decisions = decide(&list, &HashMap::new(), 1);
+        let decisions = decide(&list, &progress(&list, &[]), 1);
         assert_eq!(decisions.len(), 3);
         assert_eq!(
             decisions[0],
-            Decision::Fail { id: "a".into(), reason: "options.depends_on forms a cycle: na -> nb -> na".into() }
+            Decision::Fail { index: 0, reason: "options.depends_on forms a cycle: na -> nb -> na".into() }
         );
-        assert!(matches!(&decisions[1], Decision::Fail { id, .. } if id == "b"));
-        assert_eq!(decisions[2], Decision::Start("c".into()));
+        assert!(matches!(&decisions[1], Decision::Fail { index: 1, .. }));
+        assert_eq!(decisions[2], Decision::Start { index: 2 });
     }
 }

@@ -26,7 +26,7 @@ fn http_entry(url: &str, verb: Option<&str>) -> Entry {
 }
 
 fn sender() -> SignalSender {
-    SignalSender::with_timeouts(Duration::from_secs(2), Duration::from_secs(5)).unwrap()
+    SignalSender::with_timeouts(Duration::from_secs(2), Duration::from_secs(5))
 }
 
 async fn outcome_for_status(status: u16, body: &str) -> DeliveryOutcome {
@@ -151,7 +151,7 @@ async fn timeout_is_transient() {
         .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(3)))
         .mount(&server)
         .await;
-    let quick = SignalSender::with_timeouts(Duration::from_secs(1), Duration::from_millis(200)).unwrap();
+    let quick = SignalSender::with_timeouts(Duration::from_secs(1), Duration::from_millis(200));
     let outcome = quick.send(&http_entry(&format!("{}/s", server.uri()), None)).await;
     assert!(matches!(outcome, DeliveryOutcome::Transient { .. }), "{outcome:?}");
 }
@@ -178,6 +178,21 @@ async fn unsupported_urls_and_transports_are_permanent() {
     let mut unfinished = http_entry("http://127.0.0.1:1/", None);
     unfinished.result = None;
     assert!(matches!(sender.send(&unfinished).await, DeliveryOutcome::Permanent { .. }));
+    assert!(sender.client.get().is_none(), "nothing was sent over HTTP, so no client was built");
+}
+
+#[tokio::test]
+async fn the_client_is_built_on_the_first_http_signal_and_shared_by_clones() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).expect(2).mount(&server).await;
+    let sender = sender();
+    let clone = sender.clone();
+    assert!(sender.client.get().is_none());
+    let entry = http_entry(&format!("{}/signal", server.uri()), None);
+    assert_eq!(clone.send(&entry).await, DeliveryOutcome::Delivered { status: 200 });
+    assert!(sender.client.get().is_some(), "a clone's first signal builds the one shared client");
+    sender.warm_up().await.unwrap();
+    assert_eq!(sender.send(&entry).await, DeliveryOutcome::Delivered { status: 200 });
 }
 
 #[test]

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
-/// Size of one read from the pipe.
-const CHUNK_BYTES: usize = 64 * 1024;
+/// Size of one read from the pipe. Small on purpose: most hooks print little, and two such buffers
+/// per run, once touched, stay in the agent's resident heap after they are freed; a hook that
+/// prints a lot only costs more reads.
+const CHUNK_BYTES: usize = 8 * 1024;
 
 /// What was kept of one stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

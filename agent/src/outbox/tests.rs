@@ -17,7 +17,7 @@ struct Fixture {
 fn fixture() -> Fixture {
     let state = tempfile::tempdir().unwrap();
     let journal = Arc::new(Journal::open(state.path()).unwrap());
-    let sender = SignalSender::with_timeouts(Duration::from_secs(2), Duration::from_secs(5)).unwrap();
+    let sender = SignalSender::with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
     let outbox = Arc::new(Outbox::new(journal.clone(), sender));
     Fixture { _state: state, journal, outbox }
 }
@@ -77,6 +77,23 @@ async fn flush_delivers_finished_entries_and_records_them() {
 
     let again = fixture.outbox.flush(3, &CancellationToken::new()).await.unwrap();
     assert_eq!(again, OutboxSummary::default(), "a signalled entry is never resent");
+}
+
+#[tokio::test]
+async fn flush_delivers_more_entries_than_it_sends_at_once() {
+    let server = MockServer::start().await;
+    respond(&server, 200, None).await;
+    let fixture = fixture();
+    let ids: Vec<String> = (0..FLUSH_PARALLEL * 2 + 3).map(|index| format!("many-{index}")).collect();
+    for id in &ids {
+        fixture.journal.write(&finished_http(id, &server)).unwrap();
+    }
+    let summary = fixture.outbox.flush(3, &CancellationToken::new()).await.unwrap();
+    assert_eq!(summary, OutboxSummary { delivered: ids.len(), pending: 0, permanent: 0 });
+    for id in &ids {
+        assert_eq!(fixture.journal.load(id).unwrap().unwrap().state, State::Signalled, "{id}");
+    }
+    assert_eq!(server.received_requests().await.unwrap().len(), ids.len(), "each entry is sent once");
 }
 
 #[tokio::test]
