@@ -105,7 +105,16 @@ fn a_run_without_its_marker_file_is_found_by_its_environment() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let found = find_by_environment(&path).expect("the child names its marker");
+    // Until the child has exec'd, /proc shows the environment it was forked with (the test's):
+    // under load that takes a moment. (An agent looks long after its crash, not right away.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let found = loop {
+        match find_by_environment(&path) {
+            Some(found) => break found,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            None => panic!("the child names its marker"),
+        }
+    };
     assert_eq!((found.pid, found.process_start_time), (pid, process_start_time(pid)));
     assert_eq!(find_by_environment(&marker_path(dir.path(), "other")), None, "another run's marker");
     assert_eq!(settle("d5", &found, Duration::from_secs(5)), Settled::Stopped { pid, killed: false });
