@@ -103,6 +103,15 @@ pub fn refuse_world_writable(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The names in `dir`, sorted (tests check what a write leaves behind).
+#[cfg(test)]
+pub fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|item| item.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

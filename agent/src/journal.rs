@@ -250,6 +250,7 @@ pub fn now_millis() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use crate::fsutil::sorted_names as names;
     use std::os::unix::fs::PermissionsExt;
 
     use anneal_protocol::{Deployment, HookResult};
@@ -259,13 +260,6 @@ mod tests {
 
     fn deployment(id: &str) -> Deployment {
         serde_json::from_value(json!({"id": id, "name": format!("n-{id}"), "group": "script", "config": "x"})).unwrap()
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> =
-            fs::read_dir(dir).unwrap().map(|item| item.unwrap().file_name().into_string().unwrap()).collect();
-        names.sort();
-        names
     }
 
     #[test]

@@ -165,13 +165,7 @@ fn exchange(_a: &Path, _b: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> =
-            fs::read_dir(dir).unwrap().map(|item| item.unwrap().file_name().into_string().unwrap()).collect();
-        names.sort();
-        names
-    }
+    use crate::fsutil::sorted_names as names;
 
     #[test]
     fn replaces_in_place_and_recycles_one_spare() {
