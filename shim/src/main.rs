@@ -17,7 +17,7 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 /// The blocking pool's size: a full group-commit batch plus a few for the sweeper and clients.
-const BLOCKING_THREADS: usize = 72;
+const BLOCKING_THREADS: usize = store::BATCH_LIMIT + 8;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-pub use sqlite::SqliteStore;
+pub use sqlite::{BATCH_LIMIT, SqliteStore};
 
 /// A registered server and its current metadata document.
 #[derive(Clone, PartialEq)]

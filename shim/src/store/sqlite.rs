@@ -24,6 +24,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::store::{Store, StoreError, Tx};
+pub use batch::BATCH_LIMIT;
 use batch::Shared;
 pub(crate) use schema::{MIGRATIONS, Migration};
 

@@ -20,7 +20,7 @@ use crate::store::{StoreError, Tx};
 
 /// A batch is committed after this many successful calls even if more are queued, which bounds
 /// the wait of its first caller.
-const BATCH_LIMIT: usize = 64;
+pub const BATCH_LIMIT: usize = 64;
 
 /// What the mutex guards: the connection and the transaction open on it, if any.
 pub(super) struct Shared {
