@@ -24,7 +24,7 @@ fn heat_agents() -> PathBuf {
 }
 
 fn fixture(name: &str) -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/heat/").to_string() + name;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/heat/").to_string() + name;
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

@@ -190,11 +190,9 @@ async fn missing_hook_waits_and_status_says_why() {
 #[tokio::test]
 async fn unsupported_transport_is_reported_not_dropped() {
     let sandbox = Sandbox::new();
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/heat/heat-signal-inputs.json"
-    ))
-    .unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/heat/heat-signal-inputs.json"))
+            .unwrap();
     let mut deployment: Value = serde_json::from_str(&text).unwrap();
     deployment["config"] = json!("#!/bin/sh\ntrue\n");
     for input in deployment["inputs"].as_array_mut().unwrap() {
@@ -297,7 +295,7 @@ async fn heat_local_source_runs_heat_published_metadata() {
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&receiver).await;
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/heat/server-metadata-cfn.json"
+        "/../tests/fixtures/heat/server-metadata-cfn.json"
     ))
     .unwrap();
     let mut document: Value = serde_json::from_str(&text).unwrap();

@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn heat_decision_table_fixture_holds() {
-        let text = include_str!("../../../shared/fixtures/heat/signal-decision-table.json");
+        let text = include_str!("../../tests/fixtures/heat/signal-decision-table.json");
         let table: Value = serde_json::from_str(text).unwrap();
         for case in table["cases"].as_array().unwrap() {
             let error_outputs: Vec<&str> = case

@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn fixture_bodies_parse() {
-        let text = include_str!("../../../shared/fixtures/heat/waitcondition-signals.json");
+        let text = include_str!("../../tests/fixtures/heat/waitcondition-signals.json");
         let fixture: Value = serde_json::from_str(text).unwrap();
         for example in fixture["os_heat_handle"]["examples"].as_array().unwrap() {
             let body = serde_json::to_vec(example).unwrap();

@@ -1,5 +1,5 @@
 //! Scenario 4: anneal-agent against Heat-shaped metadata it did not produce. One document holds
-//! every fixture of `/work/shared/fixtures/heat/` (the POLL_SERVER_CFN server metadata, the
+//! every fixture of `tests/fixtures/heat/` (the POLL_SERVER_CFN server metadata, the
 //! heat-config deployments list, the component deployment plus a TEMP_URL_SIGNAL copy of it,
 //! os-collect-config's merger entries), every URL moved onto a loopback receiver. It is served
 //! as a Swift temp URL would serve it (plain GET, no long-poll header) to a running agent, and

@@ -2,7 +2,7 @@ use super::*;
 use serde_json::json;
 
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/../../shared/fixtures/heat/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../tests/fixtures/heat/{name}", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 

@@ -1,5 +1,5 @@
 //! Helpers for feeding anneal-agent Heat-shaped documents it did not produce: the fixtures of
-//! `/work/shared/fixtures/heat/`, every URL in them moved onto a loopback receiver (tests never
+//! `tests/fixtures/heat/`, every URL in them moved onto a loopback receiver (tests never
 //! contact 192.0.2.x), the receiver's captured signals, Python's `json.dumps` bytes (computed
 //! by python3 itself) and Heat's failure rule (reference heat-agent-protocol.md §1.4).
 
@@ -43,7 +43,7 @@ sys.stdout.write(inputs["emit"])
 "#;
 
 pub fn fixture_path(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/heat")).join(name)
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/heat")).join(name)
 }
 
 pub fn fixture(name: &str) -> Value {
