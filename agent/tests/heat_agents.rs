@@ -1,7 +1,9 @@
-//! heat-agents' own test scenarios replayed against anneal-agent (reference heat-agent-protocol.md
-//! §9.2 items 1-3), with the fake hooks and config tool taken from the heat-agents sdist that
-//! `tests/peers/setup.sh` fetches from PyPI (never committed):
-//! 1. heat-config's run over ten deployments through `hook-fake.py` (expected results: map C);
+//! heat-agents' own test scenarios replayed against anneal-agent (openstack/heat-agents
+//! `tests/test_heat_config.py`, `test_heat_config_notify.py`, `test_hook_script.py`), with the
+//! fake hooks and config tool taken from the heat-agents sdist that `tests/peers/setup.sh`
+//! fetches from PyPI (never committed):
+//! 1. heat-config's run over ten deployments through `hook-fake.py` (expected results: those of
+//!    `test_heat_config.py`);
 //! 2. heat-config-notify's HTTP transport rules (verb, header, exact body, `{}` for no output);
 //! 3. the script hook with `config-tool-fake.py`, both anneal's built-in script hook and
 //!    heat-agents' own `hook-script.py` installed over it.

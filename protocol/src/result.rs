@@ -1,6 +1,8 @@
 //! A hook's result, which is also the deployment signal's payload, and Heat's rules for it:
-//! the failure rule and reason text of `signal_software_deployment` (reference §1.4, fixture
-//! `signal-decision-table.json`), and heat-config's wrapping of a hook's raw process output.
+//! the failure rule and reason text of `signal_software_deployment` (openstack/heat
+//! `heat/engine/service_software_config.py`; docs/metadata.md "How Heat (and the shim) read a
+//! result"; fixture `tests/fixtures/heat/signal-decision-table.json`), and heat-config's wrapping
+//! of a hook's raw process output.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

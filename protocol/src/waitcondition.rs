@@ -1,4 +1,6 @@
-//! Wait-condition handle signal bodies, both styles Heat accepts (reference §8.5, §8.6):
+//! Wait-condition handle signal bodies, both styles Heat accepts (docs/http-api.md "Wait
+//! condition signals"; openstack/heat `heat/engine/resources/openstack/heat/wait_condition_handle.py`
+//! and `heat/engine/resources/aws/cfn/wait_condition_handle.py`):
 //! `OS::Heat::WaitConditionHandle` (`{status, reason, data, id}`, every key optional, nothing
 //! else allowed) and the AWS handle (`{Status, Reason, UniqueId, Data}`, exactly those keys).
 

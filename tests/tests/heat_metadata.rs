@@ -4,7 +4,8 @@
 //! os-collect-config's merger entries), every URL moved onto a loopback receiver. It is served
 //! as a Swift temp URL would serve it (plain GET, no long-poll header) to a running agent, and
 //! written as Heat's boot-time cfn-init-data for `once`. The captured signals are checked
-//! against heat-config-notify's wire rules (§6) and Heat's failure rule (§1.4); a third test
+//! against heat-config-notify's wire rules (docs/metadata.md "The HTTP signal") and Heat's
+//! failure rule (docs/hook-protocol.md "The failure rule"); a third test
 //! replays `signal-decision-table.json` and the status-code edge cases.
 
 mod heat;
@@ -217,7 +218,8 @@ fn table_cases() -> Vec<Case> {
         .collect()
 }
 
-/// §1.4: `deploy_status_code` values and whether Heat fails them; then encodings and verbs.
+/// Heat's failure rule: `deploy_status_code` values and whether Heat fails them; then encodings
+/// and verbs.
 fn edge_cases() -> Vec<Case> {
     let codes = [
         ("0", false),
@@ -319,7 +321,7 @@ async fn signal_bodies_and_verdicts_follow_the_decision_table_and_failure_rule()
         let request = request_to(&requests, &format!("/signal/{}", case.id));
         let body: Value = serde_json::from_slice(&request.body).expect("JSON");
         let outputs = case.outputs.as_array().cloned().unwrap_or_default();
-        assert_eq!(heat_fails(&body, &outputs), case.failure.is_some(), "{}: the rule as written in §1.4", case.id);
+        assert_eq!(heat_fails(&body, &outputs), case.failure.is_some(), "{}: Heat's failure rule", case.id);
         let row = rows.iter().find(|row| row["id"] == case.id.as_str()).expect("status row");
         let outcome = row["outcome"].as_str().unwrap_or_default();
         match &case.failure {

@@ -1,7 +1,8 @@
 //! Helpers for feeding anneal-agent Heat-shaped documents it did not produce: the fixtures of
 //! `tests/fixtures/heat/`, every URL in them moved onto a loopback receiver (tests never
 //! contact 192.0.2.x), the receiver's captured signals, Python's `json.dumps` bytes (computed
-//! by python3 itself) and Heat's failure rule (reference heat-agent-protocol.md §1.4).
+//! by python3 itself) and Heat's failure rule (docs/metadata.md "How Heat (and the shim) read a
+//! result").
 
 #![allow(dead_code)]
 
@@ -114,7 +115,7 @@ pub fn path_and_query(request: &Request) -> String {
     }
 }
 
-/// Asserts what heat-config-notify does on the wire (§6): the verb, `content-type:
+/// Asserts what heat-config-notify does on the wire (docs/metadata.md "The HTTP signal"): the verb, `content-type:
 /// application/json`, and a body that is exactly Python's `json.dumps` of itself.
 pub async fn assert_notify_shape(requests: &[&Request], verb: &str) {
     let bodies: Vec<String> = requests
@@ -141,7 +142,7 @@ pub async fn python_json_dumps(texts: &[String]) -> Vec<String> {
     serde_json::from_str(&stdout).unwrap_or_else(|error| panic!("python3 printed {stdout:?}: {error}"))
 }
 
-/// Heat's failure rule (§1.4): FAILED iff `deploy_status_code` is truthy and its `str()` is not
+/// Heat's failure rule (docs/hook-protocol.md "The failure rule"): FAILED iff `deploy_status_code` is truthy and its `str()` is not
 /// `"0"`, or an output declared `error_output: true` is present. Only the string `"0"` is both
 /// truthy and `"0"` when printed, so the first half is "truthy and not the string 0".
 pub fn heat_fails(body: &Value, outputs: &[Value]) -> bool {
