@@ -6,13 +6,28 @@
 
 use serde_json::{Map, Value, json};
 
-use super::Activation;
 use super::deployment::deployment_actions;
 use crate::engine::context::Context;
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released, status};
 use crate::store::{Action, NodeRecord, NodeRow, NodeState, StackRow, State};
 use crate::template::ResourceType;
+
+/// What an activation did, for the traversal to follow. Only a group's activation expands.
+#[derive(Debug)]
+pub enum Activation {
+    /// The node completed, failed or started running; what its completion released.
+    Released(Released),
+    /// A group expanded: its members are ready, and the members it had before but not now must
+    /// be removed (their DELETE actions run).
+    Expanded { members: Vec<String>, removed: Vec<NodeRow> },
+}
+
+impl From<Released> for Activation {
+    fn from(released: Released) -> Activation {
+        Activation::Released(released)
+    }
+}
 
 /// The name of a group's member node.
 pub fn member_name(group: &str, member: &str) -> String {

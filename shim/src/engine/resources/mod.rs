@@ -8,27 +8,13 @@ pub mod deployment;
 pub mod group;
 pub mod wait;
 
+pub use group::Activation;
+
 use super::context::Context;
 use super::error::EngineError;
 use super::node::{self, Released};
 use crate::store::{NodeRow, NodeState, StackRow};
 use crate::template::ResourceType;
-
-/// What an activation did, for the traversal to follow.
-#[derive(Debug)]
-pub enum Activation {
-    /// The node completed, failed or started running; what its completion released.
-    Released(Released),
-    /// A group expanded: its members are ready, and the members it had before but not now must
-    /// be removed (their DELETE actions run).
-    Expanded { members: Vec<String>, removed: Vec<NodeRow> },
-}
-
-impl From<Released> for Activation {
-    fn from(released: Released) -> Activation {
-        Activation::Released(released)
-    }
-}
 
 /// Activates node `name` if it is waiting in the stack's current traversal; `None` when there
 /// was nothing to activate. Returns the stack as it was read, with what the activation did.
