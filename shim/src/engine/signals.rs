@@ -13,7 +13,7 @@ use super::resources::wait::check_wait_condition;
 use super::secrets::{Purpose, placeholder};
 use super::traversal::forward;
 use crate::model::{SignalAck, WaitConditionSignal};
-use crate::store::{NodeState, RunOutcome, WaitSignalRow};
+use crate::store::{NodeRow, NodeState, RunOutcome, WaitSignalRow};
 use crate::template::ResourceType;
 use crate::token;
 
@@ -47,9 +47,36 @@ pub fn apply_deployment_signal(
         Value::Object(map) => map,
         _ => Map::new(),
     });
+    let (failed, status_reason) = record_result(&mut node, &result);
+    if recorded_only {
+        node.updated_at = ctx.now;
+        let applied = ctx.tx.update_node_if(&node, generation, previous_state)?;
+        return Ok(Some(if applied { SignalAck::Stale } else { SignalAck::Duplicate }));
+    }
+    node.state = if failed { NodeState::Failed } else { NodeState::Complete };
+    node.status_reason = status_reason.clone();
+    node.updated_at = ctx.now;
+    if !ctx.tx.update_node_if(&node, generation, NodeState::InProgress)? {
+        return Ok(Some(SignalAck::Duplicate));
+    }
+    ctx.event(&stack.name, &node.name, &status(node.action, node.state), &status_reason)?;
+    if failed {
+        let reason =
+            format!("Resource {} failed: {}: Deployment to server failed: {}", node.action, node.name, status_reason);
+        node::fail_stack(ctx, &stack.name, node.generation, &reason)?;
+    } else {
+        let released = node::release(ctx, &stack, node)?;
+        forward::proceed(ctx, &stack, released)?;
+    }
+    Ok(Some(SignalAck::Applied))
+}
+
+/// Applies Heat's output and failure rules to a run's result: the declared outputs and the
+/// `deploy_*` attributes are set, the run's outcome recorded. Returns whether it failed and why.
+fn record_result(node: &mut NodeRow, result: &HookResult) -> (bool, String) {
     let declarations: Vec<OutputDecl> =
         serde_json::from_value(Value::Array(node.record.outputs.clone())).unwrap_or_default();
-    let evaluation = evaluate(&result, &declarations);
+    let evaluation = evaluate(result, &declarations);
     for declaration in &declarations {
         node.attributes[declaration.name.as_str()] =
             evaluation.output_values.get(&declaration.name).cloned().unwrap_or(Value::Null);
@@ -62,29 +89,7 @@ pub fn apply_deployment_signal(
     if !failed {
         node.record.completed_once = true;
     }
-    if recorded_only {
-        node.updated_at = ctx.now;
-        let applied = ctx.tx.update_node_if(&node, generation, previous_state)?;
-        return Ok(Some(if applied { SignalAck::Stale } else { SignalAck::Duplicate }));
-    }
-    node.state = if failed { NodeState::Failed } else { NodeState::Complete };
-    node.status_reason = evaluation.status_reason.clone();
-    node.updated_at = ctx.now;
-    if !ctx.tx.update_node_if(&node, generation, NodeState::InProgress)? {
-        return Ok(Some(SignalAck::Duplicate));
-    }
-    ctx.event(&stack.name, &node.name, &status(node.action, node.state), &evaluation.status_reason)?;
-    if failed {
-        let reason = format!(
-            "Resource {} failed: {}: Deployment to server failed: {}",
-            node.action, node.name, evaluation.status_reason
-        );
-        node::fail_stack(ctx, &stack.name, node.generation, &reason)?;
-    } else {
-        let released = node::release(ctx, &stack, node)?;
-        forward::proceed(ctx, &stack, released)?;
-    }
-    Ok(Some(SignalAck::Applied))
+    (failed, evaluation.status_reason)
 }
 
 /// Records a handle signal and re-checks the wait conditions on that handle. `Ok(None)`: unknown token.

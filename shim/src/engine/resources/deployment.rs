@@ -74,6 +74,14 @@ fn replace_on_change_values(config: &ConfigDefinition, properties: &Map<String, 
     Value::Object(values)
 }
 
+/// A deployment's entry for one publication, with what identifies it.
+struct Built {
+    derived_id: String,
+    sort_key: String,
+    entry: Value,
+    transport: SignalTransport,
+}
+
 /// Publishes the deployment's derived config for its current action (or recognises that an
 /// update changes nothing and completes it at once).
 pub fn publish(
@@ -84,39 +92,11 @@ pub fn publish(
     config: &ConfigDefinition,
     properties: &Map<String, Value>,
 ) -> Result<Released, EngineError> {
-    let transport_name = properties.get("signal_transport").and_then(Value::as_str).unwrap_or("CFN_SIGNAL");
-    let Some(transport) = SignalTransport::parse(transport_name) else {
-        let reason = format!("property signal_transport: {transport_name:?} is not a signal transport");
-        return failed(ctx, stack, node, &reason);
-    };
-    let derived_id = new_uuid();
-    let name = properties.get("name").and_then(Value::as_str).unwrap_or(&node.name).to_string();
-    let empty = Map::new();
-    let input_values = properties.get("input_values").and_then(Value::as_object).unwrap_or(&empty);
-    let structured = (node::resource_type(&node) == Some(ResourceType::StructuredDeployment)).then(|| {
-        let key = properties.get("input_key").and_then(Value::as_str).unwrap_or("get_input");
-        (key, properties.get("input_values_validate").and_then(Value::as_str) == Some("STRICT"))
-    });
-    let stack_path = format!("{}/{}", stack.name, stack.id);
-    let creation_time = rfc3339(ctx.now);
-    let publication = Publication {
-        derived_id: &derived_id,
-        name: &name,
-        action: node.action,
-        server,
-        stack_path: &stack_path,
-        resource_name: &node.name,
-        signal_transport: transport,
-        public_url: ctx.public_url,
-        creation_time: &creation_time,
-        input_values,
-        structured,
-    };
-    let entry = match build_entry(config, &publication) {
-        Ok(entry) => entry,
+    let built = match build(ctx, stack, &node, server, config, properties) {
+        Ok(built) => built,
         Err(reason) => return failed(ctx, stack, node, &reason),
     };
-    let print = fingerprint(&entry, server);
+    let print = fingerprint(&built.entry, server);
     if node.action != Action::Delete && node.record.fingerprint.as_deref() == Some(print.as_str()) {
         match node.record.outcome {
             Some(RunOutcome::Complete) => return node::complete(ctx, stack, node, "unchanged"),
@@ -132,13 +112,9 @@ pub fn publish(
         ctx.tx.remove_entry(previous, &stack.name, &node.name)?;
         ctx.touched_servers.insert(previous.to_string());
     }
-    let row = EntryRow {
-        server: server.to_string(),
-        stack: stack.name.clone(),
-        node: node.name.clone(),
-        sort_key: name,
-        entry,
-    };
+    let Built { derived_id, sort_key, entry, transport } = built;
+    let row =
+        EntryRow { server: server.to_string(), stack: stack.name.clone(), node: node.name.clone(), sort_key, entry };
     ctx.tx.put_entry(&row)?;
     ctx.touched_servers.insert(server.to_string());
     node.server = Some(server.to_string());
@@ -160,6 +136,47 @@ pub fn publish(
     }
     node::mark_in_progress(ctx, stack, node, "Deploy data available")?;
     Ok(Released::Nothing)
+}
+
+/// The derived config entry of a new publication; the error says why it cannot be built.
+fn build(
+    ctx: &Context<'_>,
+    stack: &StackRow,
+    node: &NodeRow,
+    server: &str,
+    config: &ConfigDefinition,
+    properties: &Map<String, Value>,
+) -> Result<Built, String> {
+    let transport = match properties.get("signal_transport").and_then(Value::as_str) {
+        None => SignalTransport::Cfn,
+        Some(name) => SignalTransport::parse(name)
+            .ok_or_else(|| format!("property signal_transport: {name:?} is not a signal transport"))?,
+    };
+    let derived_id = new_uuid();
+    let sort_key = properties.get("name").and_then(Value::as_str).unwrap_or(&node.name).to_string();
+    let empty = Map::new();
+    let input_values = properties.get("input_values").and_then(Value::as_object).unwrap_or(&empty);
+    let structured = (node::resource_type(node) == Some(ResourceType::StructuredDeployment)).then(|| {
+        let key = properties.get("input_key").and_then(Value::as_str).unwrap_or("get_input");
+        (key, properties.get("input_values_validate").and_then(Value::as_str) == Some("STRICT"))
+    });
+    let stack_path = format!("{}/{}", stack.name, stack.id);
+    let creation_time = rfc3339(ctx.now);
+    let publication = Publication {
+        derived_id: &derived_id,
+        name: &sort_key,
+        action: node.action,
+        server,
+        stack_path: &stack_path,
+        resource_name: &node.name,
+        signal_transport: transport,
+        public_url: ctx.public_url,
+        creation_time: &creation_time,
+        input_values,
+        structured,
+    };
+    let entry = build_entry(config, &publication)?;
+    Ok(Built { derived_id, sort_key, entry, transport })
 }
 
 /// The config a deployment's `config: {get_resource: X}` points at.
