@@ -78,6 +78,52 @@ pub enum State {
     Failed,
 }
 
+impl Action {
+    pub const ALL: [Action; 3] = [Action::Create, Action::Update, Action::Delete];
+
+    /// Heat's spelling, e.g. `CREATE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "CREATE",
+            Action::Update => "UPDATE",
+            Action::Delete => "DELETE",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|action| action.as_str() == text)
+    }
+}
+
+impl State {
+    pub const ALL: [State; 3] = [State::InProgress, State::Complete, State::Failed];
+
+    /// Heat's spelling, e.g. `IN_PROGRESS`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::InProgress => "IN_PROGRESS",
+            State::Complete => "COMPLETE",
+            State::Failed => "FAILED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<State> {
+        State::ALL.into_iter().find(|state| state.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackSummary {
     pub name: String,

@@ -7,18 +7,14 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::EngineError;
+use super::error::EngineError;
 use super::secrets::TokenKey;
-use crate::store::{NodeRow, StackRow, Tx};
+use crate::store::{NodeRow, NodeState, StackRow, Tx};
 use crate::template::{EvalError, Expr, Scope};
 
-pub const STATE_INIT: &str = "INIT";
-pub const STATE_IN_PROGRESS: &str = "IN_PROGRESS";
-pub const STATE_COMPLETE: &str = "COMPLETE";
-pub const STATE_FAILED: &str = "FAILED";
-
-/// Attribute keys the engine keeps for itself on a node; never visible through `get_attr`.
-pub const PRIVATE_PREFIX: &str = "_";
+/// Attribute names `get_attr` never shows (the engine's own bookkeeping is in `NodeRow::record`;
+/// an output a config declares with such a name stays hidden as it always was).
+const PRIVATE_PREFIX: &str = "_";
 
 pub struct Context<'a> {
     pub tx: &'a mut dyn Tx,
@@ -73,7 +69,7 @@ struct StackScope<'a, 'b> {
 impl StackScope<'_, '_> {
     fn complete_node(&self, resource: &str) -> Option<NodeRow> {
         let node = self.tx.borrow_mut().node(&self.stack.name, resource).ok().flatten()?;
-        (node.state == STATE_COMPLETE).then_some(node)
+        (node.state == NodeState::Complete).then_some(node)
     }
 }
 
@@ -85,7 +81,7 @@ impl Scope for StackScope<'_, '_> {
     fn resource_id(&self, resource: &str) -> Option<Value> {
         // A handle's or config's id exists from activation on; a deployment's too.
         let node = self.tx.borrow_mut().node(&self.stack.name, resource).ok().flatten()?;
-        node.attributes.get("_id").cloned()
+        node.record.id.map(Value::String)
     }
 
     fn attribute(&self, resource: &str, attribute: &str) -> Option<Value> {

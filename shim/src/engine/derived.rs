@@ -7,6 +7,44 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::secrets::{Purpose, placeholder};
+use crate::model::Action;
+use crate::template::ResourceType;
+
+/// How a deployment's agent reports back (its `signal_transport` property). Every transport
+/// but `NO_SIGNAL` gets this shim's signal URL; the name is passed to the hook as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalTransport {
+    Cfn,
+    TempUrl,
+    Heat,
+    Zaqar,
+    NoSignal,
+}
+
+impl SignalTransport {
+    pub const ALL: [SignalTransport; 5] = [
+        SignalTransport::Cfn,
+        SignalTransport::TempUrl,
+        SignalTransport::Heat,
+        SignalTransport::Zaqar,
+        SignalTransport::NoSignal,
+    ];
+
+    /// Heat's spelling, e.g. `CFN_SIGNAL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignalTransport::Cfn => "CFN_SIGNAL",
+            SignalTransport::TempUrl => "TEMP_URL_SIGNAL",
+            SignalTransport::Heat => "HEAT_SIGNAL",
+            SignalTransport::Zaqar => "ZAQAR_SIGNAL",
+            SignalTransport::NoSignal => "NO_SIGNAL",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SignalTransport> {
+        SignalTransport::ALL.into_iter().find(|transport| transport.as_str() == text)
+    }
+}
 
 /// The config a deployment refers to, as its config node stores it.
 #[derive(Debug, Clone)]
@@ -20,13 +58,13 @@ pub struct ConfigDefinition {
 
 impl ConfigDefinition {
     /// From a config node's evaluated properties.
-    pub fn from_properties(resource_type: &str, properties: &Map<String, Value>) -> ConfigDefinition {
+    pub fn from_properties(kind: ResourceType, properties: &Map<String, Value>) -> ConfigDefinition {
         let list = |key: &str| properties.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
-        let (group, config) = if resource_type == "OS::Heat::SoftwareComponent" {
+        let (group, config) = if kind == ResourceType::SoftwareComponent {
             ("component".to_string(), json!({"configs": properties.get("configs").cloned().unwrap_or(json!([]))}))
         } else {
             let group = properties.get("group").and_then(Value::as_str).unwrap_or("Heat::Ungrouped").to_string();
-            let default = if resource_type == "OS::Heat::StructuredConfig" { json!({}) } else { json!("") };
+            let default = if kind == ResourceType::StructuredConfig { json!({}) } else { json!("") };
             (group, properties.get("config").cloned().filter(|value| !value.is_null()).unwrap_or(default))
         };
         let options = properties.get("options").cloned().filter(|value| !value.is_null()).unwrap_or(json!({}));
@@ -69,12 +107,11 @@ impl ConfigDefinition {
 pub struct Publication<'a> {
     pub derived_id: &'a str,
     pub name: &'a str,
-    pub action: &'a str,
+    pub action: Action,
     pub server: &'a str,
     pub stack_path: &'a str,
     pub resource_name: &'a str,
-    /// `None` for NO_SIGNAL.
-    pub signal_transport: &'a str,
+    pub signal_transport: SignalTransport,
     pub public_url: &'a str,
     pub creation_time: &'a str,
     pub input_values: &'a Map<String, Value>,
@@ -134,7 +171,7 @@ fn derived_inputs(config: &ConfigDefinition, publication: &Publication<'_>) -> V
     }
     let described = |name: &str, description: &str, value: &str| json!({"name": name, "type": "String", "description": description, "value": value});
     inputs.push(described("deploy_server_id", "ID of the server being deployed to", publication.server));
-    inputs.push(described("deploy_action", "Name of the current action being deployed", publication.action));
+    inputs.push(described("deploy_action", "Name of the current action being deployed", publication.action.as_str()));
     inputs.push(described("deploy_stack_id", "ID of the stack this deployment belongs to", publication.stack_path));
     inputs.push(described(
         "deploy_resource_name",
@@ -144,9 +181,9 @@ fn derived_inputs(config: &ConfigDefinition, publication: &Publication<'_>) -> V
     inputs.push(described(
         "deploy_signal_transport",
         "How the server should signal to heat with the deployment output values.",
-        publication.signal_transport,
+        publication.signal_transport.as_str(),
     ));
-    if publication.signal_transport != "NO_SIGNAL" {
+    if publication.signal_transport != SignalTransport::NoSignal {
         let url =
             format!("{}/v1/signals/{}", publication.public_url, placeholder(Purpose::Signal, publication.derived_id));
         inputs.push(described("deploy_signal_id", "ID of signal to use for signaling output values", &url));
@@ -181,11 +218,11 @@ mod tests {
         Publication {
             derived_id: "d1",
             name: "10_app",
-            action: "CREATE",
+            action: Action::Create,
             server: "web1",
             stack_path: "s/1234",
             resource_name: "app",
-            signal_transport: "CFN_SIGNAL",
+            signal_transport: SignalTransport::Cfn,
             public_url: "http://127.0.0.1:8080",
             creation_time: "2026-01-01T00:00:00Z",
             input_values: values,
@@ -259,7 +296,7 @@ mod tests {
         let first = build_entry(&config, &publication(&values, None)).unwrap();
         let mut second_publication = publication(&values, None);
         second_publication.derived_id = "d2";
-        second_publication.action = "UPDATE";
+        second_publication.action = Action::Update;
         let second = build_entry(&config, &second_publication).unwrap();
         assert_eq!(fingerprint(&first, "web1"), fingerprint(&second, "web1"));
         assert_ne!(fingerprint(&first, "web1"), fingerprint(&first, "web2"));

@@ -330,7 +330,7 @@ resources:
 /// A retried signal (the agent's 2xx was lost) for the DELETE action that finished the stack
 /// answers "unknown token" (404: a permanent failure for the agent) because `finish_delete`
 /// deletes the nodes without retiring their signal hashes. Same for a deployment an update
-/// removed without a DELETE action (`forget_node`). design.md: a repeated or stale signal answers 2xx.
+/// removed without a DELETE action (`forget_node`). A repeated or stale signal answers 2xx (see docs/http-api.md).
 #[tokio::test]
 async fn repeated_signal_after_delete_is_acknowledged_as_stale() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::context::Context;
-use super::{Engine, EngineError};
+use super::error::EngineError;
+use super::transact::Engine;
 use crate::store::{NodeRow, StackRow, Store};
 use crate::template::{Expr, ResourceType};
 

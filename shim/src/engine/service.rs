@@ -7,24 +7,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::context::{self, Context, STATE_INIT, now_millis, rfc3339};
-use super::{Engine, EngineError, lifecycle, removal, waits};
+use super::context::{self, Context, now_millis, rfc3339};
+use super::error::EngineError;
+use super::node::status;
+use super::transact::Engine;
+use super::traversal::forward::{self, Checked};
+use super::traversal::reverse;
+use super::{removal, signals};
 use crate::model::{
     AddServer, Event, MetadataDocument, ResourceSummary, ServerCredentials, ServerSummary, Service, ServiceError,
     SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, WaitConditionSignal,
 };
-use crate::store::{ServerRow, StackRow, Store};
+use crate::store::{NodeState, ServerRow, StackRow, Store};
 use crate::template::{self, EvalError};
 use crate::token;
 
 /// Parses and validates a stack request against the registered servers; the pseudo parameters
 /// (`OS::stack_name`, `OS::stack_id`, `OS::project_id`) are added to the resolved ones.
-fn check(
-    ctx: &mut Context<'_>,
-    request: &StackRequest,
-    name: &str,
-    stack_id: &str,
-) -> Result<lifecycle::Checked, EngineError> {
+fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &str) -> Result<Checked, EngineError> {
     let template = template::parse_template(&request.template)
         .map_err(|error| EngineError::Template { problems: error.problems() })?;
     let mut parameters = template::resolve_parameters(&template, &request.parameters)
@@ -35,7 +35,7 @@ fn check(
     let servers: BTreeSet<String> = ctx.tx.servers()?.into_iter().map(|server| server.name).collect();
     let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
         .map_err(|problems| EngineError::Template { problems })?;
-    Ok(lifecycle::Checked { template, parameters, plan })
+    Ok(Checked { template, parameters, plan })
 }
 
 fn valid_name(kind: &str, name: &str) -> Result<(), EngineError> {
@@ -55,7 +55,7 @@ fn summary(stack: &StackRow) -> StackSummary {
     StackSummary {
         name: stack.name.clone(),
         id: stack.id.clone(),
-        status: format!("{}_{}", stack.action, stack.state),
+        status: status(stack.action, stack.state),
         status_reason: stack.status_reason.clone(),
         created_at: rfc3339(stack.created_at),
         updated_at: rfc3339(stack.updated_at),
@@ -68,10 +68,10 @@ fn detail(ctx: &mut Context<'_>, stack: &StackRow) -> Result<StackDetail, Engine
         .nodes(&stack.name)?
         .into_iter()
         .map(|node| ResourceSummary {
-            status: if node.state == STATE_INIT {
+            status: if node.state == NodeState::Init {
                 "INIT_COMPLETE".to_string()
             } else {
-                format!("{}_{}", node.action, node.state)
+                status(node.action, node.state)
             },
             name: node.name,
             resource_type: node.resource_type,
@@ -188,7 +188,7 @@ impl<S: Store> Service for Engine<S> {
             .transact(move |ctx| {
                 let stack_id = context::new_uuid();
                 let checked = check(ctx, &request, &name, &stack_id)?;
-                lifecycle::create(ctx, &name, &stack_id, &request, &checked)
+                forward::create(ctx, &name, &stack_id, &request, &checked)
             })
             .await?;
         Ok(summary(&stack))
@@ -207,7 +207,7 @@ impl<S: Store> Service for Engine<S> {
                     return Err(EngineError::NotFound { what: format!("stack {name}") });
                 };
                 let checked = check(ctx, &request, &name, &existing.id)?;
-                lifecycle::update(ctx, &name, &request, &checked)
+                forward::update(ctx, &name, &request, &checked)
             })
             .await?;
         Ok(summary(&stack))
@@ -215,7 +215,7 @@ impl<S: Store> Service for Engine<S> {
 
     async fn delete_stack(&self, name: &str) -> Result<StackSummary, ServiceError> {
         let name = name.to_string();
-        Ok(summary(&self.transact(move |ctx| lifecycle::delete(ctx, &name)).await?))
+        Ok(summary(&self.transact(move |ctx| reverse::delete(ctx, &name)).await?))
     }
 
     async fn list_stacks(&self) -> Result<Vec<StackSummary>, ServiceError> {
@@ -266,7 +266,7 @@ impl<S: Store> Service for Engine<S> {
         signal_id: Option<String>,
     ) -> Result<Option<SignalAck>, ServiceError> {
         let token_text = token_text.to_string();
-        let ack = self.transact(move |ctx| waits::apply_deployment_signal(ctx, &token_text, body)).await?;
+        let ack = self.transact(move |ctx| signals::apply_deployment_signal(ctx, &token_text, body)).await?;
         if let Some(ack) = ack {
             tracing::debug!(?ack, signal_id = signal_id.as_deref().unwrap_or(""), "deployment signal");
         }
@@ -279,6 +279,6 @@ impl<S: Store> Service for Engine<S> {
         signal: WaitConditionSignal,
     ) -> Result<Option<SignalAck>, ServiceError> {
         let token_text = token_text.to_string();
-        Ok(self.transact(move |ctx| waits::apply_wait_signal(ctx, &token_text, signal)).await?)
+        Ok(self.transact(move |ctx| signals::apply_wait_signal(ctx, &token_text, signal)).await?)
     }
 }

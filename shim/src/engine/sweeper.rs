@@ -1,26 +1,20 @@
-//! The sweeper: every deadline (stack timeout, wait-condition timeout) is a stored row, and this
-//! loop fails whatever is still in progress when its row falls due. Because the deadlines live in
-//! the store, a restarted shim enforces them all the same.
+//! The sweeper: every deadline (stack timeout, wait-condition timeout) is a stored row (see
+//! `deadlines`), and this loop fails whatever is still in progress when its row falls due.
+//! Because the deadlines live in the store, a restarted shim enforces them all the same.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::context::{Context, STATE_IN_PROGRESS};
-use super::{Engine, EngineError, graph};
-use crate::store::{DeadlineRow, StackRow, Store};
+use super::context::Context;
+use super::deadlines::Deadline;
+use super::error::EngineError;
+use super::node;
+use super::transact::Engine;
+use crate::store::{NodeState, Store};
 
 /// How often the sweeper looks for due deadlines.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
-const BATCH: usize = 200;
-
-pub fn stack_deadline_key(stack: &StackRow) -> String {
-    format!("stack/{}/{}", stack.name, stack.generation)
-}
-
-pub fn wait_deadline_key(stack: &StackRow, node: &str) -> String {
-    format!("wait/{}/{}/{}", stack.name, node, stack.generation)
-}
 
 /// Runs until `shutdown`.
 pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
@@ -32,45 +26,43 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
         match engine.transact(sweep).await {
             Ok(0) => {}
             Ok(fired) => tracing::info!(fired, "deadlines enforced"),
-            Err(error) => tracing::error!(error = %crate::engine::error_chain(&error), "sweeper pass failed"),
+            Err(error) => tracing::error!(error = %crate::error_chain(&error), "sweeper pass failed"),
         }
     }
 }
 
 /// Fails everything whose deadline passed; returns how many deadlines fired.
 pub fn sweep(ctx: &mut Context<'_>) -> Result<usize, EngineError> {
-    let due = ctx.tx.due_deadlines(ctx.now, BATCH)?;
+    let due = Deadline::due(ctx)?;
     for deadline in &due {
-        ctx.tx.delete_deadline(&deadline.key)?;
+        deadline.clear(ctx)?;
         fire(ctx, deadline)?;
     }
     Ok(due.len())
 }
 
-fn fire(ctx: &mut Context<'_>, deadline: &DeadlineRow) -> Result<(), EngineError> {
-    let Some(stack) = ctx.tx.stack(&deadline.stack)? else { return Ok(()) };
-    let generation = deadline.key.rsplit('/').next().and_then(|text| text.parse::<u64>().ok());
-    if generation != Some(stack.generation) {
+fn fire(ctx: &mut Context<'_>, deadline: &Deadline) -> Result<(), EngineError> {
+    let Some(stack) = ctx.tx.stack(deadline.stack())? else { return Ok(()) };
+    if deadline.generation() != stack.generation {
         return Ok(());
     }
-    match &deadline.node {
-        None => {
+    match deadline {
+        Deadline::Stack { .. } => {
             let reason = format!("Timed out: stack {} did not complete in time", stack.action);
-            graph::fail_stack(ctx, &stack.name, stack.generation, &reason)
+            node::fail_stack(ctx, &stack.name, stack.generation, &reason)
         }
-        Some(name) => {
+        Deadline::WaitCondition { node: name, .. } => {
             let Some(node) = ctx.tx.node(&stack.name, name)? else { return Ok(()) };
-            if node.state != STATE_IN_PROGRESS {
+            if node.state != NodeState::InProgress {
                 return Ok(());
             }
-            let handle =
-                node.attributes.get("_handle").and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
-            let count = node.attributes.get("_count").and_then(serde_json::Value::as_u64).unwrap_or(1);
+            let handle = node.record.handle.clone().unwrap_or_default();
+            let count = node.record.count.unwrap_or(1);
             let received = ctx.tx.wait_signals(&stack.name, &handle)?;
             let reasons: Vec<&str> = received.iter().map(|signal| signal.reason.as_str()).collect();
             let reason =
                 format!("WaitConditionTimeout: {} of {count} received - {}", received.len(), reasons.join(";"));
-            graph::fail(ctx, &stack, node, &reason)
+            node::fail(ctx, &stack, node, &reason)
         }
     }
 }

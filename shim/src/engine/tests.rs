@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::model::{AddServer, Service, SignalAck, StackRequest, WaitConditionSignal};
+use crate::model::{AddServer, Service, ServiceError, SignalAck, StackRequest, WaitConditionSignal};
 use crate::store::SqliteStore;
 
 pub(super) const TEMPLATE: &str = r##"

@@ -17,9 +17,44 @@ mod tests;
 use std::fmt;
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::model::{Action, State};
 pub use sqlite::{BATCH_LIMIT, SqliteStore};
+
+/// Where a node is in its current traversal. `Init`: written by the plan, not yet activated
+/// (its predecessors are not all complete); the others are Heat's states of the node's action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    Init,
+    InProgress,
+    Complete,
+    Failed,
+}
+
+impl NodeState {
+    pub const ALL: [NodeState; 4] = [NodeState::Init, NodeState::InProgress, NodeState::Complete, NodeState::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Init => "INIT",
+            NodeState::InProgress => "IN_PROGRESS",
+            NodeState::Complete => "COMPLETE",
+            NodeState::Failed => "FAILED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<NodeState> {
+        NodeState::ALL.into_iter().find(|state| state.as_str() == text)
+    }
+}
+
+impl fmt::Display for NodeState {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
 
 /// A registered server and its current metadata document.
 #[derive(Clone, PartialEq)]
@@ -39,8 +74,8 @@ pub struct ServerRow {
 pub struct StackRow {
     pub id: String,
     pub name: String,
-    pub action: String,
-    pub state: String,
+    pub action: Action,
+    pub state: State,
     pub status_reason: String,
     /// Resolved parameter values, a JSON object. `Debug` masks the ones named in
     /// `hidden_parameters`.
@@ -59,16 +94,69 @@ pub struct NodeRow {
     pub name: String,
     pub resource_type: String,
     pub generation: u64,
-    pub action: String,
-    pub state: String,
+    pub action: Action,
+    pub state: NodeState,
     pub status_reason: String,
     pub remaining: i64,
     pub definition: Value,
+    /// What `get_attr` shows once the node is COMPLETE (a JSON object).
     pub attributes: Value,
+    /// What the engine keeps about the node for itself; never visible through `get_attr`.
+    pub record: NodeRecord,
     pub derived_config_id: Option<String>,
     pub signal_token_hash: Option<String>,
     pub server: Option<String>,
     pub updated_at: u64,
+}
+
+/// How a deployment's last run ended, as its signal said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunOutcome {
+    #[serde(rename = "COMPLETE")]
+    Complete,
+    #[serde(rename = "FAILED")]
+    Failed,
+}
+
+/// The engine's private bookkeeping of a node, stored as one JSON column (`nodes.record`). Each
+/// field is kept by the resource types that need it; absent fields take their defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeRecord {
+    /// The resource's physical id (`get_resource`), stable across traversals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// A config's definition, as `ConfigDefinition::to_json` writes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Value>,
+    /// A deployment's `replace_on_change` input values at its last publication.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replace_values: Option<Value>,
+    /// A deployment's (or group's) `actions` property.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<String>,
+    /// The fingerprint of a deployment's last published entry (see `derived::fingerprint`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// The output declarations of a deployment's last publication.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<Value>,
+    /// How the last published run ended; `None` while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RunOutcome>,
+    /// Whether the node ever completed (an update then UPDATEs it instead of creating it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub completed_once: bool,
+    /// A wait condition's handle and the number of signals it waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// A deployment group: the generation it last expanded in, and its member nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expanded: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
 }
 
 /// One released deployment in a server's metadata document.
@@ -103,82 +191,89 @@ pub struct EventRow {
     pub reason: String,
 }
 
+/// A deadline the sweeper enforces: the stack's own timeout (`node: None`) or a wait
+/// condition's, for one traversal (`generation`) of the stack. Keyed by (stack, node, generation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadlineRow {
-    pub key: String,
     pub stack: String,
     pub node: Option<String>,
+    pub generation: u64,
     pub due_at: u64,
 }
 
+/// A backend's own error, boxed so that no backend's types are part of the store's API: the
+/// SQLite backend maps `rusqlite` errors into it, and another backend would map its own.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("failed to create database directory {path}")]
+    #[error("cannot create database directory {path}")]
     CreateDirectory {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to create database file {path}")]
+    #[error("cannot create database file {path}")]
     CreateFile {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to open database {path}")]
+    #[error("cannot open database {path}")]
     Open {
         path: PathBuf,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
-    #[error("failed to set {setting} on the database")]
+    #[error("cannot set {setting} on the database")]
     Configure {
         setting: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
-    #[error("failed to {action}")]
-    Sql {
+    /// A statement of the backend failed; `action` says what it was for ("read a node").
+    #[error("cannot {action}")]
+    Query {
         action: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
     /// The COMMIT of the batch this call's work was in failed; none of the batch took effect.
-    #[error("failed to commit a transaction")]
+    #[error("cannot commit a transaction")]
     Commit {
         #[source]
-        source: std::sync::Arc<rusqlite::Error>,
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
     },
-    /// SQLite rolled the transaction back on its own (an I/O error, a full disk, ...).
-    #[error("the transaction was rolled back after a storage failure")]
+    /// The backend rolled the transaction back on its own (an I/O error, a full disk, ...).
+    #[error("cannot commit: the transaction was rolled back after a storage failure")]
     RolledBack,
-    #[error("failed to encode column {column} as JSON")]
+    #[error("cannot encode column {column} as JSON")]
     Encode {
         column: &'static str,
         #[source]
         source: serde_json::Error,
     },
-    #[error("stored column {column} is not valid JSON")]
+    #[error("cannot decode stored column {column} as JSON")]
     Decode {
         column: &'static str,
         #[source]
         source: serde_json::Error,
     },
-    #[error("failed to apply schema migration {version}")]
+    #[error("cannot apply schema migration {version}")]
     Migration {
         version: u32,
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
-    #[error("database refused WAL journal mode (it is in {mode} mode)")]
+    #[error("cannot use the database: it refused WAL journal mode (it is in {mode} mode)")]
     JournalMode { mode: String },
-    #[error("database schema version {found} is newer than this anneal-shim supports ({supported})")]
+    #[error("cannot use database schema version {found}: this anneal-shim supports up to {supported}")]
     SchemaTooNew { found: u32, supported: u32 },
-    #[error("{kind} {key} does not exist")]
+    #[error("cannot find {kind} {key}")]
     NotFound { kind: &'static str, key: String },
-    #[error("database integrity check failed: {report}")]
+    #[error("cannot use the database: its integrity check failed: {report}")]
     Integrity { report: String },
-    #[error("unsupported database URL {url}: {reason}")]
+    #[error("cannot use database URL {url}: {reason}")]
     UnsupportedUrl { url: String, reason: &'static str },
 }
 
@@ -235,7 +330,7 @@ pub trait Tx {
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError>;
     /// The conditional write of a signal: writes `row` only if the stored node still has `generation` and `state`;
     /// false when 0 rows matched (a duplicate or stale signal).
-    fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: &str) -> Result<bool, StoreError>;
+    fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError>;
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError>;
     /// Remembers a signal token hash that no longer belongs to its node's current publication
     /// (an update republished the deployment), so a late signal with it is known to be stale.
@@ -266,9 +361,9 @@ pub trait Tx {
     ) -> Result<u64, StoreError>;
     /// Ordered by id.
     fn events(&mut self, stack: &str) -> Result<Vec<EventRow>, StoreError>;
-    /// Upsert by key.
+    /// Upsert by (stack, node, generation).
     fn put_deadline(&mut self, row: &DeadlineRow) -> Result<(), StoreError>;
-    fn delete_deadline(&mut self, key: &str) -> Result<(), StoreError>;
+    fn delete_deadline(&mut self, stack: &str, node: Option<&str>, generation: u64) -> Result<(), StoreError>;
     /// Deadlines with `due_at <= now`, earliest first, at most `limit`.
     fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError>;
 }

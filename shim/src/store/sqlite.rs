@@ -62,8 +62,8 @@ impl SqliteStore {
     /// A private, empty, fully migrated database that lives as long as the value (tests).
     pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
         let path = PathBuf::from(":memory:");
-        let mut connection =
-            Connection::open_in_memory().map_err(|source| StoreError::Open { path: path.clone(), source })?;
+        let mut connection = Connection::open_in_memory()
+            .map_err(|source| StoreError::Open { path: path.clone(), source: Box::new(source) })?;
         configure(&connection)?;
         schema::migrate(&mut connection, MIGRATIONS)?;
         Ok(Self::from_connection(connection, None))
@@ -75,7 +75,7 @@ impl SqliteStore {
         // looks like a `file:` URI is still a plain path.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut connection = Connection::open_with_flags(path, flags)
-            .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+            .map_err(|source| StoreError::Open { path: path.to_owned(), source: Box::new(source) })?;
         configure(&connection)?;
         enable_write_ahead_log(&connection)?;
         schema::migrate(&mut connection, migrations)?;
@@ -97,7 +97,8 @@ impl SqliteStore {
     pub fn integrity_check(&self) -> Result<(), StoreError> {
         let shared = self.lock();
         let connection = &shared.connection;
-        let sql_error = |source| StoreError::Sql { action: "run the integrity check", source };
+        let sql_error =
+            |source: rusqlite::Error| StoreError::Query { action: "run the integrity check", source: Box::new(source) };
         let mut problems = Vec::new();
         let mut statement = connection.prepare("PRAGMA integrity_check").map_err(sql_error)?;
         let mut rows = statement.query([]).map_err(sql_error)?;
@@ -187,19 +188,19 @@ impl Store for SqliteStore {
 fn configure(connection: &Connection) -> Result<(), StoreError> {
     connection
         .busy_timeout(BUSY_TIMEOUT)
-        .map_err(|source| StoreError::Configure { setting: "busy_timeout", source })?;
+        .map_err(|source| StoreError::Configure { setting: "busy_timeout", source: Box::new(source) })?;
     connection
         .pragma_update(None, "foreign_keys", "ON")
-        .map_err(|source| StoreError::Configure { setting: "foreign_keys", source })?;
+        .map_err(|source| StoreError::Configure { setting: "foreign_keys", source: Box::new(source) })?;
     connection
         .pragma_update(None, "synchronous", "FULL")
-        .map_err(|source| StoreError::Configure { setting: "synchronous", source })
+        .map_err(|source| StoreError::Configure { setting: "synchronous", source: Box::new(source) })
 }
 
 fn enable_write_ahead_log(connection: &Connection) -> Result<(), StoreError> {
     let mode: String = connection
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-        .map_err(|source| StoreError::Configure { setting: "journal_mode", source })?;
+        .map_err(|source| StoreError::Configure { setting: "journal_mode", source: Box::new(source) })?;
     if mode.eq_ignore_ascii_case("wal") { Ok(()) } else { Err(StoreError::JournalMode { mode }) }
 }
 

@@ -10,7 +10,7 @@ use rusqlite::{Connection, Params, Row, ToSql};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::store::{NodeRow, StackRow, StoreError};
+use crate::store::{Action, NodeRow, NodeState, StackRow, State, StoreError};
 
 pub(crate) struct SqliteTx<'transaction> {
     connection: &'transaction Connection,
@@ -33,7 +33,7 @@ impl<'transaction> SqliteTx<'transaction> {
     /// Runs a statement that returns no rows; the number of rows it changed.
     pub(crate) fn execute(&self, action: &'static str, sql: &str, params: impl Params) -> Result<usize, StoreError> {
         self.statements.fetch_add(1, Ordering::Relaxed);
-        let sql_error = |source| StoreError::Sql { action, source };
+        let sql_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
         let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
         statement.execute(params).map_err(sql_error)
     }
@@ -47,7 +47,7 @@ impl<'transaction> SqliteTx<'transaction> {
         map: impl FnOnce(&Row<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
         self.statements.fetch_add(1, Ordering::Relaxed);
-        let sql_error = |source| StoreError::Sql { action, source };
+        let sql_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
         let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
         let mut rows = statement.query(params).map_err(sql_error)?;
         match rows.next().map_err(sql_error)? {
@@ -65,7 +65,7 @@ impl<'transaction> SqliteTx<'transaction> {
         mut map: impl FnMut(&Row<'_>) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
         self.statements.fetch_add(1, Ordering::Relaxed);
-        let sql_error = |source| StoreError::Sql { action, source };
+        let sql_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
         let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
         let mut rows = statement.query(params).map_err(sql_error)?;
         let mut found = Vec::new();
@@ -78,7 +78,7 @@ impl<'transaction> SqliteTx<'transaction> {
 
 /// Reads column `index` of a row; the rusqlite error names the column and the type it found.
 pub(crate) fn column<T: FromSql>(row: &Row<'_>, index: usize) -> Result<T, StoreError> {
-    row.get(index).map_err(|source| StoreError::Sql { action: "read a stored row", source })
+    row.get(index).map_err(|source| StoreError::Query { action: "read a stored row", source: Box::new(source) })
 }
 
 /// Reads a JSON TEXT column.
@@ -125,3 +125,23 @@ pub(crate) fn unsigned_column(row: &Row<'_>, index: usize) -> Result<u64, StoreE
 pub(crate) fn optional_unsigned_column(row: &Row<'_>, index: usize) -> Result<Option<u64>, StoreError> {
     column::<Option<Unsigned>>(row, index).map(|value| value.map(|value| value.0))
 }
+
+/// A closed set stored as its TEXT spelling; a stored text outside the set fails the read.
+macro_rules! text_enum_column {
+    ($($kind:ty),*) => {$(
+        impl ToSql for $kind {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $kind {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                let text = value.as_str()?;
+                <$kind>::parse(text).ok_or_else(|| FromSqlError::Other(format!("unknown value {text:?}").into()))
+            }
+        }
+    )*};
+}
+
+text_enum_column!(Action, State, NodeState);

@@ -38,7 +38,7 @@ struct OpenBatch {
 #[derive(Clone)]
 enum Outcome {
     Committed,
-    CommitFailed(Arc<rusqlite::Error>),
+    CommitFailed(Arc<dyn std::error::Error + Send + Sync>),
     /// SQLite rolled the whole transaction back (after an I/O error, a full disk, ...).
     RolledBack,
 }
@@ -104,7 +104,7 @@ fn begin_member(store: &SqliteStore, shared: &mut Shared) -> Result<Arc<OnceLock
             shared
                 .connection
                 .execute_batch("ROLLBACK")
-                .map_err(|source| StoreError::Sql { action: "roll back", source })?;
+                .map_err(|source| StoreError::Query { action: "roll back", source: Box::new(source) })?;
         }
         // Immediate: take the write lock now, so no statement of the batch can fail later
         // with SQLITE_BUSY because another connection wrote first.
@@ -112,7 +112,7 @@ fn begin_member(store: &SqliteStore, shared: &mut Shared) -> Result<Arc<OnceLock
         shared
             .connection
             .execute_batch("BEGIN IMMEDIATE")
-            .map_err(|source| StoreError::Sql { action: "begin a transaction", source })?;
+            .map_err(|source| StoreError::Query { action: "begin a transaction", source: Box::new(source) })?;
         shared.open = Some(OpenBatch { outcome: Arc::new(OnceLock::new()), members: 0 });
     }
     let outcome = shared.open.as_ref().map(|open| Arc::clone(&open.outcome)).ok_or(StoreError::RolledBack)?;
@@ -192,6 +192,6 @@ fn execute_cached(
     sql: &str,
 ) -> Result<(), StoreError> {
     store.count_statement();
-    let sql_error = |source| StoreError::Sql { action, source };
+    let sql_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
     connection.prepare_cached(sql).map_err(sql_error)?.execute([]).map(drop).map_err(sql_error)
 }

@@ -4,33 +4,33 @@
 use rusqlite::{Row, params};
 
 use super::access::{SqliteTx, Unsigned, column, json_column, to_json_text, unsigned_column};
-use crate::store::{NodeRow, StoreError};
+use crate::store::{NodeRow, NodeState, StoreError};
 
 /// `SELECT <the NodeRow columns> FROM nodes <tail>` as one literal: no allocation per call.
 macro_rules! select_nodes {
     ($tail:literal) => {
         concat!(
             "SELECT stack, name, resource_type, generation, action, state, status_reason, remaining, definition, ",
-            "attributes, derived_config_id, signal_token_hash, server, updated_at FROM nodes ",
+            "attributes, derived_config_id, signal_token_hash, server, updated_at, record FROM nodes ",
             $tail
         )
     };
 }
 
 /// `UPDATE nodes SET <every column but the key> WHERE stack = ?1 AND name = ?2 <condition>`;
-/// parameters ?1 to ?14 come from `node_parameters!`.
+/// parameters ?1 to ?15 come from `node_parameters!`.
 macro_rules! update_nodes {
     ($condition:literal) => {
         concat!(
             "UPDATE nodes SET resource_type = ?3, generation = ?4, action = ?5, state = ?6, status_reason = ?7, ",
             "remaining = ?8, definition = ?9, attributes = ?10, derived_config_id = ?11, signal_token_hash = ?12, ",
-            "server = ?13, updated_at = ?14 WHERE stack = ?1 AND name = ?2 ",
+            "server = ?13, updated_at = ?14, record = ?15 WHERE stack = ?1 AND name = ?2 ",
             $condition
         )
     };
 }
 
-/// Parameters ?1 to ?14 of the node writes, in column order, then any `extra` ones.
+/// Parameters ?1 to ?15 of the node writes, in column order, then any `extra` ones.
 macro_rules! node_parameters {
     ($row:expr, $encoded:expr $(, $extra:expr)*) => {
         params![
@@ -47,7 +47,8 @@ macro_rules! node_parameters {
             $row.derived_config_id,
             $row.signal_token_hash,
             $row.server,
-            Unsigned($row.updated_at)
+            Unsigned($row.updated_at),
+            $encoded.record
             $(, $extra)*
         ]
     };
@@ -57,6 +58,7 @@ macro_rules! node_parameters {
 struct EncodedNode {
     definition: String,
     attributes: String,
+    record: String,
 }
 
 impl EncodedNode {
@@ -64,6 +66,7 @@ impl EncodedNode {
         Ok(EncodedNode {
             definition: to_json_text(&row.definition, "nodes.definition")?,
             attributes: to_json_text(&row.attributes, "nodes.attributes")?,
+            record: to_json_text(&row.record, "nodes.record")?,
         })
     }
 }
@@ -73,8 +76,8 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &NodeRow) -> Result<(), StoreError>
     tx.execute(
         "insert a node",
         "INSERT INTO nodes (stack, name, resource_type, generation, action, state, status_reason, remaining,
-             definition, attributes, derived_config_id, signal_token_hash, server, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             definition, attributes, derived_config_id, signal_token_hash, server, updated_at, record)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         node_parameters!(row, encoded),
     )?;
     Ok(())
@@ -106,11 +109,16 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &NodeRow) -> Result<(), StoreError>
     Ok(())
 }
 
-pub(super) fn update_if(tx: &SqliteTx<'_>, row: &NodeRow, generation: u64, state: &str) -> Result<bool, StoreError> {
+pub(super) fn update_if(
+    tx: &SqliteTx<'_>,
+    row: &NodeRow,
+    generation: u64,
+    state: NodeState,
+) -> Result<bool, StoreError> {
     let encoded = EncodedNode::new(row)?;
     let changed = tx.execute(
         "apply a signal to a node",
-        update_nodes!("AND generation = ?15 AND state = ?16"),
+        update_nodes!("AND generation = ?16 AND state = ?17"),
         node_parameters!(row, encoded, Unsigned(generation), state),
     )?;
     Ok(changed == 1)
@@ -170,6 +178,7 @@ fn node_from_row(row: &Row<'_>) -> Result<NodeRow, StoreError> {
         signal_token_hash: column(row, 11)?,
         server: column(row, 12)?,
         updated_at: unsigned_column(row, 13)?,
+        record: json_column(row, 14, "nodes.record")?,
     })
 }
 

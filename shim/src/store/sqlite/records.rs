@@ -73,7 +73,10 @@ pub(super) fn append_event(
         |row| unsigned_column(row, 0),
     )?
     // RETURNING always yields the inserted row; this only guards against an SQLite surprise.
-    .ok_or(StoreError::Sql { action: "append an event", source: rusqlite::Error::QueryReturnedNoRows })
+    .ok_or_else(|| StoreError::Query {
+        action: "append an event",
+        source: Box::new(rusqlite::Error::QueryReturnedNoRows),
+    })
 }
 
 pub(super) fn events(tx: &SqliteTx<'_>, stack: &str) -> Result<Vec<EventRow>, StoreError> {
@@ -94,18 +97,31 @@ pub(super) fn events(tx: &SqliteTx<'_>, stack: &str) -> Result<Vec<EventRow>, St
     )
 }
 
+/// `deadlines.node` is NOT NULL (it is part of the key, and NULLs never conflict): the stack's
+/// own deadline is stored with an empty node name, which no resource has.
+const STACK_NODE: &str = "";
+
 pub(super) fn put_deadline(tx: &SqliteTx<'_>, row: &DeadlineRow) -> Result<(), StoreError> {
     tx.execute(
         "store a deadline",
-        "INSERT INTO deadlines (key, stack, node, due_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (key) DO UPDATE SET stack = excluded.stack, node = excluded.node, due_at = excluded.due_at",
-        params![row.key, row.stack, row.node, Unsigned(row.due_at)],
+        "INSERT INTO deadlines (stack, node, generation, due_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (stack, node, generation) DO UPDATE SET due_at = excluded.due_at",
+        params![row.stack, row.node.as_deref().unwrap_or(STACK_NODE), Unsigned(row.generation), Unsigned(row.due_at)],
     )?;
     Ok(())
 }
 
-pub(super) fn delete_deadline(tx: &SqliteTx<'_>, key: &str) -> Result<(), StoreError> {
-    tx.execute("delete a deadline", "DELETE FROM deadlines WHERE key = ?1", [key])?;
+pub(super) fn delete_deadline(
+    tx: &SqliteTx<'_>,
+    stack: &str,
+    node: Option<&str>,
+    generation: u64,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "delete a deadline",
+        "DELETE FROM deadlines WHERE stack = ?1 AND node = ?2 AND generation = ?3",
+        params![stack, node.unwrap_or(STACK_NODE), Unsigned(generation)],
+    )?;
     Ok(())
 }
 
@@ -114,13 +130,15 @@ pub(super) fn due_deadlines(tx: &SqliteTx<'_>, now: u64, limit: usize) -> Result
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     tx.query_all(
         "list due deadlines",
-        "SELECT key, stack, node, due_at FROM deadlines WHERE due_at <= ?1 ORDER BY due_at, key LIMIT ?2",
+        "SELECT stack, node, generation, due_at FROM deadlines WHERE due_at <= ?1
+         ORDER BY due_at, stack, node, generation LIMIT ?2",
         params![Unsigned(now), limit],
         |row| {
+            let node: String = column(row, 1)?;
             Ok(DeadlineRow {
-                key: column(row, 0)?,
-                stack: column(row, 1)?,
-                node: column(row, 2)?,
+                stack: column(row, 0)?,
+                node: (node != STACK_NODE).then_some(node),
+                generation: unsigned_column(row, 2)?,
                 due_at: unsigned_column(row, 3)?,
             })
         },

@@ -19,7 +19,42 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, sql: SCHEMA_V1 },
     Migration { version: 2, sql: RETIRED_SIGNALS_V2 },
     Migration { version: 3, sql: STACK_TEMPLATES_V3 },
+    Migration { version: 4, sql: TYPED_ENGINE_STATE_V4 },
 ];
+
+/// The engine's private node state leaves the attribute JSON (where `_`-prefixed keys stood
+/// beside what `get_attr` shows) for a `record` column of its own, keys without the `_`; and a
+/// deadline's generation, which was the last `/`-separated part of its text key
+/// (`stack/<stack>/<generation>`, `wait/<stack>/<node>/<generation>`), becomes a column of the
+/// deadline's key (stack, node, generation), with `''` as the node of a stack's own deadline.
+/// (`json_each` gives booleans and null as SQL values, so they are turned back into JSON.)
+const TYPED_ENGINE_STATE_V4: &str = "
+ALTER TABLE nodes ADD COLUMN record TEXT NOT NULL DEFAULT '{}';
+UPDATE nodes SET
+    record = (SELECT json_group_object(substr(key, 2), CASE WHEN type IN ('true', 'false', 'null', 'object',
+                  'array') THEN json(CASE type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
+                  WHEN 'null' THEN 'null' ELSE value END) ELSE value END)
+              FROM json_each(nodes.attributes) WHERE substr(key, 1, 1) = '_'),
+    attributes = (SELECT json_group_object(key, CASE WHEN type IN ('true', 'false', 'null', 'object',
+                      'array') THEN json(CASE type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
+                      WHEN 'null' THEN 'null' ELSE value END) ELSE value END)
+                  FROM json_each(nodes.attributes) WHERE substr(key, 1, 1) <> '_');
+
+CREATE TABLE deadlines_v4 (
+    stack TEXT NOT NULL REFERENCES stacks (name) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    due_at INTEGER NOT NULL,
+    PRIMARY KEY (stack, node, generation)
+) STRICT, WITHOUT ROWID;
+INSERT OR REPLACE INTO deadlines_v4 (stack, node, generation, due_at)
+    SELECT stack, COALESCE(node, ''),
+           CAST(substr(key, length(stack) + COALESCE(length(node), 0) + 8) AS INTEGER), due_at
+    FROM deadlines;
+DROP TABLE deadlines;
+ALTER TABLE deadlines_v4 RENAME TO deadlines;
+CREATE INDEX deadlines_due_at ON deadlines (due_at);
+";
 
 /// A stack's template text in a table of its own. In the `stacks` row it made every read of the
 /// columns after it walk the text's overflow pages, and every `UPDATE stacks` (one per signal:
@@ -149,7 +184,7 @@ CREATE INDEX deadlines_stack ON deadlines (stack);
 
 /// Brings the database up to the last of `migrations`, each in its own transaction.
 pub(crate) fn migrate(connection: &mut Connection, migrations: &[Migration]) -> Result<(), StoreError> {
-    let sql_error = |action| move |source| StoreError::Sql { action, source };
+    let sql_error = |action| move |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
     connection
         .execute_batch(
             "CREATE TABLE IF NOT EXISTS schema_version (
@@ -173,7 +208,8 @@ pub(crate) fn migrate(connection: &mut Connection, migrations: &[Migration]) -> 
         if migration.version <= current {
             continue;
         }
-        let failed = |source| StoreError::Migration { version: migration.version, source };
+        let failed =
+            |source: rusqlite::Error| StoreError::Migration { version: migration.version, source: Box::new(source) };
         transaction.execute_batch(migration.sql).map_err(failed)?;
         transaction
             .execute("INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)", (migration.version, now()))

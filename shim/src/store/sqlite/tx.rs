@@ -2,7 +2,9 @@
 
 use super::access::SqliteTx;
 use super::{nodes, records, servers, stacks};
-use crate::store::{DeadlineRow, EntryRow, EventRow, NodeRow, ServerRow, StackRow, StoreError, Tx, WaitSignalRow};
+use crate::store::{
+    DeadlineRow, EntryRow, EventRow, NodeRow, NodeState, ServerRow, StackRow, StoreError, Tx, WaitSignalRow,
+};
 
 impl Tx for SqliteTx<'_> {
     fn insert_server(&mut self, row: &ServerRow) -> Result<bool, StoreError> {
@@ -110,7 +112,7 @@ impl Tx for SqliteTx<'_> {
         self.forget_node(&row.stack, &row.name);
         nodes::update(self, row)
     }
-    fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: &str) -> Result<bool, StoreError> {
+    fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
         self.forget_node(&row.stack, &row.name);
         nodes::update_if(self, row, generation, state)
     }
@@ -165,8 +167,8 @@ impl Tx for SqliteTx<'_> {
     fn put_deadline(&mut self, row: &DeadlineRow) -> Result<(), StoreError> {
         records::put_deadline(self, row)
     }
-    fn delete_deadline(&mut self, key: &str) -> Result<(), StoreError> {
-        records::delete_deadline(self, key)
+    fn delete_deadline(&mut self, stack: &str, node: Option<&str>, generation: u64) -> Result<(), StoreError> {
+        records::delete_deadline(self, stack, node, generation)
     }
     fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError> {
         records::due_deadlines(self, now, limit)

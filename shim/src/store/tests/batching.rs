@@ -120,8 +120,8 @@ fn duplicate_signals_in_one_batch_apply_once() {
     });
     let signal = || {
         |tx: &mut dyn Tx| {
-            let completed = NodeRow { state: "COMPLETE".to_owned(), ..node_row("app", "deploy") };
-            tx.update_node_if(&completed, 1, "IN_PROGRESS")
+            let completed = NodeRow { state: NodeState::Complete, ..node_row("app", "deploy") };
+            tx.update_node_if(&completed, 1, NodeState::InProgress)
         }
     };
     let (first, others) = batch_of(&store, signal(), vec![Box::new(signal()), Box::new(signal())]);

@@ -4,6 +4,7 @@
 
 mod batching;
 mod concurrency;
+mod migration;
 mod tables;
 
 use std::fs;
@@ -35,8 +36,8 @@ pub(super) fn stack_row(name: &str) -> StackRow {
     StackRow {
         id: format!("id-{name}"),
         name: name.to_owned(),
-        action: "CREATE".to_owned(),
-        state: "IN_PROGRESS".to_owned(),
+        action: Action::Create,
+        state: State::InProgress,
         status_reason: String::new(),
         parameters: json!({"flavor": "m1.small", "password": "hunter2"}),
         hidden_parameters: vec!["password".to_owned()],
@@ -54,12 +55,13 @@ pub(super) fn node_row(stack: &str, name: &str) -> NodeRow {
         name: name.to_owned(),
         resource_type: "OS::Heat::SoftwareDeployment".to_owned(),
         generation: 1,
-        action: "CREATE".to_owned(),
-        state: "IN_PROGRESS".to_owned(),
+        action: Action::Create,
+        state: NodeState::InProgress,
         status_reason: String::new(),
         remaining: 2,
         definition: json!({"config": {"get_resource": "config"}, "server": "web1"}),
         attributes: json!({}),
+        record: NodeRecord::default(),
         derived_config_id: None,
         signal_token_hash: Some(format!("signal-{stack}-{name}")),
         server: Some("web1".to_owned()),
@@ -267,7 +269,7 @@ fn foreign_key_violation_fails_the_call() {
         tx.insert_server(&server_row("web1"))?;
         tx.insert_node(&node_row("ghost", "deploy"))
     });
-    assert!(matches!(result, Err(StoreError::Sql { action: "insert a node", .. })), "{result:?}");
+    assert!(matches!(result, Err(StoreError::Query { action: "insert a node", .. })), "{result:?}");
     let orphan_entry = EntryRow {
         server: "nobody".to_owned(),
         stack: "ghost".to_owned(),
@@ -286,7 +288,7 @@ fn out_of_range_integer_fails_instead_of_wrapping() {
     let mut server = server_row("web1");
     server.created_at = u64::MAX;
     let result = store.transaction(|tx| tx.insert_server(&server));
-    assert!(matches!(result, Err(StoreError::Sql { action: "insert a server", .. })), "{result:?}");
+    assert!(matches!(result, Err(StoreError::Query { action: "insert a server", .. })), "{result:?}");
 }
 
 #[test]
@@ -348,7 +350,9 @@ fn indexed_lookups_use_their_indexes() {
     check("SELECT name FROM nodes WHERE signal_token_hash = 'x' ORDER BY seq LIMIT 1", "nodes_signal_token_hash");
     check("SELECT to_node FROM edges WHERE stack = 's' AND from_node = 'a' ORDER BY to_node", "PRIMARY KEY");
     check("SELECT entry FROM entries WHERE server = 'w' ORDER BY sort_key, stack, node", "entries_server_sort_key");
-    check("SELECT key FROM deadlines WHERE due_at <= 5 ORDER BY due_at", "deadlines_due_at");
+    let due =
+        "SELECT stack, node, generation FROM deadlines WHERE due_at <= 5 ORDER BY due_at, stack, node, generation";
+    check(due, "deadlines_due_at");
     check("SELECT reason FROM events WHERE stack = 's' ORDER BY id", "events_stack");
     check("SELECT data FROM wait_signals WHERE stack = 's' AND handle = 'h'", "wait_signals_signal_id");
 }

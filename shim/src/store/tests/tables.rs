@@ -28,8 +28,8 @@ fn wait_signal(stack: &str, handle: &str, signal_id: &str, received_at: u64) -> 
     }
 }
 
-fn deadline(key: &str, stack: &str, node: Option<&str>, due_at: u64) -> DeadlineRow {
-    DeadlineRow { key: key.to_owned(), stack: stack.to_owned(), node: node.map(str::to_owned), due_at }
+fn deadline(stack: &str, node: Option<&str>, generation: u64, due_at: u64) -> DeadlineRow {
+    DeadlineRow { stack: stack.to_owned(), node: node.map(str::to_owned), generation, due_at }
 }
 
 #[test]
@@ -121,8 +121,8 @@ fn stacks_insert_read_list_update_and_pending() {
     assert_eq!(run(&store, |tx| tx.stack("nope")), None);
 
     let updated = StackRow {
-        action: "UPDATE".to_owned(),
-        state: "FAILED".to_owned(),
+        action: Action::Update,
+        state: State::Failed,
         status_reason: "deploy failed".to_owned(),
         parameters: json!({"flavor": "m1.large", "nested": {"list": [1, 2.5, null]}}),
         hidden_parameters: vec![],
@@ -168,10 +168,17 @@ fn nodes_insert_read_update_and_delete() {
 
     let updated = NodeRow {
         generation: 3,
-        state: "COMPLETE".to_owned(),
+        state: NodeState::Complete,
         status_reason: "done".to_owned(),
         remaining: 0,
         attributes: json!({"deploy_stdout": "ok", "result": [1, 2]}),
+        record: NodeRecord {
+            id: Some("id-1".to_owned()),
+            outcome: Some(RunOutcome::Complete),
+            completed_once: true,
+            members: vec!["group/a".to_owned()],
+            ..NodeRecord::default()
+        },
         derived_config_id: Some("derived-1".to_owned()),
         signal_token_hash: None,
         server: None,
@@ -195,22 +202,22 @@ fn conditional_write_needs_generation_and_state() {
     let store = store_with_stack();
     run(&store, |tx| tx.insert_node(&node_row("app", "deploy")));
     let completed =
-        NodeRow { state: "COMPLETE".to_owned(), status_reason: "signalled".to_owned(), ..node_row("app", "deploy") };
+        NodeRow { state: NodeState::Complete, status_reason: "signalled".to_owned(), ..node_row("app", "deploy") };
 
     // Stale: the node moved on to generation 2 since the signal's deployment was released.
-    assert!(!run(&store, |tx| tx.update_node_if(&completed, 2, "IN_PROGRESS")));
+    assert!(!run(&store, |tx| tx.update_node_if(&completed, 2, NodeState::InProgress)));
     // Wrong state: a signal for a node that is not in progress.
-    assert!(!run(&store, |tx| tx.update_node_if(&completed, 1, "COMPLETE")));
+    assert!(!run(&store, |tx| tx.update_node_if(&completed, 1, NodeState::Complete)));
     assert_eq!(run(&store, |tx| tx.node("app", "deploy")), Some(node_row("app", "deploy")));
 
-    assert!(run(&store, |tx| tx.update_node_if(&completed, 1, "IN_PROGRESS")));
+    assert!(run(&store, |tx| tx.update_node_if(&completed, 1, NodeState::InProgress)));
     assert_eq!(run(&store, |tx| tx.node("app", "deploy")), Some(completed.clone()));
     // Duplicate: the same signal again no longer matches.
     let again = NodeRow { status_reason: "second signal".to_owned(), ..completed.clone() };
-    assert!(!run(&store, |tx| tx.update_node_if(&again, 1, "IN_PROGRESS")));
+    assert!(!run(&store, |tx| tx.update_node_if(&again, 1, NodeState::InProgress)));
     assert_eq!(run(&store, |tx| tx.node("app", "deploy")), Some(completed));
     // A missing node matches nothing either.
-    assert!(!run(&store, |tx| tx.update_node_if(&node_row("app", "nope"), 1, "IN_PROGRESS")));
+    assert!(!run(&store, |tx| tx.update_node_if(&node_row("app", "nope"), 1, NodeState::InProgress)));
 }
 
 #[test]
@@ -302,27 +309,34 @@ fn events_append_in_order() {
 fn deadlines_upsert_due_order_and_limit() {
     let store = store_with_stack();
     run(&store, |tx| {
-        tx.put_deadline(&deadline("stack:app", "app", None, 300))?;
-        tx.put_deadline(&deadline("node:app/b", "app", Some("b"), 100))?;
-        tx.put_deadline(&deadline("node:app/a", "app", Some("a"), 100))?;
-        tx.put_deadline(&deadline("node:app/c", "app", Some("c"), 500))
+        tx.put_deadline(&deadline("app", None, 1, 300))?;
+        tx.put_deadline(&deadline("app", Some("b"), 1, 100))?;
+        tx.put_deadline(&deadline("app", Some("a"), 1, 100))?;
+        tx.put_deadline(&deadline("app", Some("c"), 1, 500))?;
+        // Another generation of the same wait condition is another deadline.
+        tx.put_deadline(&deadline("app", Some("c"), 2, 700))
     });
     let due = |now, limit| -> Vec<String> {
-        run(&store, |tx| tx.due_deadlines(now, limit)).into_iter().map(|row| row.key).collect()
+        run(&store, |tx| tx.due_deadlines(now, limit))
+            .into_iter()
+            .map(|row| format!("{}/{}", row.node.as_deref().unwrap_or("-"), row.generation))
+            .collect()
     };
     assert!(due(99, 10).is_empty());
-    assert_eq!(due(100, 10), ["node:app/a", "node:app/b"]);
-    assert_eq!(due(300, 2), ["node:app/a", "node:app/b"]);
-    assert_eq!(due(u64::MAX >> 1, usize::MAX), ["node:app/a", "node:app/b", "stack:app", "node:app/c"]);
+    assert_eq!(due(100, 10), ["a/1", "b/1"]);
+    assert_eq!(due(300, 2), ["a/1", "b/1"]);
+    assert_eq!(due(u64::MAX >> 1, usize::MAX), ["a/1", "b/1", "-/1", "c/1", "c/2"]);
 
-    // Upsert by key moves the deadline.
-    run(&store, |tx| tx.put_deadline(&deadline("node:app/c", "app", Some("c"), 50)));
-    assert_eq!(run(&store, |tx| tx.due_deadlines(60, 10)), [deadline("node:app/c", "app", Some("c"), 50)]);
+    // Upsert by (stack, node, generation) moves the deadline.
+    run(&store, |tx| tx.put_deadline(&deadline("app", Some("c"), 1, 50)));
+    assert_eq!(run(&store, |tx| tx.due_deadlines(60, 10)), [deadline("app", Some("c"), 1, 50)]);
     run(&store, |tx| {
-        tx.delete_deadline("node:app/c")?;
-        tx.delete_deadline("never-there")
+        tx.delete_deadline("app", Some("c"), 1)?;
+        tx.delete_deadline("app", Some("never-there"), 1)
     });
-    assert_eq!(due(1_000, 10), ["node:app/a", "node:app/b", "stack:app"]);
+    assert_eq!(due(1_000, 10), ["a/1", "b/1", "-/1", "c/2"]);
+    run(&store, |tx| tx.delete_deadline("app", None, 1));
+    assert_eq!(due(1_000, 10), ["a/1", "b/1", "c/2"]);
 }
 
 #[test]
@@ -335,7 +349,7 @@ fn delete_stack_cascades_but_keeps_events() {
             tx.insert_edge(stack, "config", "deploy")?;
             tx.put_entry(&entry_row("web1", stack, "deploy", "0001"))?;
             tx.upsert_wait_signal(&wait_signal(stack, "handle", "1", 1))?;
-            tx.put_deadline(&deadline(&format!("stack:{stack}"), stack, None, 10))?;
+            tx.put_deadline(&deadline(stack, None, 1, 10))?;
             tx.append_event(stack, 1, stack, "CREATE_IN_PROGRESS", "")?;
         }
         tx.delete_stack("app")?;
@@ -348,7 +362,7 @@ fn delete_stack_cascades_but_keeps_events() {
         assert!(tx.successors("app", "config")?.is_empty());
         assert!(tx.wait_signals("app", "handle")?.is_empty());
         assert_eq!(tx.entries("web1")?.iter().map(|row| row.stack.as_str()).collect::<Vec<_>>(), ["other"]);
-        assert_eq!(tx.due_deadlines(100, 10)?, [deadline("stack:other", "other", None, 10)]);
+        assert_eq!(tx.due_deadlines(100, 10)?, [deadline("other", None, 1, 10)]);
         assert_eq!(tx.events("app")?.len(), 1, "events outlive their stack");
         // The other stack is untouched.
         assert!(tx.stack("other")?.is_some());

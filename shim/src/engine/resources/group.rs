@@ -6,10 +6,28 @@
 
 use serde_json::{Map, Value, json};
 
-use super::EngineError;
-use super::context::{Context, STATE_INIT};
-use super::graph::{self, SOFTWARE_DEPLOYMENT};
-use crate::store::{NodeRow, StackRow};
+use super::deployment::deployment_actions;
+use crate::engine::context::Context;
+use crate::engine::error::EngineError;
+use crate::engine::node::{self, Released, status};
+use crate::store::{Action, NodeRecord, NodeRow, NodeState, StackRow, State};
+use crate::template::ResourceType;
+
+/// What an activation did, for the traversal to follow. Only a group's activation expands.
+#[derive(Debug)]
+pub enum Activation {
+    /// The node completed, failed or started running; what its completion released.
+    Released(Released),
+    /// A group expanded: its members are ready, and the members it had before but not now must
+    /// be removed (their DELETE actions run).
+    Expanded { members: Vec<String>, removed: Vec<NodeRow> },
+}
+
+impl From<Released> for Activation {
+    fn from(released: Released) -> Activation {
+        Activation::Released(released)
+    }
+}
 
 /// The name of a group's member node.
 pub fn member_name(group: &str, member: &str) -> String {
@@ -21,76 +39,72 @@ pub fn group_of(node: &NodeRow) -> Option<&str> {
     node.definition.get("member_of").and_then(Value::as_str)
 }
 
-pub fn activate_group(
+pub fn activate(
     ctx: &mut Context<'_>,
     stack: &StackRow,
     node: NodeRow,
     properties: &Map<String, Value>,
-    ready: &mut Vec<String>,
-) -> Result<(), EngineError> {
-    if node.attributes.get("_expanded").and_then(Value::as_u64) == Some(stack.generation) {
-        return finish_group(ctx, stack, node, properties, ready);
+) -> Result<Activation, EngineError> {
+    if node.record.expanded == Some(stack.generation) {
+        return finish_group(ctx, stack, node, properties).map(Activation::from);
     }
     let Some(servers) = properties.get("servers").and_then(Value::as_object).cloned() else {
-        return graph::fail(ctx, stack, node, "property servers: must be a map of member name to server");
+        node::fail(ctx, stack, node, "property servers: must be a map of member name to server")?;
+        return Ok(Activation::Released(Released::Nothing));
     };
     if servers.is_empty() {
-        return finish_group(ctx, stack, node, properties, ready);
+        return finish_group(ctx, stack, node, properties).map(Activation::from);
     }
-    expand(ctx, stack, node, &servers, ready)
+    expand(ctx, stack, node, &servers)
 }
 
+/// Writes the members (ready to activate) and returns them, with the previous members that
+/// are not members any more, for the traversal to remove.
 fn expand(
     ctx: &mut Context<'_>,
     stack: &StackRow,
     mut group: NodeRow,
     servers: &Map<String, Value>,
-    ready: &mut Vec<String>,
-) -> Result<(), EngineError> {
+) -> Result<Activation, EngineError> {
     let mut member_properties =
         group.definition.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
     member_properties.remove("servers");
-    let previous: Vec<String> = group
-        .attributes
-        .get("_members")
-        .and_then(Value::as_array)
-        .map(|members| members.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default();
     let mut members = Vec::new();
     for (member, server) in servers {
         let name = member_name(&group.name, member);
         let mut properties = member_properties.clone();
         properties.insert("server".into(), server.clone());
-        let definition =
-            json!({"type": SOFTWARE_DEPLOYMENT, "properties": properties, "depends_on": [], "member_of": group.name});
+        let definition = json!({"type": ResourceType::SoftwareDeployment.name(), "properties": properties,
+            "depends_on": [], "member_of": group.name});
         write_member(ctx, stack, &name, definition)?;
         ctx.tx.insert_edge(&stack.name, &name, &group.name)?;
-        ready.push(name.clone());
         members.push(name);
     }
-    for gone in previous.iter().filter(|name| !members.contains(name)) {
+    let mut removed = Vec::new();
+    for gone in group.record.members.iter().filter(|name| !members.contains(name)) {
         if let Some(node) = ctx.tx.node(&stack.name, gone)? {
-            super::lifecycle::remove_node(ctx, stack, node)?;
+            removed.push(node);
         }
     }
     ctx.tx.add_pending(&stack.name, members.len() as i64)?;
     group.remaining = members.len() as i64;
-    group.attributes["_expanded"] = json!(stack.generation);
-    group.attributes["_members"] = json!(members);
+    group.record.expanded = Some(stack.generation);
+    group.record.members = members.clone();
     group.status_reason = format!("deploying to {} server(s)", members.len());
-    group.state = STATE_INIT.into();
+    group.state = NodeState::Init;
     group.updated_at = ctx.now;
     ctx.tx.update_node(&group)?;
-    ctx.event(&stack.name, &group.name, &format!("{}_IN_PROGRESS", group.action), &group.status_reason.clone())
+    ctx.event(&stack.name, &group.name, &status(group.action, State::InProgress), &group.status_reason)?;
+    Ok(Activation::Expanded { members, removed })
 }
 
 fn write_member(ctx: &mut Context<'_>, stack: &StackRow, name: &str, definition: Value) -> Result<(), EngineError> {
     match ctx.tx.node(&stack.name, name)? {
         Some(existing) => {
-            let mut existing = super::lifecycle::reset_for_update(&existing);
+            let mut existing = node::reset_for_update(&existing);
             existing.definition = definition;
             existing.generation = stack.generation;
-            existing.state = STATE_INIT.into();
+            existing.state = NodeState::Init;
             existing.remaining = 0;
             existing.updated_at = ctx.now;
             ctx.tx.update_node(&existing)?;
@@ -99,15 +113,16 @@ fn write_member(ctx: &mut Context<'_>, stack: &StackRow, name: &str, definition:
             let node = NodeRow {
                 stack: stack.name.clone(),
                 name: name.to_string(),
-                resource_type: SOFTWARE_DEPLOYMENT.into(),
+                resource_type: ResourceType::SoftwareDeployment.name().into(),
                 generation: stack.generation,
                 // A member new to the group is created, whatever the group's own action.
-                action: "CREATE".into(),
-                state: STATE_INIT.into(),
+                action: Action::Create,
+                state: NodeState::Init,
                 status_reason: String::new(),
                 remaining: 0,
                 definition,
                 attributes: json!({}),
+                record: NodeRecord::default(),
                 derived_config_id: None,
                 signal_token_hash: None,
                 server: None,
@@ -125,23 +140,18 @@ fn finish_group(
     stack: &StackRow,
     mut group: NodeRow,
     properties: &Map<String, Value>,
-    ready: &mut Vec<String>,
-) -> Result<(), EngineError> {
+) -> Result<Released, EngineError> {
     let prefix = format!("{}/", group.name);
     let mut maps: Map<String, Value> = Map::new();
     for key in ["deploy_stdouts", "deploy_stderrs", "deploy_status_codes"] {
         maps.insert(key.into(), json!({}));
     }
-    let members: Vec<String> = group
-        .attributes
-        .get("_members")
-        .and_then(Value::as_array)
-        .map(|members| members.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default();
+    let members = std::mem::take(&mut group.record.members);
     for name in &members {
         let Some(member) = ctx.tx.node(&stack.name, name)? else { continue };
         let key = name.strip_prefix(&prefix).unwrap_or(name).to_string();
         let Some(attributes) = member.attributes.as_object() else { continue };
+        // `_` names stay hidden, as `get_attr` hides them.
         for (attribute, value) in attributes.iter().filter(|(attribute, _)| !attribute.starts_with('_')) {
             let plural = match attribute.as_str() {
                 "deploy_stdout" => "deploy_stdouts".to_string(),
@@ -153,12 +163,13 @@ fn finish_group(
             entry[key.as_str()] = value.clone();
         }
     }
-    let id = group.attributes.get("_id").cloned().unwrap_or_else(|| json!(super::context::new_uuid()));
-    let mut attributes = maps;
-    attributes.insert("_id".into(), id);
-    attributes.insert("_expanded".into(), json!(stack.generation));
-    attributes.insert("_members".into(), json!(members));
-    attributes.insert("_actions".into(), json!(graph::deployment_actions(properties)));
-    group.attributes = Value::Object(attributes);
-    graph::complete(ctx, stack, group, "all members complete", ready)
+    group.record = NodeRecord {
+        id: Some(node::stable_id(&group)),
+        expanded: Some(stack.generation),
+        members,
+        actions: deployment_actions(properties),
+        ..NodeRecord::default()
+    };
+    group.attributes = Value::Object(maps);
+    node::complete(ctx, stack, group, "all members complete")
 }

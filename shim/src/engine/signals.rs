@@ -1,18 +1,20 @@
 //! Signals: a deployment's heat-config-notify result (Heat's failure and output rules, applied
 //! with one conditional write so a repeated or stale signal changes nothing), and wait-condition
 //! handle signals (stored one row per id; a wait condition fails on any FAILURE and completes when
-//! `count` distinct ids have arrived).
+//! `count` distinct ids have arrived). What a signal completes continues the forward traversal.
 
 use anneal_protocol::{HookResult, Outcome, OutputDecl, evaluate};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::EngineError;
-use super::context::{Context, STATE_COMPLETE, STATE_FAILED, STATE_IN_PROGRESS, STATE_INIT};
-use super::graph::{self, WAIT_CONDITION, WAIT_HANDLE, referenced_resource};
+use super::context::Context;
+use super::error::EngineError;
+use super::node::{self, status};
+use super::resources::wait::check_wait_condition;
 use super::secrets::{Purpose, placeholder};
-use super::sweeper;
+use super::traversal::forward;
 use crate::model::{SignalAck, WaitConditionSignal};
-use crate::store::{DeadlineRow, NodeRow, StackRow, WaitSignalRow};
+use crate::store::{NodeRow, NodeState, RunOutcome, WaitSignalRow};
+use crate::template::ResourceType;
 use crate::token;
 
 /// Applies a deployment signal. `Ok(None)`: no deployment has this token.
@@ -29,25 +31,52 @@ pub fn apply_deployment_signal(
         let stale = ctx.tx.is_retired_signal_hash(&hash)?;
         return Ok(stale.then_some(SignalAck::Stale));
     };
-    if !graph::is_deployment(&node.resource_type) {
+    if !node::is_deployment(&node) {
         return Ok(None);
     }
     let Some(stack) = ctx.tx.stack(&node.stack)? else { return Ok(None) };
-    let recorded_only = match node.state.as_str() {
-        STATE_IN_PROGRESS => false,
+    let recorded_only = match node.state {
+        NodeState::InProgress => false,
         // An update reset the node while this run was going on: record the run's result against
         // its own publication; the new traversal decides what happens next.
-        STATE_INIT if node.attributes.get("_outcome").is_none() => true,
+        NodeState::Init if node.record.outcome.is_none() => true,
         _ => return Ok(Some(SignalAck::Duplicate)),
     };
-    let (generation, previous_state) = (node.generation, node.state.clone());
+    let (generation, previous_state) = (node.generation, node.state);
     let result = HookResult(match scrub_tokens(ctx, body)? {
         Value::Object(map) => map,
         _ => Map::new(),
     });
+    let (failed, status_reason) = record_result(&mut node, &result);
+    if recorded_only {
+        node.updated_at = ctx.now;
+        let applied = ctx.tx.update_node_if(&node, generation, previous_state)?;
+        return Ok(Some(if applied { SignalAck::Stale } else { SignalAck::Duplicate }));
+    }
+    node.state = if failed { NodeState::Failed } else { NodeState::Complete };
+    node.status_reason = status_reason.clone();
+    node.updated_at = ctx.now;
+    if !ctx.tx.update_node_if(&node, generation, NodeState::InProgress)? {
+        return Ok(Some(SignalAck::Duplicate));
+    }
+    ctx.event(&stack.name, &node.name, &status(node.action, node.state), &status_reason)?;
+    if failed {
+        let reason =
+            format!("Resource {} failed: {}: Deployment to server failed: {}", node.action, node.name, status_reason);
+        node::fail_stack(ctx, &stack.name, node.generation, &reason)?;
+    } else {
+        let released = node::release(ctx, &stack, node)?;
+        forward::proceed(ctx, &stack, released)?;
+    }
+    Ok(Some(SignalAck::Applied))
+}
+
+/// Applies Heat's output and failure rules to a run's result: the declared outputs and the
+/// `deploy_*` attributes are set, the run's outcome recorded. Returns whether it failed and why.
+fn record_result(node: &mut NodeRow, result: &HookResult) -> (bool, String) {
     let declarations: Vec<OutputDecl> =
-        serde_json::from_value(node.attributes.get("_outputs").cloned().unwrap_or(json!([]))).unwrap_or_default();
-    let evaluation = evaluate(&result, &declarations);
+        serde_json::from_value(Value::Array(node.record.outputs.clone())).unwrap_or_default();
+    let evaluation = evaluate(result, &declarations);
     for declaration in &declarations {
         node.attributes[declaration.name.as_str()] =
             evaluation.output_values.get(&declaration.name).cloned().unwrap_or(Value::Null);
@@ -56,92 +85,11 @@ pub fn apply_deployment_signal(
         node.attributes[key] = evaluation.output_values.get(key).cloned().unwrap_or(Value::Null);
     }
     let failed = matches!(evaluation.outcome, Outcome::Failed { .. });
-    node.attributes["_outcome"] = json!(if failed { STATE_FAILED } else { STATE_COMPLETE });
+    node.record.outcome = Some(if failed { RunOutcome::Failed } else { RunOutcome::Complete });
     if !failed {
-        node.attributes["_completed_once"] = Value::Bool(true);
+        node.record.completed_once = true;
     }
-    if recorded_only {
-        node.updated_at = ctx.now;
-        let applied = ctx.tx.update_node_if(&node, generation, &previous_state)?;
-        return Ok(Some(if applied { SignalAck::Stale } else { SignalAck::Duplicate }));
-    }
-    node.state = if failed { STATE_FAILED } else { STATE_COMPLETE }.to_string();
-    node.status_reason = evaluation.status_reason.clone();
-    node.updated_at = ctx.now;
-    if !ctx.tx.update_node_if(&node, generation, STATE_IN_PROGRESS)? {
-        return Ok(Some(SignalAck::Duplicate));
-    }
-    let status = format!("{}_{}", node.action, node.state);
-    ctx.event(&stack.name, &node.name, &status, &evaluation.status_reason)?;
-    if failed {
-        let reason = format!(
-            "Resource {} failed: {}: Deployment to server failed: {}",
-            node.action, node.name, evaluation.status_reason
-        );
-        graph::fail_stack(ctx, &stack.name, node.generation, &reason)?;
-    } else {
-        let mut ready = Vec::new();
-        graph::released(ctx, &stack, &node, &mut ready)?;
-        graph::settle(ctx, &stack.name, ready)?;
-    }
-    Ok(Some(SignalAck::Applied))
-}
-
-pub fn activate_wait_condition(
-    ctx: &mut Context<'_>,
-    stack: &StackRow,
-    mut node: NodeRow,
-    properties: &Map<String, Value>,
-    ready: &mut Vec<String>,
-) -> Result<(), EngineError> {
-    let Some(handle) = referenced_resource(&node, "handle") else {
-        return graph::fail(ctx, stack, node, "property handle: must be {get_resource: <a WaitConditionHandle>}");
-    };
-    let count = properties.get("count").and_then(Value::as_u64).unwrap_or(1).max(1);
-    let timeout = properties.get("timeout").and_then(Value::as_u64).unwrap_or(43_200);
-    node.attributes = json!({"_id": node.attributes.get("_id").cloned().unwrap_or(json!(super::context::new_uuid())),
-        "_handle": handle, "_count": count});
-    node.state = STATE_IN_PROGRESS.to_string();
-    node.status_reason = format!("waiting for {count} signal(s) on {handle}");
-    node.updated_at = ctx.now;
-    ctx.tx.update_node(&node)?;
-    ctx.event(&stack.name, &node.name, &format!("{}_IN_PROGRESS", node.action), &node.status_reason.clone())?;
-    let key = sweeper::wait_deadline_key(stack, &node.name);
-    let due_at = ctx.now.saturating_add(timeout.saturating_mul(1000));
-    ctx.tx.put_deadline(&DeadlineRow { key, stack: stack.name.clone(), node: Some(node.name.clone()), due_at })?;
-    check_wait_condition(ctx, stack, &node.name, ready)
-}
-
-/// Completes or fails the wait condition `name` if its handle's signals decide it.
-pub fn check_wait_condition(
-    ctx: &mut Context<'_>,
-    stack: &StackRow,
-    name: &str,
-    ready: &mut Vec<String>,
-) -> Result<(), EngineError> {
-    let Some(mut node) = ctx.tx.node(&stack.name, name)? else { return Ok(()) };
-    if node.state != STATE_IN_PROGRESS || node.resource_type != WAIT_CONDITION {
-        return Ok(());
-    }
-    let handle = node.attributes.get("_handle").and_then(Value::as_str).unwrap_or_default().to_string();
-    let count = node.attributes.get("_count").and_then(Value::as_u64).unwrap_or(1) as usize;
-    let signals = ctx.tx.wait_signals(&stack.name, &handle)?;
-    let failures: Vec<&str> =
-        signals.iter().filter(|signal| !signal.success).map(|signal| signal.reason.as_str()).collect();
-    if !failures.is_empty() {
-        ctx.tx.delete_deadline(&sweeper::wait_deadline_key(stack, name))?;
-        let reason = failures.join(";");
-        return graph::fail(ctx, stack, node, &format!("WaitConditionFailure: {reason}"));
-    }
-    if signals.len() < count {
-        return Ok(());
-    }
-    let data: Map<String, Value> =
-        signals.iter().map(|signal| (signal.signal_id.clone(), signal.data.clone())).collect();
-    // Heat serialises it with json.dumps: Python separators matter to templates that use the text.
-    node.attributes["data"] = Value::String(anneal_protocol::pyjson::dumps(&Value::Object(data), true));
-    ctx.tx.delete_deadline(&sweeper::wait_deadline_key(stack, name))?;
-    graph::complete(ctx, stack, node, "Signal(s) received", ready)
+    (failed, evaluation.status_reason)
 }
 
 /// Records a handle signal and re-checks the wait conditions on that handle. `Ok(None)`: unknown token.
@@ -154,7 +102,7 @@ pub fn apply_wait_signal(
         return Ok(None);
     }
     let Some(handle) = ctx.tx.node_by_signal_hash(&token::hash_token(token_text))? else { return Ok(None) };
-    if handle.resource_type != WAIT_HANDLE {
+    if node::resource_type(&handle) != Some(ResourceType::WaitConditionHandle) {
         return Ok(None);
     }
     let Some(stack) = ctx.tx.stack(&handle.stack)? else { return Ok(None) };
@@ -180,9 +128,10 @@ pub fn apply_wait_signal(
     ctx.event(&stack.name, &handle.name, status, &format!("{signal_id}: {reason}"))?;
     let mut ready = Vec::new();
     for successor in ctx.tx.successors(&stack.name, &handle.name)? {
-        check_wait_condition(ctx, &stack, &successor, &mut ready)?;
+        let released = check_wait_condition(ctx, &stack, &successor)?;
+        forward::follow(ctx, &stack, released, &mut ready)?;
     }
-    graph::settle(ctx, &stack.name, ready)?;
+    forward::settle(ctx, &stack.name, ready)?;
     Ok(Some(if new { SignalAck::Applied } else { SignalAck::Duplicate }))
 }
 
@@ -235,9 +184,9 @@ fn scrub_text(ctx: &mut Context<'_>, text: &str) -> Result<String, EngineError> 
 fn token_replacement(ctx: &mut Context<'_>, candidate: &str) -> Result<Option<String>, EngineError> {
     let hash = token::hash_token(candidate);
     if let Some(node) = ctx.tx.node_by_signal_hash(&hash)? {
-        let placeholder = match (node.resource_type.as_str(), &node.derived_config_id) {
-            (WAIT_HANDLE, _) => {
-                node.attributes.get("_id").and_then(Value::as_str).map(|id| placeholder(Purpose::Handle, id))
+        let placeholder = match (node::resource_type(&node), &node.derived_config_id) {
+            (Some(ResourceType::WaitConditionHandle), _) => {
+                node.record.id.as_deref().map(|id| placeholder(Purpose::Handle, id))
             }
             (_, Some(derived)) => Some(placeholder(Purpose::Signal, derived)),
             _ => None,

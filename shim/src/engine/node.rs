@@ -1,0 +1,183 @@
+//! A node's transitions (in progress, complete, failed) and the stack's own end when its
+//! traversal's last node is done. Nothing here decides what happens next: a completion returns
+//! what it released (`Released`), `node_done` returns the stack whose traversal just finished,
+//! and the traversal above acts on them. Also what a node is (its resource type, the resource a
+//! property refers to) and how a node of an earlier traversal enters a new one.
+
+use std::fmt::Display;
+
+use serde_json::Value;
+
+use super::context::{Context, new_uuid};
+use super::deadlines::Deadline;
+use super::error::EngineError;
+use crate::store::{Action, NodeRow, NodeState, RunOutcome, StackRow, State};
+use crate::template::{Expr, ResourceType};
+
+/// What a node's completion made possible.
+#[derive(Debug)]
+pub enum Released {
+    /// Nothing moves: a late result of an earlier traversal (a run that was going on when an
+    /// update or delete started), or one after the stack failed, is only recorded on the node.
+    Nothing,
+    /// A node of the current forward traversal: these successors had it as their last unfinished
+    /// predecessor. The node is still counted in the stack's pending work (see `node_done`).
+    Successors(Vec<String>),
+    /// A DELETE action of the current traversal finished (the node as stored).
+    DeleteAction(Box<NodeRow>),
+}
+
+/// A status as Heat spells it: `<ACTION>_<STATE>`.
+pub fn status(action: Action, state: impl Display) -> String {
+    format!("{action}_{state}")
+}
+
+/// The node's resource type; `None` for a type this build does not know.
+pub fn resource_type(node: &NodeRow) -> Option<ResourceType> {
+    ResourceType::parse(&node.resource_type)
+}
+
+/// A deployment to one server (what publishes an entry and gets signals).
+pub fn is_deployment(node: &NodeRow) -> bool {
+    matches!(resource_type(node), Some(ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment))
+}
+
+/// The resource's physical id, kept once given.
+pub fn stable_id(node: &NodeRow) -> String {
+    node.record.id.clone().unwrap_or_else(new_uuid)
+}
+
+/// The name a `{get_resource: X}` property refers to.
+pub fn referenced_resource(node: &NodeRow, property: &str) -> Option<String> {
+    let stored = node.definition.get("properties")?.get(property)?;
+    match Expr::from_json(stored).ok()? {
+        Expr::GetResource(name) => Some(name),
+        _ => None,
+    }
+}
+
+/// The action a resource of an earlier traversal takes in a new one: UPDATE once it completed;
+/// CREATE when it never did, failed (Heat replaces a failed resource), or was being deleted.
+pub fn next_action(previous: &NodeRow) -> Action {
+    let failed = previous.record.outcome == Some(RunOutcome::Failed);
+    if previous.action == Action::Delete || failed || !previous.record.completed_once {
+        Action::Create
+    } else {
+        Action::Update
+    }
+}
+
+/// A node row of an earlier traversal, ready to take part in a new one.
+pub fn reset_for_update(previous: &NodeRow) -> NodeRow {
+    let mut node = NodeRow { action: next_action(previous), ..previous.clone() };
+    if previous.action == Action::Delete {
+        // Re-added while its DELETE ran: publish afresh instead of waiting for that run.
+        node.record.fingerprint = None;
+        node.record.outcome = None;
+    }
+    node
+}
+
+pub fn mark_in_progress(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut node: NodeRow,
+    reason: &str,
+) -> Result<(), EngineError> {
+    node.state = NodeState::InProgress;
+    node.status_reason = reason.to_string();
+    node.updated_at = ctx.now;
+    ctx.tx.update_node(&node)?;
+    ctx.event(&stack.name, &node.name, &status(node.action, NodeState::InProgress), reason)
+}
+
+/// Marks `node` COMPLETE; returns what that released.
+pub fn complete(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut node: NodeRow,
+    reason: &str,
+) -> Result<Released, EngineError> {
+    node.record.completed_once = true;
+    node.state = NodeState::Complete;
+    node.status_reason = reason.to_string();
+    node.updated_at = ctx.now;
+    ctx.tx.update_node(&node)?;
+    ctx.event(&stack.name, &node.name, &status(node.action, NodeState::Complete), reason)?;
+    release(ctx, stack, node)
+}
+
+/// What follows a node's completion (from activation or from a signal): a node of a forward
+/// traversal decrements its successors' counters and returns those that reached zero.
+pub fn release(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<Released, EngineError> {
+    let current = ctx.tx.stack(&stack.name)?;
+    if current.is_none_or(|current| current.state != State::InProgress || current.generation != node.generation) {
+        return Ok(Released::Nothing);
+    }
+    if node.action == Action::Delete {
+        return Ok(Released::DeleteAction(Box::new(node)));
+    }
+    let mut ready = Vec::new();
+    for successor in ctx.tx.successors(&stack.name, &node.name)? {
+        if ctx.tx.decrement_remaining(&stack.name, &successor)? == 0 {
+            ready.push(successor);
+        }
+    }
+    Ok(Released::Successors(ready))
+}
+
+/// One node of the traversal is done. Returns the stack when it was the last one of the
+/// stack's current traversal (still in progress): the caller finishes the stack.
+pub fn node_done(ctx: &mut Context<'_>, stack: &StackRow) -> Result<Option<StackRow>, EngineError> {
+    if ctx.tx.add_pending(&stack.name, -1)? > 0 {
+        return Ok(None);
+    }
+    let Some(current) = ctx.tx.stack(&stack.name)? else { return Ok(None) };
+    if current.state != State::InProgress || current.generation != stack.generation {
+        return Ok(None);
+    }
+    Ok(Some(current))
+}
+
+/// The stack's traversal completed.
+pub fn complete_stack(ctx: &mut Context<'_>, mut stack: StackRow) -> Result<(), EngineError> {
+    stack.state = State::Complete;
+    stack.status_reason = format!("Stack {} completed successfully", stack.action);
+    stack.updated_at = ctx.now;
+    ctx.tx.update_stack(&stack)?;
+    Deadline::of_stack(&stack).clear(ctx)?;
+    ctx.event(&stack.name, &stack.name, &status(stack.action, State::Complete), &stack.status_reason)
+}
+
+/// Marks `node` FAILED; the stack fails with it (successors never activate).
+pub fn fail(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow, reason: &str) -> Result<(), EngineError> {
+    node.state = NodeState::Failed;
+    node.status_reason = reason.to_string();
+    node.updated_at = ctx.now;
+    ctx.tx.update_node(&node)?;
+    ctx.event(&stack.name, &node.name, &status(node.action, NodeState::Failed), reason)?;
+    let reason = format!("Resource {} failed: {}: {}", node.action, node.name, reason);
+    fail_stack(ctx, &stack.name, node.generation, &reason)
+}
+
+/// Fails the stack's traversal `generation` if it is still the one in progress.
+pub fn fail_stack(ctx: &mut Context<'_>, name: &str, generation: u64, reason: &str) -> Result<(), EngineError> {
+    let Some(mut stack) = ctx.tx.stack(name)? else { return Ok(()) };
+    if stack.state != State::InProgress || stack.generation != generation {
+        return Ok(());
+    }
+    stack.state = State::Failed;
+    stack.status_reason = reason.to_string();
+    stack.updated_at = ctx.now;
+    ctx.tx.update_stack(&stack)?;
+    Deadline::of_stack(&stack).clear(ctx)?;
+    ctx.event(name, name, &status(stack.action, State::Failed), reason)
+}
+
+/// The names in a JSON array of strings (absent or malformed: none).
+pub fn names(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,204 @@
+//! OS::Heat::SoftwareDeployment and StructuredDeployment: activation publishes the derived
+//! config into the server's document (or completes at once when an update changes nothing, when
+//! the action is not among the deployment's `actions`, or with NO_SIGNAL); the agent's signal
+//! completes it later (see `signals`). Also the DELETE publication the reverse traversal uses.
+
+use serde_json::{Map, Value, json};
+
+use crate::engine::context::{Context, new_uuid, rfc3339};
+use crate::engine::derived::{ConfigDefinition, Publication, SignalTransport, build_entry, fingerprint};
+use crate::engine::error::EngineError;
+use crate::engine::node::{self, Released};
+use crate::engine::secrets::Purpose;
+use crate::store::{Action, EntryRow, NodeRow, RunOutcome, StackRow};
+use crate::template::ResourceType;
+
+pub fn activate(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut node: NodeRow,
+    properties: &Map<String, Value>,
+) -> Result<Released, EngineError> {
+    let Some(server) = properties.get("server").and_then(Value::as_str).map(str::to_string) else {
+        return failed(ctx, stack, node, "property server: must be the name of a registered server");
+    };
+    if ctx.tx.server(&server)?.is_none() {
+        let reason = format!("server \"{server}\" is not registered (anneal-shim server add {server})");
+        return failed(ctx, stack, node, &reason);
+    }
+    let config = match config_of(ctx, stack, &node)? {
+        Some(config) => config,
+        None => return failed(ctx, stack, node, "property config: the config resource has no definition"),
+    };
+    let actions = deployment_actions(properties);
+    if node.action == Action::Update && is_replacement(&node, &server, &config, properties) {
+        // Heat replaces the deployment: the new one runs CREATE (and the old entry goes).
+        node.action = Action::Create;
+    }
+    node.record.replace_values = Some(replace_on_change_values(&config, properties));
+    node.record.id = Some(node::stable_id(&node));
+    node.record.actions = actions;
+    if !node.record.actions.iter().any(|action| action == node.action.as_str()) {
+        let reason = format!("{} is not among the deployment's actions", node.action);
+        return node::complete(ctx, stack, node, &reason);
+    }
+    publish(ctx, stack, node, &server, &config, properties)
+}
+
+fn failed(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow, reason: &str) -> Result<Released, EngineError> {
+    node::fail(ctx, stack, node, reason)?;
+    Ok(Released::Nothing)
+}
+
+/// Whether an update must replace the deployment rather than update it: its server changed, or
+/// an input declared `replace_on_change` has a new value.
+fn is_replacement(node: &NodeRow, server: &str, config: &ConfigDefinition, properties: &Map<String, Value>) -> bool {
+    let moved = node.server.as_deref().is_some_and(|previous| previous != server);
+    let previous_values = node.record.replace_values.as_ref().filter(|values| !values.is_null());
+    moved || previous_values.is_some_and(|previous| *previous != replace_on_change_values(config, properties))
+}
+
+/// The current values of the config's `replace_on_change` inputs.
+fn replace_on_change_values(config: &ConfigDefinition, properties: &Map<String, Value>) -> Value {
+    let given = properties.get("input_values").and_then(Value::as_object);
+    let values: Map<String, Value> = config
+        .inputs
+        .iter()
+        .filter(|input| input.get("replace_on_change") == Some(&Value::Bool(true)))
+        .filter_map(|input| {
+            let name = input.get("name")?.as_str()?;
+            let value = given.and_then(|given| given.get(name)).or_else(|| input.get("default")).cloned();
+            Some((name.to_string(), value.unwrap_or(Value::Null)))
+        })
+        .collect();
+    Value::Object(values)
+}
+
+/// A deployment's entry for one publication, with what identifies it.
+struct Built {
+    derived_id: String,
+    sort_key: String,
+    entry: Value,
+    transport: SignalTransport,
+}
+
+/// Publishes the deployment's derived config for its current action (or recognises that an
+/// update changes nothing and completes it at once).
+pub fn publish(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut node: NodeRow,
+    server: &str,
+    config: &ConfigDefinition,
+    properties: &Map<String, Value>,
+) -> Result<Released, EngineError> {
+    let built = match build(ctx, stack, &node, server, config, properties) {
+        Ok(built) => built,
+        Err(reason) => return failed(ctx, stack, node, &reason),
+    };
+    let print = fingerprint(&built.entry, server);
+    if node.action != Action::Delete && node.record.fingerprint.as_deref() == Some(print.as_str()) {
+        match node.record.outcome {
+            Some(RunOutcome::Complete) => return node::complete(ctx, stack, node, "unchanged"),
+            // Still running from the previous traversal: keep waiting for that run's signal.
+            None if node.derived_config_id.is_some() => {
+                node::mark_in_progress(ctx, stack, node, "Deploy data available")?;
+                return Ok(Released::Nothing);
+            }
+            _ => {}
+        }
+    }
+    if let Some(previous) = node.server.as_deref().filter(|previous| *previous != server) {
+        ctx.tx.remove_entry(previous, &stack.name, &node.name)?;
+        ctx.touched_servers.insert(previous.to_string());
+    }
+    let Built { derived_id, sort_key, entry, transport } = built;
+    let row =
+        EntryRow { server: server.to_string(), stack: stack.name.clone(), node: node.name.clone(), sort_key, entry };
+    ctx.tx.put_entry(&row)?;
+    ctx.touched_servers.insert(server.to_string());
+    node.server = Some(server.to_string());
+    if let Some(superseded) = &node.signal_token_hash {
+        // A late signal for the previous publication must be answered "stale", not "unknown".
+        ctx.tx.retire_signal_hash(superseded, &stack.name, &node.name)?;
+    }
+    node.signal_token_hash = Some(ctx.key.token_hash(Purpose::Signal, &derived_id));
+    node.derived_config_id = Some(derived_id);
+    node.record.fingerprint = Some(print);
+    node.record.outputs = config.output_declarations();
+    node.record.outcome = None;
+    if transport == SignalTransport::NoSignal {
+        for key in ["deploy_stdout", "deploy_stderr", "deploy_status_code"] {
+            node.attributes[key] = Value::Null;
+        }
+        node.record.outcome = Some(RunOutcome::Complete);
+        return node::complete(ctx, stack, node, "Not waiting for outputs signal");
+    }
+    node::mark_in_progress(ctx, stack, node, "Deploy data available")?;
+    Ok(Released::Nothing)
+}
+
+/// The derived config entry of a new publication; the error says why it cannot be built.
+fn build(
+    ctx: &Context<'_>,
+    stack: &StackRow,
+    node: &NodeRow,
+    server: &str,
+    config: &ConfigDefinition,
+    properties: &Map<String, Value>,
+) -> Result<Built, String> {
+    let transport = match properties.get("signal_transport").and_then(Value::as_str) {
+        None => SignalTransport::Cfn,
+        Some(name) => SignalTransport::parse(name)
+            .ok_or_else(|| format!("property signal_transport: {name:?} is not a signal transport"))?,
+    };
+    let derived_id = new_uuid();
+    let sort_key = properties.get("name").and_then(Value::as_str).unwrap_or(&node.name).to_string();
+    let empty = Map::new();
+    let input_values = properties.get("input_values").and_then(Value::as_object).unwrap_or(&empty);
+    let structured = (node::resource_type(node) == Some(ResourceType::StructuredDeployment)).then(|| {
+        let key = properties.get("input_key").and_then(Value::as_str).unwrap_or("get_input");
+        (key, properties.get("input_values_validate").and_then(Value::as_str) == Some("STRICT"))
+    });
+    let stack_path = format!("{}/{}", stack.name, stack.id);
+    let creation_time = rfc3339(ctx.now);
+    let publication = Publication {
+        derived_id: &derived_id,
+        name: &sort_key,
+        action: node.action,
+        server,
+        stack_path: &stack_path,
+        resource_name: &node.name,
+        signal_transport: transport,
+        public_url: ctx.public_url,
+        creation_time: &creation_time,
+        input_values,
+        structured,
+    };
+    let entry = build_entry(config, &publication)?;
+    Ok(Built { derived_id, sort_key, entry, transport })
+}
+
+/// The config a deployment's `config: {get_resource: X}` points at.
+pub fn config_of(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    node: &NodeRow,
+) -> Result<Option<ConfigDefinition>, EngineError> {
+    let Some(config_name) = node::referenced_resource(node, "config") else { return Ok(None) };
+    let Some(config_node) = ctx.tx.node(&stack.name, &config_name)? else { return Ok(None) };
+    Ok(config_node.record.definition.as_ref().map(ConfigDefinition::from_json))
+}
+
+/// The deployment's `actions` property (Heat's default: CREATE and UPDATE).
+pub fn deployment_actions(properties: &Map<String, Value>) -> Vec<String> {
+    match properties.get("actions").and_then(Value::as_array) {
+        Some(actions) => actions.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        None => vec![Action::Create.to_string(), Action::Update.to_string()],
+    }
+}
+
+/// Properties for a DELETE action whose inputs no longer resolve (their producers are gone).
+pub fn delete_properties() -> Map<String, Value> {
+    Map::from_iter([("actions".to_string(), json!(deployment_actions(&Map::new())))])
+}

@@ -1,0 +1,69 @@
+//! Migrations of stored rows, each tested from a database written at the version before it.
+
+use serde_json::json;
+
+use super::{MIGRATIONS, Migration, database_path, raw_connection, run, schema_versions};
+use crate::store::*;
+
+/// Version 4 moves the `_` keys of node attributes into `nodes.record` and splits deadline
+/// keys into (stack, node, generation).
+#[test]
+fn version_4_moves_private_keys_and_splits_deadline_keys() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let previous: Vec<Migration> = MIGRATIONS
+        .iter()
+        .filter(|migration| migration.version < 4)
+        .map(|migration| Migration { version: migration.version, sql: migration.sql })
+        .collect();
+    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    assert_eq!(schema_versions(&path), [1, 2, 3]);
+    let attributes = json!({"_id": "id-1", "config": "echo", "_definition": {"group": "script"},
+        "_outcome": "COMPLETE", "_completed_once": true, "_members": ["g/a", "g/b"], "_expanded": 2,
+        "deploy_stdout": "ok", "deploy_stderr": null, "flag": false, "nested": {"a": [true, 1.5]}, "_handle": "handle", "_count": 3, "_fingerprint": "f",
+        "_outputs": [{"name": "x"}], "_actions": ["CREATE", "DELETE"], "_replace_values": {"a": 1}});
+    raw_connection(&path)
+        .execute_batch(&format!(
+            "INSERT INTO stacks (name, id, action, state, status_reason, template, parameters,
+                 hidden_parameters, generation, pending, deadline, created_at, updated_at)
+             VALUES ('app', 'id-app', 'UPDATE', 'IN_PROGRESS', '', '', '{{}}', '[]', 2, 1, NULL, 1, 1);
+             INSERT INTO nodes (stack, name, resource_type, generation, action, state, status_reason,
+                 remaining, definition, attributes, updated_at)
+             VALUES ('app', 'n/é', 'OS::Heat::SoftwareDeployment', 2, 'CREATE', 'INIT', '', 0, '{{}}', '{attributes}', 1),
+                    ('app', 'plain', 'OS::Heat::SoftwareConfig', 2, 'CREATE', 'INIT', '', 0, '{{}}', '{{}}', 1);
+             INSERT INTO deadlines (key, stack, node, due_at) VALUES
+                 ('stack/app/2', 'app', NULL, 100),
+                 ('wait/app/n/é/12', 'app', 'n/é', 200);"
+        ))
+        .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(schema_versions(&path), [1, 2, 3, 4]);
+    let node = run(&store, |tx| tx.node("app", "n/é")).unwrap();
+    let attributes = json!({"config": "echo", "deploy_stdout": "ok", "deploy_stderr": null, "flag": false,
+        "nested": {"a": [true, 1.5]}});
+    assert_eq!(node.attributes, attributes);
+    let expected = NodeRecord {
+        id: Some("id-1".to_owned()),
+        definition: Some(json!({"group": "script"})),
+        replace_values: Some(json!({"a": 1})),
+        actions: vec!["CREATE".to_owned(), "DELETE".to_owned()],
+        fingerprint: Some("f".to_owned()),
+        outputs: vec![json!({"name": "x"})],
+        outcome: Some(RunOutcome::Complete),
+        completed_once: true,
+        handle: Some("handle".to_owned()),
+        count: Some(3),
+        expanded: Some(2),
+        members: vec!["g/a".to_owned(), "g/b".to_owned()],
+    };
+    assert_eq!(node.record, expected);
+    let plain = run(&store, |tx| tx.node("app", "plain")).unwrap();
+    assert_eq!((plain.attributes, plain.record), (json!({}), NodeRecord::default()));
+    let deadlines = run(&store, |tx| tx.due_deadlines(1_000, 10));
+    let stack_deadline = DeadlineRow { stack: "app".to_owned(), node: None, generation: 2, due_at: 100 };
+    let wait_deadline =
+        DeadlineRow { stack: "app".to_owned(), node: Some("n/é".to_owned()), generation: 12, due_at: 200 };
+    assert_eq!(deadlines, [stack_deadline, wait_deadline]);
+    store.integrity_check().unwrap();
+}
