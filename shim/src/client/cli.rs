@@ -34,6 +34,15 @@ pub enum LogFormat {
     Json,
 }
 
+impl From<LogFormat> for anneal_runtime::LogFormat {
+    fn from(format: LogFormat) -> Self {
+        match format {
+            LogFormat::Text => anneal_runtime::LogFormat::Text,
+            LogFormat::Json => anneal_runtime::LogFormat::Json,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP API; prints where the admin token file is.
