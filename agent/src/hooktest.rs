@@ -16,9 +16,9 @@ use crate::hook::{DEFAULT_MAX_OUTPUT_BYTES, HookChoice, HookError, HookRunner, H
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookTestError {
-    #[error("stdin is not a deployment JSON object")]
+    #[error("cannot parse stdin: it is not a deployment JSON object")]
     BadDeployment(#[source] serde_json::Error),
-    #[error("invalid component deployment")]
+    #[error("cannot resolve the component deployment")]
     Component(#[from] anneal_protocol::deployment::ComponentError),
     #[error("the component has no config for action {action}")]
     NoConfigForAction { action: String },
