@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anneal_shim::api::{Credential as RouteCredential, ROUTES};
-use anneal_tests::{Agent, AgentSettings, Shim, wait_until};
+use anneal_tests::{Agent, AgentSettings, Shim, capability_token, wait_until};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -403,7 +403,7 @@ async fn find_tokens(shim: &Shim, vm1: &Agent, vm2: &Agent, revoked: String) -> 
         endpoint["value"].as_str().map(str::to_string)
     })
     .await;
-    let handle = last_segment(&endpoint);
+    let handle = capability_token(&endpoint);
     Tokens { admin, vm1: vm1_token, vm2: vm2_token, signal_vm1, signal_vm2, handle, revoked }
 }
 
@@ -420,20 +420,12 @@ async fn signal_token(agent: &Agent, token: &str, deployment: &str) -> String {
         input["value"].as_str().map(str::to_string)
     })
     .await;
-    last_segment(&url)
-}
-
-fn last_segment(url: &str) -> String {
-    let token = url.rsplit('/').next().unwrap_or_default().to_string();
-    assert_eq!(token.len(), 64, "a capability URL ends with its token: {url}");
-    token
+    capability_token(&url)
 }
 
 async fn resource_status(shim: &Shim, resource: &str) -> String {
-    let show = shim.cli_json(&["stack", "show", "access", "--json"]).await;
-    let resources = show["resources"].as_array().cloned().unwrap_or_default();
-    let found = resources.iter().find(|entry| entry["name"] == resource);
-    found.and_then(|entry| entry["status"].as_str()).unwrap_or_default().to_string()
+    let resources = shim.stack_resources("access").await;
+    resources.get(resource).and_then(|entry| entry["status"].as_str()).unwrap_or_default().to_string()
 }
 
 async fn wait_for_resource(shim: &Shim, resource: &str, status: &str) {
@@ -446,11 +438,8 @@ async fn wait_for_resource(shim: &Shim, resource: &str, status: &str) {
 
 async fn wait_for_stack(shim: &Shim, stack: &str, status: &str) {
     let what = format!("stack {stack} reaches {status}");
-    wait_until(Duration::from_secs(60), &what, || async {
-        let show = shim.cli_json(&["stack", "show", stack, "--json"]).await;
-        (show["status"] == status).then_some(())
-    })
-    .await;
+    wait_until(Duration::from_secs(60), &what, || async { (shim.stack_status(stack).await == status).then_some(()) })
+        .await;
 }
 
 /// No token appears in `shim.db`, `shim.db-wal` or `shim.db-shm`, neither as the hex text it
