@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use anneal_protocol::waitcondition::WaitStatus;
+use anneal_runtime::LogFormat;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub const DEFAULT_CONFIG: &str = "/etc/anneal/agent.toml";
@@ -21,21 +22,6 @@ pub struct Cli {
     pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-impl From<LogFormat> for anneal_runtime::LogFormat {
-    fn from(format: LogFormat) -> Self {
-        match format {
-            LogFormat::Text => anneal_runtime::LogFormat::Text,
-            LogFormat::Json => anneal_runtime::LogFormat::Json,
-        }
-    }
 }
 
 #[derive(Subcommand)]

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(std::env::var(LOG_FILTER_VARIABLE).ok().as_deref(), cli.log_format.into());
+    init_logging(std::env::var(LOG_FILTER_VARIABLE).ok().as_deref(), cli.log_format);
     if let Err(code) = arm_failpoint() {
         return code;
     }

@@ -12,6 +12,7 @@ pub const LOG_FILTER_VARIABLE: &str = "ANNEAL_LOG";
 
 /// The log line format on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum LogFormat {
     Text,
     Json,

@@ -16,7 +16,7 @@ const BLOCKING_THREADS: usize = store::BATCH_LIMIT + 8;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(std::env::var(LOG_FILTER_VARIABLE).ok().as_deref(), cli.log_format.into());
+    init_logging(std::env::var(LOG_FILTER_VARIABLE).ok().as_deref(), cli.log_format);
     let _ = rustls::crypto::ring::default_provider().install_default();
     // Every engine operation runs on the blocking pool, and the store runs them one at a time
     // (group commit, batches of up to 64). Threads beyond that would only queue, each with a
