@@ -15,7 +15,6 @@ mod wait;
 #[cfg(test)]
 mod tests;
 
-use std::error::Error as _;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -145,13 +144,7 @@ impl ClientError {
     /// The whole message for a human: the error, its causes joined with ": ", and one
     /// `  - problem` line per template problem the server listed.
     pub fn report(&self) -> String {
-        let mut text = render::printable(&self.to_string());
-        let mut cause = self.source();
-        while let Some(error) = cause {
-            text.push_str(": ");
-            text.push_str(&render::printable(&error.to_string()));
-            cause = error.source();
-        }
+        let mut text = render::printable(&crate::error_chain(self));
         if let ClientError::Api { problems, .. } = self {
             for problem in problems {
                 text.push_str("\n  - ");
