@@ -1,6 +1,7 @@
-//! The `anneal-agent` binary: parses the command line, reads the environment, sets up logging and
-//! signal handling, calls into the library, and maps the outcome to an exit code (0 success,
-//! 1 a deployment failed or a signal was not delivered, 2 usage or config error).
+//! The `anneal-agent` binary: parses the command line (clap types in `cli.rs`), reads the
+//! environment, sets up logging and signal handling (anneal-runtime), calls into the library, and
+//! maps the outcome to an exit code (0 success, 1 a deployment failed or a signal was not
+//! delivered, 2 usage or config error). See docs/cli.md.
 
 mod cli;
 
