@@ -10,14 +10,15 @@ use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
 use anneal_protocol::{Deployment, Outcome, evaluate};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::DEFAULT_HOOKS_DIRS;
+use crate::config::{Config, DEFAULT_HOOKS_DIRS};
+use crate::daemon;
 use crate::hook::{DEFAULT_MAX_OUTPUT_BYTES, HookChoice, HookError, HookRunner, HookSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookTestError {
-    #[error("stdin is not a deployment JSON object")]
+    #[error("cannot parse stdin: it is not a deployment JSON object")]
     BadDeployment(#[source] serde_json::Error),
-    #[error("invalid component deployment")]
+    #[error("cannot resolve the component deployment")]
     Component(#[from] anneal_protocol::deployment::ComponentError),
     #[error("the component has no config for action {action}")]
     NoConfigForAction { action: String },
@@ -34,9 +35,30 @@ pub struct HookTestReport {
     pub outcome: Outcome,
 }
 
-/// Settings for `hook-test` without a config file: the default hooks dirs, scratch dirs under
-/// `scratch` for the script hook's files.
-pub fn default_settings(scratch: &Path, base_env: Vec<(String, String)>) -> HookSettings {
+/// How long a hook may run under `hook-test` without a config file (nor a timeout of its own).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The hook settings and default deadline `hook-test` runs with: `config`'s hooks dirs, hook
+/// environment and hook timeout when there is a config, else the defaults; scratch dirs under
+/// `scratch` for the script hook's files either way, and no run markers (hook-test runs outside
+/// the journal).
+pub fn settings(config: Option<&Config>, scratch: &Path, base_env: Vec<(String, String)>) -> (HookSettings, Duration) {
+    match config {
+        Some(config) => {
+            let settings = HookSettings {
+                work_dir: scratch.join("script"),
+                outputs_dir: scratch.join("outputs"),
+                run_markers_dir: None,
+                ..daemon::hook_settings(config, base_env)
+            };
+            (settings, config.agent.hook_timeout)
+        }
+        None => (default_settings(scratch, base_env), DEFAULT_TIMEOUT),
+    }
+}
+
+/// Settings without a config file: the default hooks dirs, scratch dirs under `scratch`.
+fn default_settings(scratch: &Path, base_env: Vec<(String, String)>) -> HookSettings {
     HookSettings {
         hooks_dirs: DEFAULT_HOOKS_DIRS.iter().map(PathBuf::from).collect(),
         work_dir: scratch.join("script"),

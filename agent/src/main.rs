@@ -1,9 +1,12 @@
-//! The `anneal-agent` binary: parses the command line, reads the environment, sets up logging and
-//! signal handling, calls into the library, and maps the outcome to an exit code (0 success,
-//! 1 a deployment failed or a signal was not delivered, 2 usage or config error).
+//! The `anneal-agent` binary: parses the command line (clap types in `cli.rs`), reads the
+//! environment, sets up logging and signal handling (anneal-runtime), calls into the library, and
+//! maps the outcome to an exit code (0 success, 1 a deployment failed or a signal was not
+//! delivered, 2 usage or config error). See docs/cli.md.
+
+mod cli;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -13,91 +16,14 @@ use anneal_agent::error_chain;
 use anneal_agent::waitsignal::{WaitSignal, send_wait_signal};
 use anneal_agent::{failpoint, hooktest, status};
 use anneal_protocol::Outcome;
-use anneal_protocol::waitcondition::WaitStatus;
-use clap::{Parser, Subcommand, ValueEnum};
+use anneal_runtime::{LOG_FILTER_VARIABLE, cancel_on_signal, init_logging};
+use clap::Parser;
+use cli::{Cli, Command, DEFAULT_CONFIG};
 use tokio_util::sync::CancellationToken;
-
-const DEFAULT_CONFIG: &str = "/etc/anneal/agent.toml";
-
-#[derive(Parser)]
-#[command(
-    name = "anneal-agent",
-    version,
-    about = "Runs Heat software deployments on this machine and signals their results"
-)]
-struct Cli {
-    /// Log line format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run as a daemon: collect metadata, run deployments, deliver signals, until SIGTERM.
-    Run {
-        #[arg(long, default_value = DEFAULT_CONFIG)]
-        config: PathBuf,
-    },
-    /// One cycle: collect, run what is due, deliver signals, exit (0 ok, 1 failure, 2 config error).
-    Once {
-        #[arg(long, default_value = DEFAULT_CONFIG)]
-        config: PathBuf,
-    },
-    /// Show every deployment the journal knows: state, exit code, duration, signal state.
-    Status {
-        #[arg(long, default_value = DEFAULT_CONFIG)]
-        config: PathBuf,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Signal a wait condition handle, retrying until acknowledged (replaces cfn-signal and curl_cli).
-    Signal {
-        /// The handle URL (its signal endpoint or pre-signed URL).
-        url: String,
-        #[arg(long, value_enum, default_value_t = StatusArg::Success)]
-        status: StatusArg,
-        #[arg(long)]
-        reason: Option<String>,
-        #[arg(long)]
-        data: Option<String>,
-        /// Unique id of this signal (default: a counter chosen by Heat; the hostname with --aws).
-        #[arg(long)]
-        id: Option<String>,
-        /// Send the AWS::CloudFormation::WaitConditionHandle body with PUT, as cfn-signal does.
-        #[arg(long)]
-        aws: bool,
-        /// Give up after retrying for this long.
-        #[arg(long, default_value_t = 300)]
-        retry_for_secs: u64,
-    },
-    /// Run one deployment (JSON on stdin) through the hook for GROUP and print the signal payload.
-    HookTest {
-        group: String,
-        /// Agent config whose hooks_dirs and hook_env to use (default: /etc/anneal/agent.toml if present).
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-#[value(rename_all = "UPPER")]
-enum StatusArg {
-    Success,
-    Failure,
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    init_logging(std::env::var(LOG_FILTER_VARIABLE).ok().as_deref(), cli.log_format);
     if let Err(code) = arm_failpoint() {
         return code;
     }
@@ -143,11 +69,7 @@ async fn dispatch(command: Command) -> ExitCode {
         Command::Once { config } => once(&config, shutdown).await,
         Command::Status { config, json } => show_status(&config, json),
         Command::Signal { url, status, reason, data, id, aws, retry_for_secs } => {
-            let status = match status {
-                StatusArg::Success => WaitStatus::Success,
-                StatusArg::Failure => WaitStatus::Failure,
-            };
-            let signal = WaitSignal { url, status, reason, data, id, aws };
+            let signal = WaitSignal { url, status: status.into(), reason, data, id, aws };
             match send_wait_signal(&signal, Duration::from_secs(retry_for_secs), &shutdown).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(error) => fail(1, &error),
@@ -236,17 +158,7 @@ async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken
         return fail(2, &error);
     }
     let scratch = std::env::temp_dir().join(format!("anneal-hook-test-{}", std::process::id()));
-    let (settings, timeout) = match &config {
-        Some(config) => {
-            let mut settings = daemon::hook_settings(config, hook_base_env());
-            settings.work_dir = scratch.join("script");
-            settings.outputs_dir = scratch.join("outputs");
-            // hook-test runs outside the journal: no run marker either.
-            settings.run_markers_dir = None;
-            (settings, config.agent.hook_timeout)
-        }
-        None => (hooktest::default_settings(&scratch, hook_base_env()), Duration::from_secs(3600)),
-    };
+    let (settings, timeout) = hooktest::settings(config.as_ref(), &scratch, hook_base_env());
     let result = hooktest::hook_test(group, &stdin, settings, timeout, &shutdown).await;
     let _ = std::fs::remove_dir_all(&scratch);
     match result {
@@ -275,50 +187,6 @@ fn hook_base_env() -> Vec<(String, String)> {
         ("LANG".into(), get("LANG", "C.UTF-8")),
         ("HOME".into(), get("HOME", "/root")),
     ]
-}
-
-/// Registers the SIGTERM/SIGINT handlers now (so a signal that arrives before the runtime
-/// polls anything still counts) and cancels `shutdown` when one arrives.
-fn cancel_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (mut terminate, mut interrupt) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(terminate), Ok(interrupt)) => (terminate, interrupt),
-        _ => {
-            tracing::error!("cannot install SIGTERM/SIGINT handlers");
-            return;
-        }
-    };
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = terminate.recv() => tracing::info!("SIGTERM received"),
-            _ = interrupt.recv() => tracing::info!("SIGINT received"),
-        }
-        shutdown.cancel();
-    });
-}
-
-/// Logs go to stderr; `ANNEAL_LOG` takes `info`, `debug`, or per-target levels such as
-/// `info,anneal_agent::source=debug` (a bad value falls back to `info` and says so).
-fn init_logging(format: LogFormat) {
-    use tracing_subscriber::filter::Targets;
-    use tracing_subscriber::prelude::*;
-    let requested = std::env::var("ANNEAL_LOG").ok();
-    let parsed = requested.as_deref().map(str::parse::<Targets>);
-    let filter = match &parsed {
-        Some(Ok(targets)) => targets.clone(),
-        _ => Targets::new().with_default(tracing::Level::INFO),
-    };
-    // Colour only for a person at a terminal; not in files, pipes or the journal.
-    let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        LogFormat::Text => tracing_subscriber::registry().with(layer.with_filter(filter)).init(),
-        LogFormat::Json => tracing_subscriber::registry().with(layer.json().with_filter(filter)).init(),
-    }
-    if let Some(Err(error)) = parsed {
-        tracing::warn!(%error, "ANNEAL_LOG is not a valid filter; logging at info");
-    }
 }
 
 fn print_stdout(text: &str) -> ExitCode {

@@ -45,6 +45,17 @@ async fn usage_errors_exit_2() {
     assert_eq!(finished.status.code(), Some(2));
 }
 
+/// The same warning as the shim's (both binaries set logging up through anneal-runtime).
+#[tokio::test]
+async fn a_bad_log_filter_warns_and_logs_at_info() {
+    let sandbox = Sandbox::new();
+    let mut command = Command::new(BINARY);
+    command.args(["status", "--config"]).arg(sandbox.config_path()).env("ANNEAL_LOG", "info,anneal_agent=loud");
+    let finished = run_to_end(command, None, Duration::from_secs(20)).await;
+    assert_eq!(finished.status.code(), Some(2), "the missing config is still the error: {}", finished.stderr);
+    assert!(finished.stderr.contains("ANNEAL_LOG is not a valid filter; logging at info"), "{}", finished.stderr);
+}
+
 #[tokio::test]
 async fn hook_test_prints_the_signal_payload() {
     let sandbox = Sandbox::new();

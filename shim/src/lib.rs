@@ -16,18 +16,5 @@ pub mod store;
 pub mod template;
 pub mod token;
 
-/// An error and its causes on one line (`a: b: c`), for log lines and the CLI. A cause whose
-/// text the message already ends with is not repeated.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+/// An error and its causes on one line (`a: b: c`): the one formatter both binaries share.
+pub use anneal_protocol::error_chain;

@@ -323,3 +323,22 @@ async fn access_is_checked_and_bad_input_gets_a_clear_4xx() {
     assert_eq!(huge.status().as_u16(), 413);
     shim.stop().await;
 }
+
+/// A bad `ANNEAL_LOG` is not silently ignored: the shim warns exactly as the agent does (both set
+/// logging up through anneal-runtime), logs at info, and the command still runs.
+#[tokio::test]
+async fn a_bad_log_filter_warns_and_logs_at_info() {
+    let output = Command::new(BINARY)
+        .args(["server", "list", "--url", "http://127.0.0.1:1"])
+        .env("ANNEAL_LOG", "info,anneal_shim=loud")
+        .env("ANNEAL_TOKEN", "not-a-real-token")
+        .env_remove("ANNEAL_URL")
+        .process_group(0)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), output).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "nothing listens on port 1: {stderr}");
+    assert!(stderr.contains("ANNEAL_LOG is not a valid filter; logging at info"), "{stderr}");
+    assert!(stderr.contains("cannot reach anneal-shim"), "{stderr}");
+}

@@ -4,7 +4,8 @@
 //! its handle drops (also when a test panics).
 //!
 //! - `Shim::start()`: `anneal-shim serve` on 127.0.0.1:0 with a temp SQLite db; `cli`,
-//!   `cli_ok`, `cli_json` run its CLI with `--url` and `--token-file`; `restart` keeps the port.
+//!   `cli_ok`, `cli_json` run its CLI with `--url` and `--token-file`; `restart` keeps the port;
+//!   `stack_show`, `stack_status`, `stack_outputs`, `stack_resources`, `settled` read a stack.
 //! - `Fleet::start(&shim, &["vm1", "vm2"], &AgentSettings::default())`: registers each server
 //!   (`server add NAME --format json`), writes its agent config (http source, own state and
 //!   hooks dirs, 1 s poll) and starts `anneal-agent run`. `Agent` has the paths, `status()`,
@@ -27,7 +28,8 @@ pub mod wait;
 
 pub use binaries::{BUILD_COMMAND, agent_binary, shim_binary};
 pub use fleet::{Agent, AgentSettings, Fleet, toml_string};
+pub use metadata::read_json;
 pub use process::{CommandOutput, Daemon, run_command};
-pub use shim::Shim;
+pub use shim::{Shim, capability_token};
 pub use switchable::{Request, SwitchableServer};
 pub use wait::{eventually, wait_until};

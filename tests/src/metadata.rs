@@ -1,6 +1,7 @@
 //! Heat-shaped metadata for standalone agents: deployment entries as Heat's
 //! `format_software_config` writes them, signalling over HTTP to a test receiver, and the journal
-//! files an agent leaves in its state dir, read the way a test inspects them.
+//! files an agent leaves in its state dir (and any JSON file: `read_json`), read the way a test
+//! inspects them.
 
 use std::path::Path;
 
@@ -61,4 +62,10 @@ pub fn journal_entries(state_dir: &Path) -> Vec<Value> {
 /// Whether a journal entry records a signal the receiver acknowledged with a 2xx.
 pub fn delivered(entry: &Value) -> bool {
     entry["signal"]["delivered_at"].is_u64()
+}
+
+/// The JSON file at `path`; panics (naming the file) when it is unreadable or not JSON.
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: not JSON ({error}): {text}", path.display()))
 }

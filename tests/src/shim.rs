@@ -1,11 +1,13 @@
 //! `Shim`: a real `anneal-shim serve` on a loopback port with a SQLite database in its own temp
 //! dir, plus its CLI (`anneal-shim <args> --url <url> --token-file <dir>/admin.token`). A restart
-//! binds the same port again, so agents' configs and signal URLs stay valid.
+//! binds the same port again, so agents' configs and signal URLs stay valid. Also the stack's
+//! views tests read through the CLI (`stack_status`, `stack_outputs`, `settled`, ...) and
+//! `capability_token`, the token a signal or handle URL ends with.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::process::Command;
 
 use crate::binaries::shim_binary;
@@ -91,6 +93,45 @@ impl Shim {
             .unwrap_or_else(|error| panic!("anneal-shim {args:?}: not JSON ({error}): {stdout}"))
     }
 
+    /// `stack show STACK --json`.
+    pub async fn stack_show(&self, stack: &str) -> Value {
+        self.cli_json(&["stack", "show", stack, "--json"]).await
+    }
+
+    /// The stack's status (`CREATE_COMPLETE`, ...).
+    pub async fn stack_status(&self, stack: &str) -> String {
+        self.stack_show(stack).await["status"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// The stack's outputs by name.
+    pub async fn stack_outputs(&self, stack: &str) -> Map<String, Value> {
+        let outputs = self.cli_json(&["stack", "outputs", stack, "--json"]).await;
+        let outputs = outputs.as_array().expect("outputs is a list");
+        outputs
+            .iter()
+            .map(|output| (output["name"].as_str().expect("name").to_string(), output["value"].clone()))
+            .collect()
+    }
+
+    /// The stack's resources by name.
+    pub async fn stack_resources(&self, stack: &str) -> Map<String, Value> {
+        let show = self.stack_show(stack).await;
+        let resources = show["resources"].as_array().expect("resources is a list");
+        resources
+            .iter()
+            .map(|resource| (resource["name"].as_str().expect("name").to_string(), resource.clone()))
+            .collect()
+    }
+
+    /// Waits up to `limit` until the stack is no longer in progress; returns `stack show --json`.
+    pub async fn settled(&self, stack: &str, limit: Duration) -> Value {
+        wait_until(limit, &format!("stack {stack} settles"), || async {
+            let show = self.stack_show(stack).await;
+            (!show["status"].as_str().unwrap_or_default().ends_with("IN_PROGRESS")).then_some(show)
+        })
+        .await
+    }
+
     /// Writes `template` into the shim's dir as `name` and returns its path (for `--template`).
     pub fn write_template(&self, name: &str, template: &str) -> PathBuf {
         let path = self.dir().join(name);
@@ -143,4 +184,12 @@ async fn launch(dir: &Path, listen: &str, log_filter: &str) -> (Daemon, String) 
     })
     .await;
     (daemon, url)
+}
+
+/// The token a capability URL (signal, wait condition handle, os-collect-config metadata) ends
+/// with; panics unless it has a token's length.
+pub fn capability_token(url: &str) -> String {
+    let token = url.rsplit('/').next().unwrap_or_default().to_string();
+    assert_eq!(token.len(), 64, "a capability URL ends with its token: {url}");
+    token
 }

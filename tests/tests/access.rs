@@ -1,19 +1,20 @@
-//! Issue 6 item 8, access and tokens at rest: every route the shim serves × every kind of
-//! credential, against a real shim with a real agent (vm1) and a registered server whose agent
-//! is not running (vm2, so its deployment waits for a signal the matrix sends). Then the SQLite
-//! files (database, WAL, shared memory) are searched for every token in clear.
+//! Access and tokens at rest: every route the shim serves × every kind of credential, against a
+//! real shim with a real agent (vm1) and a registered server whose agent is not running (vm2, so
+//! its deployment waits for a signal the matrix sends). Then the SQLite files (database, WAL,
+//! shared memory) are searched for every token in clear.
 //!
-//! Expected statuses, from design.md's HTTP API and `shim/src/api/auth.rs`:
+//! Expected statuses, from docs/http-api.md (authentication) and docs/security.md; the routes and
+//! the credential each takes are the API's own table, `anneal_shim::api::ROUTES`:
 //! - admin routes: 401 without an `Authorization: Bearer <token>` header (none, another scheme,
 //!   an empty bearer, a bare token); 403 for any bearer token that is not the admin's (garbage
 //!   included: it is in the bearer form); the route's own status for the admin token.
 //! - `GET|HEAD /v1/servers/{name}/metadata`: 401 as above; 403 for every token but `name`'s own,
-//!   the admin's included (design.md gives this route to the server token only), and for a
-//!   server that does not exist (a 404 would tell a stranger which servers exist).
+//!   the admin's included (the route takes the server token only), and for a server that does
+//!   not exist (a 404 would tell a stranger which servers exist).
 //! - capability routes (`/v1/metadata/{server token}`, `/v1/signals/{signal token}`,
 //!   `/v1/waitconditions/{handle token}`): the path token is the credential and an
 //!   Authorization header grants nothing; 404 for any token that is not one of that route's
-//!   kind (design.md: "the URL reveals nothing"), whatever its shape.
+//!   kind (the URL reveals nothing), whatever its shape.
 //! - admin routes for a stack that does not exist: 404 only for the admin; others get 403, so
 //!   names do not leak.
 //!
@@ -21,18 +22,13 @@
 //! server delete vm3` before the matrix runs (the poll must then answer 403, and the CLI refuses
 //! to remove vm1, which a stack uses); its token is the revoked credential and must get what a
 //! stranger's gets, even after the matrix registers vm3 again.
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use anneal_tests::{Agent, AgentSettings, Shim, wait_until};
+use anneal_shim::api::{Credential as RouteCredential, ROUTES};
+use anneal_tests::{Agent, AgentSettings, Shim, capability_token, wait_until};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-
-/// The router's source: the matrix must cover every `.route(...)` in it (see
-/// `the_matrix_covers_every_route_the_shim_serves`). When a route is added there, add its rows
-/// to `routes()` below.
-const ROUTER_SOURCE: &str = include_str!("../../shim/src/api/mod.rs");
 
 const TEMPLATE: &str = r##"
 heat_template_version: 2018-08-31
@@ -90,10 +86,23 @@ enum Access {
     HandleToken,
 }
 
+impl Access {
+    /// The credential the API's route table declares for a route with this access.
+    fn declared(self) -> RouteCredential {
+        match self {
+            Access::Admin => RouteCredential::Admin,
+            Access::ServerMetadata(_) => RouteCredential::ServerBearer,
+            Access::ServerToken => RouteCredential::ServerTokenInPath,
+            Access::SignalToken => RouteCredential::SignalTokenInPath,
+            Access::HandleToken => RouteCredential::HandleTokenInPath,
+        }
+    }
+}
+
 #[derive(Clone)]
 struct Route {
     method: &'static str,
-    /// As written in the router, for the coverage check.
+    /// As written in `ROUTES`, for the coverage check.
     pattern: &'static str,
     /// What is requested; `{token}` is the credential's path token.
     path: String,
@@ -141,16 +150,27 @@ async fn every_route_answers_every_credential_as_designed_and_no_token_is_stored
     assert_no_token_in_database(&shim, &secrets, &tokens.vm1, "after a clean stop");
 }
 
+/// The matrix sends every route of the API's table (when one is added there, add its rows to
+/// `routes()` below), and expects of each the credential the table declares.
 #[test]
 fn the_matrix_covers_every_route_the_shim_serves() {
-    let served = routes_in_source(ROUTER_SOURCE);
-    assert!(served.len() >= 8, "the router source was parsed: {served:?}");
-    let tested: BTreeSet<(String, String)> = routes()
-        .iter()
-        .filter(|route| route.method != "HEAD")
-        .map(|route| (route.method.to_string(), route.pattern.to_string()))
-        .collect();
-    assert_eq!(tested, served, "tests/tests/access.rs `routes()` must list every route of shim/src/api/mod.rs");
+    let served: BTreeSet<(&str, &str)> = ROUTES.iter().map(|route| (route.method.as_str(), route.path)).collect();
+    let listed = routes();
+    let tested: Vec<&Route> = listed.iter().filter(|route| route.method != "HEAD").collect();
+    let covered: BTreeSet<(&str, &str)> = tested.iter().map(|route| (route.method, route.pattern)).collect();
+    assert_eq!(covered, served, "tests/tests/access.rs `routes()` must list every route of anneal_shim::api::ROUTES");
+    for route in tested {
+        let declared =
+            ROUTES.iter().find(|served| (served.method.as_str(), served.path) == (route.method, route.pattern));
+        let declared = declared.expect("covered above").credential;
+        assert_eq!(
+            route.access.declared(),
+            declared,
+            "{} {}: the matrix expects another credential",
+            route.method,
+            route.pattern
+        );
+    }
 }
 
 /// A token names one deployment: vm1's signal token, even with a FAILURE body, never moves vm2's
@@ -225,7 +245,7 @@ fn expected_status(route: &Route, credential: &Credential) -> u16 {
     }
 }
 
-/// Each credential kind of the issue: none, malformed (garbage, wrong scheme, empty bearer, a
+/// Each kind of credential: none, malformed (garbage, wrong scheme, empty bearer, a
 /// bare token), each server's token (one is "another server's" on the other's routes), each
 /// deployment's signal token, the handle token, a revoked server's, the admin token.
 fn credentials(tokens: &Tokens) -> Vec<Credential> {
@@ -279,7 +299,7 @@ fn credentials(tokens: &Tokens) -> Vec<Credential> {
     ]
 }
 
-/// Every route of `shim/src/api/mod.rs`, in an order whose admin successes build on each other
+/// Every route of `anneal_shim::api::ROUTES`, in an order whose admin successes build on each other
 /// (vm3 is registered again, then removed; the scratch stack is created, read, updated, and
 /// deleted last), and `HEAD` before each `GET`.
 fn routes() -> Vec<Route> {
@@ -337,50 +357,6 @@ fn routes() -> Vec<Route> {
     with_head
 }
 
-/// `(METHOD, pattern)` of every `.route("pattern", get(..).post(..))` call in the router's
-/// source. Fails on any other way of adding routes, which this parser would miss.
-fn routes_in_source(source: &str) -> BTreeSet<(String, String)> {
-    for unsupported in [".nest(", ".merge(", ".route_service(", ".nest_service("] {
-        assert!(!source.contains(unsupported), "the router uses {unsupported}: teach routes_in_source about it");
-    }
-    let mut served = BTreeSet::new();
-    for (start, _) in source.match_indices(".route(") {
-        let call = balanced_call(&source[start + ".route".len()..]);
-        let pattern = call.split('"').nth(1).expect("a route's first argument is its path literal");
-        for method in ["get", "post", "put", "delete", "patch", "head", "options", "trace", "any"] {
-            let needle = format!("{method}(");
-            let called = call.match_indices(&needle).any(|(at, _)| {
-                call[..at]
-                    .chars()
-                    .next_back()
-                    .is_none_or(|before| !before.is_alphanumeric() && before != '_' && before != ':')
-            });
-            if called {
-                served.insert((method.to_uppercase(), pattern.to_string()));
-            }
-        }
-    }
-    served
-}
-
-/// The text of the parenthesised argument list at the start of `text`, up to its matching `)`.
-fn balanced_call(text: &str) -> &str {
-    let mut depth = 0usize;
-    for (index, character) in text.char_indices() {
-        match character {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return &text[..=index];
-                }
-            }
-            _ => {}
-        }
-    }
-    panic!("unbalanced .route( call in the router source");
-}
-
 /// Registers vm3, holds a long-poll with its token, removes it with the CLI and checks that
 /// the poll answers 403 and the token is dead; also that the CLI refuses to remove vm1, which
 /// the stack uses. Returns vm3's (now revoked) token.
@@ -427,7 +403,7 @@ async fn find_tokens(shim: &Shim, vm1: &Agent, vm2: &Agent, revoked: String) -> 
         endpoint["value"].as_str().map(str::to_string)
     })
     .await;
-    let handle = last_segment(&endpoint);
+    let handle = capability_token(&endpoint);
     Tokens { admin, vm1: vm1_token, vm2: vm2_token, signal_vm1, signal_vm2, handle, revoked }
 }
 
@@ -444,20 +420,12 @@ async fn signal_token(agent: &Agent, token: &str, deployment: &str) -> String {
         input["value"].as_str().map(str::to_string)
     })
     .await;
-    last_segment(&url)
-}
-
-fn last_segment(url: &str) -> String {
-    let token = url.rsplit('/').next().unwrap_or_default().to_string();
-    assert_eq!(token.len(), 64, "a capability URL ends with its token: {url}");
-    token
+    capability_token(&url)
 }
 
 async fn resource_status(shim: &Shim, resource: &str) -> String {
-    let show = shim.cli_json(&["stack", "show", "access", "--json"]).await;
-    let resources = show["resources"].as_array().cloned().unwrap_or_default();
-    let found = resources.iter().find(|entry| entry["name"] == resource);
-    found.and_then(|entry| entry["status"].as_str()).unwrap_or_default().to_string()
+    let resources = shim.stack_resources("access").await;
+    resources.get(resource).and_then(|entry| entry["status"].as_str()).unwrap_or_default().to_string()
 }
 
 async fn wait_for_resource(shim: &Shim, resource: &str, status: &str) {
@@ -470,11 +438,8 @@ async fn wait_for_resource(shim: &Shim, resource: &str, status: &str) {
 
 async fn wait_for_stack(shim: &Shim, stack: &str, status: &str) {
     let what = format!("stack {stack} reaches {status}");
-    wait_until(Duration::from_secs(60), &what, || async {
-        let show = shim.cli_json(&["stack", "show", stack, "--json"]).await;
-        (show["status"] == status).then_some(())
-    })
-    .await;
+    wait_until(Duration::from_secs(60), &what, || async { (shim.stack_status(stack).await == status).then_some(()) })
+        .await;
 }
 
 /// No token appears in `shim.db`, `shim.db-wal` or `shim.db-shm`, neither as the hex text it

@@ -1,11 +1,11 @@
-//! Issue 6, item 1: the agent killed at every journal transition. The agent binary is the debug
-//! (test) build, which has crash points: with
-//! `ANNEAL_FAILPOINT=<point>` it aborts (SIGABRT, no cleanup) the first time it passes the point.
-//! Each case runs `anneal-agent once` against a real shim until the crash, then again without
-//! the failpoint, and asserts: a finished hook never reruns (each script counts its runs in a
-//! file), every deployment is signalled and acknowledged, the shim records each deployment's
-//! result exactly once (one completion event per deployment), and an interrupted run follows
-//! `options.on_interrupt` (FAILED with the interrupted reason, or rerun once).
+//! Crash safety (see docs/journal.md): the agent killed at every journal transition. The agent
+//! binary is the debug (test) build, which has crash points: with `ANNEAL_FAILPOINT=<point>` it
+//! aborts (SIGABRT, no cleanup) the first time it passes the point. Each case runs `anneal-agent
+//! once` against a real shim until the crash, then again without the failpoint, and asserts: a
+//! finished hook never reruns (each script counts its runs in a file), every deployment is
+//! signalled and acknowledged, the shim records each deployment's result exactly once (one
+//! completion event per deployment), and an interrupted run follows `options.on_interrupt` (FAILED
+//! with the interrupted reason, or rerun once).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -70,8 +70,7 @@ impl Case {
     }
 
     async fn stack_status(&self) -> String {
-        let show = self.shim.cli_json(&["stack", "show", "crash", "--json"]).await;
-        show["status"].as_str().unwrap_or_default().to_string()
+        self.shim.stack_status("crash").await
     }
 
     /// The completion events (`CREATE_COMPLETE`/`CREATE_FAILED`) of each deployment.

@@ -1,4 +1,4 @@
-//! Reliability, issue 6 item 5: the agent's state dir runs out of space. The state dir is a
+//! Reliability: the agent's state dir runs out of space. The state dir is a
 //! 1 MiB tmpfs mounted by the test (it runs as root on the CI machine) and filled with a filler
 //! file while a new document arrives; then the filler is deleted. The agent must stay up, log the
 //! problem by name (ENOSPC, "No space left on device"), never leave a torn journal entry or cache

@@ -1,10 +1,10 @@
-//! Issue 6, item 2: an agent killed (SIGKILL of its own process group) while a hook runs leaves
-//! the hook's process group alive. The restarted agent must find it from the run marker the agent
-//! wrote right after the spawn (`<state>/journal/<id>.run`, pid and start time; or, without it,
-//! through the marker path in the hook's environment) and stop the group
-//! before deciding: two copies of one deployment never run at once. The script holds an flock
-//! for as long as any process of its group lives; a second copy that finds the lock taken
-//! records an overlap.
+//! Orphaned hooks (see docs/journal.md, restart): an agent killed (SIGKILL of its own process
+//! group) while a hook runs leaves the hook's process group alive. The restarted agent must find it
+//! from the run marker the agent wrote right after the spawn (`<state>/journal/<id>.run`, pid and
+//! start time; or, without it, through the marker path in the hook's environment) and stop the
+//! group before deciding: two copies of one deployment never run at once. The script holds an flock
+//! for as long as any process of its group lives; a second copy that finds the lock taken records
+//! an overlap.
 
 use std::path::Path;
 use std::time::Duration;
@@ -78,26 +78,13 @@ async fn crash_during_the_hook(on_interrupt: &str) -> (Shim, Agent, tempfile::Te
     (shim, agent, dir, hook_pid, reaper)
 }
 
-/// The stack once it is no longer in progress.
-async fn settled(shim: &Shim) -> serde_json::Value {
-    let mut show = serde_json::Value::Null;
-    for _ in 0..300 {
-        show = shim.cli_json(&["stack", "show", "orphan", "--json"]).await;
-        if show["status"] != "CREATE_IN_PROGRESS" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    show
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_stops_the_orphan_and_fails_the_interrupted_run() {
     let (shim, mut agent, dir, hook_pid, _reaper) = crash_during_the_hook("fail").await;
     let work = dir.path().join("work");
     agent.start();
     eventually(Duration::from_secs(30), "the orphan is stopped", || !alive(&hook_pid)).await;
-    let show = settled(&shim).await;
+    let show = shim.settled("orphan", Duration::from_secs(30)).await;
     assert_eq!(show["status"], "CREATE_FAILED", "{show:#}\n{}", agent.log_text());
     let events = shim.cli_json(&["stack", "events", "orphan", "--json"]).await;
     assert!(events.to_string().contains("slow"), "{events:#}");
@@ -119,7 +106,7 @@ async fn a_rerun_starts_only_after_the_orphan_is_gone() {
         lines(&work.join("runs")).len() == 2 && !alive(&hook_pid)
     })
     .await;
-    let show = settled(&shim).await;
+    let show = shim.settled("orphan", Duration::from_secs(30)).await;
     assert_eq!(show["status"], "CREATE_COMPLETE", "{show:#}\n{}", agent.log_text());
     assert!(lines(&work.join("overlaps")).is_empty(), "two copies of the deployment ran at once");
     assert!(lines(&work.join("ends")).is_empty(), "the orphan was stopped, not waited out");
@@ -148,7 +135,7 @@ async fn an_orphan_spawned_just_before_the_crash_is_found_without_its_marker_fil
     assert!(run_markers(&agent).is_empty(), "the agent died before writing the marker file");
     agent.start();
     eventually(Duration::from_secs(30), "the orphan is stopped", || !alive(&hook_pid)).await;
-    let show = settled(&shim).await;
+    let show = shim.settled("orphan", Duration::from_secs(30)).await;
     assert_eq!(show["status"], "CREATE_FAILED", "{show:#}\n{}", agent.log_text());
     assert!(lines(&work.join("ends")).is_empty(), "the orphan never finished its work");
     agent.stop().await;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anneal_tests::{Shim, run_command, wait_until};
+use anneal_tests::{Shim, run_command};
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -46,7 +46,7 @@ async fn peers_cfn_signal_completes_and_fails_wait_conditions() {
     let show = shim.cli_json(&["stack", "show", "two", "--json"]).await;
     assert_eq!(show["status"], "CREATE_IN_PROGRESS", "one distinct id of two: {show}");
     cfn_signal(&cache, dir.path(), &["-i", "node-2", "-r", "second reason", "-d", r#"{"k": 1}"#], &two).await;
-    let show = settled(&shim, "two").await;
+    let show = shim.settled("two", Duration::from_secs(10)).await;
     assert_eq!(show["status"], "CREATE_COMPLETE", "{show}");
     let data = output(&show, "data");
     let data: Value = serde_json::from_str(data.as_str().expect("data is a JSON string")).expect("data parses");
@@ -54,7 +54,7 @@ async fn peers_cfn_signal_completes_and_fails_wait_conditions() {
 
     // A non-zero exit code (-e) is a FAILURE; its reason reaches the wait condition.
     cfn_signal(&cache, dir.path(), &["-i", "node-9", "-e", "3", "-r", "install failed"], &broken).await;
-    let show = settled(&shim, "broken").await;
+    let show = shim.settled("broken", Duration::from_secs(10)).await;
     assert_eq!(show["status"], "CREATE_FAILED", "{show}");
     let wait = show["resources"].as_array().expect("resources").iter().find(|r| r["name"] == "wait").expect("wait");
     assert_eq!(wait["status"], "CREATE_FAILED", "{wait}");
@@ -86,15 +86,6 @@ async fn cfn_signal(cache: &Path, dir: &Path, args: &[&str], url: &str) {
 async fn endpoint(shim: &Shim, stack: &str) -> String {
     let show = shim.cli_json(&["stack", "show", stack, "--json"]).await;
     output(&show, "endpoint").as_str().expect("endpoint is a string").to_string()
-}
-
-/// Waits until the stack is no longer in progress; returns `stack show --json`.
-async fn settled(shim: &Shim, stack: &str) -> Value {
-    wait_until(Duration::from_secs(10), &format!("stack {stack} settles"), || async {
-        let show = shim.cli_json(&["stack", "show", stack, "--json"]).await;
-        (!show["status"].as_str().unwrap_or_default().ends_with("IN_PROGRESS")).then_some(show)
-    })
-    .await
 }
 
 fn output(show: &Value, name: &str) -> Value {

@@ -9,8 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anneal_tests::{Agent, AgentSettings, Shim};
-use serde_json::Value;
+use anneal_tests::{Agent, AgentSettings, Shim, read_json};
 
 const TEMPLATE: &str = r##"
 heat_template_version: 2018-08-31
@@ -110,7 +109,7 @@ async fn peers_heat_agents_hooks_run_under_anneal_agent() {
     assert_eq!(create.code, 0, "stack create hooks: {create:?}\n{}", clean.agent.log_text());
 
     // script: heat-agents' hook-script.py ran it (its outputs dir and work dir, not the agent's).
-    let outputs = stack_outputs(&shim, "hooks").await;
+    let outputs = shim.stack_outputs("hooks").await;
     assert_eq!(outputs["result"], "bar-processed", "{outputs:?}");
     assert_eq!(outputs["stdout"], "foo is bar\n");
     assert_eq!(outputs["stderr"], "bag is {\"k\": [1, 2]}\n", "Json inputs are json.dumps'ed by hook-script.py");
@@ -157,7 +156,7 @@ async fn peers_heat_agents_hooks_run_under_anneal_agent() {
     // The legacy server: os-apply-config (run by the hook from the venv on its PATH) reports the
     // legacy hiera data, so the hook fails without writing anything; the script exits 3.
     assert_eq!(create_legacy.code, 1, "stack create legacy fails: {create_legacy:?}\n{}", legacy.agent.log_text());
-    let resources = stack_resources(&shim, "legacy").await;
+    let resources = shim.stack_resources("legacy").await;
     assert_eq!(resources["hiera"]["status"], "CREATE_FAILED", "{resources:?}");
     assert_eq!(
         resources["hiera"]["status_reason"],
@@ -216,25 +215,6 @@ impl HookedAgent {
         agent.start();
         HookedAgent { agent, root }
     }
-}
-
-/// The stack's outputs by name.
-async fn stack_outputs(shim: &Shim, stack: &str) -> serde_json::Map<String, Value> {
-    let outputs = shim.cli_json(&["stack", "outputs", stack, "--json"]).await;
-    let outputs = outputs.as_array().expect("outputs is a list");
-    outputs.iter().map(|output| (output["name"].as_str().expect("name").to_string(), output["value"].clone())).collect()
-}
-
-/// The stack's resources by name.
-async fn stack_resources(shim: &Shim, stack: &str) -> serde_json::Map<String, Value> {
-    let show = shim.cli_json(&["stack", "show", stack, "--json"]).await;
-    let resources = show["resources"].as_array().expect("resources is a list");
-    resources.iter().map(|resource| (resource["name"].as_str().expect("name").to_string(), resource.clone())).collect()
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: not JSON ({error}): {text}", path.display()))
 }
 
 /// tests/peers/.cache with the peers setup.sh installs; fails (never skips) when it is missing.

@@ -24,7 +24,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anneal_tests::{AgentSettings, Daemon, Fleet, Shim, eventually};
+use anneal_tests::{AgentSettings, Daemon, Fleet, Shim, eventually, read_json};
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -89,7 +89,7 @@ async fn peers_stock_os_collect_config_server_exchanges_get_attr_with_anneal_age
     let template = template.to_str().expect("utf-8 path");
     let create = shim.cli(&["stack", "create", "mixed", "--template", template, "--wait", "--timeout", "40"]).await;
     assert_eq!(create.code, 0, "stack create: {create:?}\n{}\n{}", stock.logs(), fleet.logs());
-    let outputs = stack_outputs(&shim, "mixed").await;
+    let outputs = shim.stack_outputs("mixed").await;
     assert_eq!(outputs["sentence"], "[hello world from vm1, relayed by stock] on vm2", "{outputs:?}\n{}", stock.logs());
     assert_eq!(outputs["stock_stdout"], "stock got: hello world from vm1\n", "{outputs:?}");
     assert_eq!(outputs["stock_status"], 0, "{outputs:?}");
@@ -102,7 +102,7 @@ async fn peers_stock_os_collect_config_server_exchanges_get_attr_with_anneal_age
         ["stack", "update", "mixed", "--template", template, "--param", "who=moon", "--wait", "--timeout", "40"];
     let update = shim.cli(&update).await;
     assert_eq!(update.code, 0, "stack update: {update:?}\n{}\n{}", stock.logs(), fleet.logs());
-    let outputs = stack_outputs(&shim, "mixed").await;
+    let outputs = shim.stack_outputs("mixed").await;
     assert_eq!(outputs["sentence"], "[hello moon from vm1, relayed by stock] on vm2", "{outputs:?}\n{}", stock.logs());
     let both = stock.deployed(2).await;
     let update_run = both.iter().find(|(id, _)| *id != first[0].0).expect("a second derived config id ran");
@@ -232,18 +232,6 @@ impl StockServer {
         let inputs = deployment["inputs"].as_array().expect("inputs");
         inputs.iter().map(|input| (input["name"].as_str().expect("name").to_string(), input["value"].clone())).collect()
     }
-}
-
-/// The stack's outputs by name.
-async fn stack_outputs(shim: &Shim, stack: &str) -> serde_json::Map<String, Value> {
-    let outputs = shim.cli_json(&["stack", "outputs", stack, "--json"]).await;
-    let outputs = outputs.as_array().expect("outputs is a list");
-    outputs.iter().map(|output| (output["name"].as_str().expect("name").to_string(), output["value"].clone())).collect()
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: not JSON ({error}): {text}", path.display()))
 }
 
 fn symlink(target: &Path, link: &Path) {

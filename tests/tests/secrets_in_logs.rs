@@ -1,19 +1,20 @@
-//! Issue 6 item 8, secrets in logs: a stack whose deployment gets a hidden parameter's value
+//! Secrets in logs: a stack whose deployment gets a hidden parameter's value
 //! (as an input whose name looks secret and inside one whose name does not), a signal URL and
 //! a wait-condition handle URL runs to completion with the shim and the agent at
 //! `ANNEAL_LOG=trace` (every target, dependencies included; `ANNEAL_LOG` is the only log
 //! setting either binary reads: no `RUST_LOG`, no `--log-level`), and the script signals the
-//! handle with `anneal-agent signal`, also at trace. None of the planted secret, the tokens (admin, server, signal, handle) or the full
-//! signal and handle URLs may appear in any of those processes' stdout or stderr.
+//! handle with `anneal-agent signal`, also at trace. None of the planted secret, the tokens
+//! (admin, server, signal, handle) or the full signal and handle URLs may appear in any of those
+//! processes' stdout or stderr.
 //!
-//! What is promised and so asserted (design.md "Security", ARCHITECTURE.md "Secrets stay out
-//! of logs"): logs only. The agent's journal and source cache may hold the signal URL and the
+//! What is promised and so asserted (docs/security.md, ARCHITECTURE.md "Secrets stay out of
+//! logs"): logs only. The agent's journal and source cache may hold the signal URL and the
 //! inputs (it must resend and rerun from them; they are 0600 in a 0700 dir), and the API and
 //! CLI answers carry tokens by design, so those are not searched.
 
 use std::time::Duration;
 
-use anneal_tests::{Agent, AgentSettings, Shim, agent_binary, wait_until};
+use anneal_tests::{Agent, AgentSettings, Shim, agent_binary, capability_token, wait_until};
 use serde_json::Value;
 
 const TEMPLATE: &str = r##"
@@ -85,9 +86,9 @@ async fn no_secret_token_or_signal_url_reaches_any_log_at_trace_level() {
         ("the admin token", admin),
         ("the server token", server_token),
         ("the signal URL", signal_url.clone()),
-        ("the signal token", last_segment(&signal_url)),
+        ("the signal token", capability_token(&signal_url)),
         ("the handle URL", endpoint.clone()),
-        ("the handle token", last_segment(&endpoint)),
+        ("the handle token", capability_token(&endpoint)),
     ];
 
     agent.stop().await;
@@ -145,12 +146,6 @@ async fn signal_url(agent: &Agent, token: &str) -> String {
         input["value"].as_str().map(str::to_string)
     })
     .await
-}
-
-fn last_segment(url: &str) -> String {
-    let token = url.rsplit('/').next().unwrap_or_default().to_string();
-    assert_eq!(token.len(), 64, "a capability URL ends with its token: {url}");
-    token
 }
 
 fn read(path: &std::path::Path) -> String {

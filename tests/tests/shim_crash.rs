@@ -1,4 +1,4 @@
-//! Reliability, issue 6 item 3: `kill -9` of the shim while agents are signalling. Four agents
+//! Reliability: `kill -9` of the shim while agents are signalling. Four agents
 //! (`parallel = 4`) run 100 no-op script deployments each; once a quarter of the signals are
 //! acknowledged the shim's process group gets SIGKILL. What the agents journaled as delivered
 //! (a 2xx came back) is the record of acknowledged signals: every one of them must be COMPLETE in
@@ -110,14 +110,10 @@ fn failed_attempt(entry: &Value) -> bool {
 
 /// Resource name → status from `stack show --json`.
 async fn resource_statuses(shim: &Shim) -> BTreeMap<String, String> {
-    let show = shim.cli_json(&["stack", "show", STACK, "--json"]).await;
-    let resources = show["resources"].as_array().unwrap_or_else(|| panic!("resources in {show}"));
+    let resources = shim.stack_resources(STACK).await;
     resources
-        .iter()
-        .map(|resource| {
-            let field = |key: &str| resource[key].as_str().unwrap_or_default().to_string();
-            (field("name"), field("status"))
-        })
+        .into_iter()
+        .map(|(name, resource)| (name, resource["status"].as_str().unwrap_or_default().to_string()))
         .collect()
 }
 

@@ -1,4 +1,4 @@
-//! Reliability, issue 6 item 4: the metadata source goes down, then flaps. A standalone agent
+//! Reliability: the metadata source goes down, then flaps. A standalone agent
 //! polls an in-process `SwitchableServer` (plain polling, no long-poll) and signals to a second
 //! one. The agent must keep running on its last good document (a hook that appears during the
 //! outage still runs a deployment from it), retry on the schedule of `agent/src/source/poll.rs`
@@ -6,7 +6,7 @@
 //! queued while the receiver was down, and apply a new document within one step of the source's
 //! recovery.
 //!
-//! The outage lasts the issue's full minute; with a 4 s poll interval the backoff reaches its cap
+//! The outage lasts a full minute; with a 4 s poll interval the backoff reaches its cap
 //! after three failures (1 + 2 + 4 s) and then repeats the capped step. Request counts are
 //! checked against an upper bound computed from the schedule, and every gap between two requests
 //! against the step the schedule prescribes.

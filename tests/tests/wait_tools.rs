@@ -34,7 +34,7 @@ async fn anneal_agent_signal_and_curl_cli_complete_a_wait_condition() {
         assert!(curl_cli.ends_with(&endpoint), "curl_cli posts to the endpoint: {curl_cli}");
         signal(&["--data", "from the agent", "--id", "vm1"], &endpoint).await.expect_success("anneal-agent signal");
         signal(&["--data", "again", "--id", "vm1"], &endpoint).await.expect_success("anneal-agent signal (repeat)");
-        assert_eq!(stack_status(&shim, "gate").await, "CREATE_IN_PROGRESS", "one distinct id of two");
+        assert_eq!(shim.stack_status("gate").await, "CREATE_IN_PROGRESS", "one distinct id of two");
         let body = r#"{"status": "SUCCESS", "reason": "curl done", "data": "from curl", "id": "vm2"}"#;
         let shell = format!("{curl_cli} --silent --show-error --fail --data-binary '{body}'");
         let mut command = Command::new("sh");
@@ -44,7 +44,7 @@ async fn anneal_agent_signal_and_curl_cli_complete_a_wait_condition() {
         assert!(curl.stdout.starts_with("HTTP/1.1 2"), "curl -i shows a 2xx: {}", curl.stdout);
     });
     assert_eq!(created.code, 0, "stack create --wait ends with COMPLETE: {created:?}");
-    assert_eq!(stack_status(&shim, "gate").await, "CREATE_COMPLETE");
+    assert_eq!(shim.stack_status("gate").await, "CREATE_COMPLETE");
     let data: Value = serde_json::from_str(&output_text(&shim, "gate", "data").await).expect("data is JSON");
     assert_eq!(data, json!({"vm1": "again", "vm2": "from curl"}), "a repeated id overwrites its data, as in Heat");
     let events = shim.cli_json(&["stack", "events", "gate", "--json"]).await;
@@ -64,7 +64,7 @@ async fn aws_style_counts_and_a_failure_fails_the_stack_with_its_reason() {
     let (created, ()) = tokio::join!(shim.cli(&create), async {
         let endpoint = output_text(&shim, "gate", "endpoint").await;
         signal(&["--aws", "--id", "vm1", "--data", "aws data"], &endpoint).await.expect_success("signal --aws");
-        assert_eq!(stack_status(&shim, "gate").await, "CREATE_IN_PROGRESS");
+        assert_eq!(shim.stack_status("gate").await, "CREATE_IN_PROGRESS");
         let failure = ["--status", "FAILURE", "--reason", "disk full", "--id", "vm2"];
         signal(&failure, &endpoint).await.expect_success("signal --status FAILURE");
     });
@@ -94,9 +94,4 @@ async fn output_text(shim: &Shim, stack: &str, name: &str) -> String {
         output["value"].as_str().map(str::to_string)
     })
     .await
-}
-
-async fn stack_status(shim: &Shim, stack: &str) -> String {
-    let show = shim.cli_json(&["stack", "show", stack, "--json"]).await;
-    show["status"].as_str().unwrap_or_default().to_string()
 }

@@ -8,6 +8,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::error_chain;
 use crate::model::ServiceError;
 
 #[derive(Debug, thiserror::Error)]
@@ -111,18 +112,6 @@ impl IntoResponse for ApiError {
         }
         response
     }
-}
-
-/// `error: source: source...`, for the log line of a 500.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The fallback for paths no route matches.

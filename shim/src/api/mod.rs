@@ -1,9 +1,9 @@
-//! The shim's HTTP layer over `model::Service`: routing, authentication (admin bearer token,
-//! per-server bearer tokens, capability tokens in signal URLs), request parsing, conditional
-//! and long-poll metadata responses, and the mapping of every failure to a JSON error body.
-//! It makes no decisions of its own and holds no state beyond the request in flight: what a
-//! request means is the engine's business. It never logs a token: paths that carry one are
-//! logged with the token replaced by `***`.
+//! The shim's HTTP layer over `model::Service`: routing (the table in `routes`), authentication
+//! (admin bearer token, per-server bearer tokens, capability tokens in signal URLs), request
+//! parsing, conditional and long-poll metadata responses, and the mapping of every failure to a
+//! JSON error body. It makes no decisions of its own and holds no state beyond the request in
+//! flight: what a request means is the engine's business. It never logs a token: paths that
+//! carry one are logged with the token replaced by `***`.
 
 mod auth;
 mod conditional;
@@ -12,6 +12,7 @@ mod error;
 mod extract;
 mod metadata;
 mod peer;
+mod routes;
 mod servers;
 mod signals;
 mod stacks;
@@ -26,7 +27,6 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{delete, get, post};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::Service;
@@ -34,6 +34,7 @@ use crate::model::Service;
 pub use crate::dates::{format_http_date, parse_http_date};
 pub use connection::{BODY_IDLE_TIMEOUT, REQUEST_HEAD_TIMEOUT};
 pub use error::ApiError;
+pub use routes::{Credential, Endpoint, Method, ROUTES, Route};
 pub use signals::signal_details;
 
 /// How the HTTP layer is set up.
@@ -87,19 +88,9 @@ pub fn router<S: Service>(service: Arc<S>, config: ApiConfig) -> Router {
 pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shutdown: CancellationToken) -> Router {
     let body_limit = config.body_limit;
     let state = AppState { service, config: Arc::new(config), shutdown };
-    Router::new()
-        .route("/v1/servers", post(servers::add::<S>).get(servers::list::<S>))
-        .route("/v1/servers/{name}", delete(servers::remove::<S>))
-        .route("/v1/servers/{name}/metadata", get(metadata::server_metadata::<S>))
-        .route("/v1/metadata/{token}", get(metadata::request_metadata::<S>))
-        .route("/v1/stacks", post(stacks::create::<S>).get(stacks::list::<S>))
-        .route("/v1/stacks/{name}", get(stacks::show::<S>).put(stacks::update::<S>).delete(stacks::delete::<S>))
-        .route("/v1/stacks/{name}/events", get(stacks::events::<S>))
-        .route("/v1/signals/{token}", post(signals::deployment::<S>).put(signals::deployment::<S>))
-        .route(
-            "/v1/waitconditions/{token}",
-            post(signals::wait_condition_heat::<S>).put(signals::wait_condition_aws::<S>),
-        )
+    let served =
+        ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, routes::method_router(route)));
+    served
         // Must come after the routes: it is installed on the routes that exist.
         .method_not_allowed_fallback(error::method_not_allowed)
         .fallback(error::no_route)

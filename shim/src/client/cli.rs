@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `--log-format`: the one type both binaries share (see anneal-runtime).
+pub use anneal_runtime::LogFormat;
+
 /// Where the client looks for the API when neither `--url` nor `ANNEAL_URL` says.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 /// The admin token file `serve` writes next to its default database (`<db dir>/admin.token`).
@@ -26,12 +29,6 @@ pub struct Cli {
     pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]

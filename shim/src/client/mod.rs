@@ -15,7 +15,6 @@ mod wait;
 #[cfg(test)]
 mod tests;
 
-use std::error::Error as _;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -84,7 +83,7 @@ impl ExitStatus {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("invalid URL {url:?}: {reason}")]
+    #[error("cannot use {url:?} as the API URL: {reason}")]
     InvalidUrl { url: String, reason: String },
     #[error("cannot read the admin token file {path} (or set ANNEAL_TOKEN)")]
     ReadTokenFile {
@@ -92,7 +91,7 @@ pub enum ClientError {
         #[source]
         source: io::Error,
     },
-    #[error("admin token file {path}: {reason}")]
+    #[error("cannot use the admin token file {path}: {reason}")]
     BadToken { path: PathBuf, reason: String },
     #[error("cannot read template file {path}")]
     ReadTemplate {
@@ -109,12 +108,12 @@ pub enum ClientError {
     },
     #[error("cannot reach anneal-shim at {url}: {reason}")]
     Connect { url: String, reason: String },
-    #[error("request to {url} failed: {reason}")]
+    #[error("cannot complete the request to {url}: {reason}")]
     Request { url: String, reason: String },
     /// The API answered with an error: its `error.message` (and `error.problems` for templates).
     #[error("{message}")]
     Api { status: u16, message: String, problems: Vec<String> },
-    #[error("unexpected response from {url}: {reason}")]
+    #[error("cannot understand the response from {url}: {reason}")]
     Response { url: String, reason: String },
     #[error("cannot write the output")]
     Output {
@@ -145,13 +144,7 @@ impl ClientError {
     /// The whole message for a human: the error, its causes joined with ": ", and one
     /// `  - problem` line per template problem the server listed.
     pub fn report(&self) -> String {
-        let mut text = render::printable(&self.to_string());
-        let mut cause = self.source();
-        while let Some(error) = cause {
-            text.push_str(": ");
-            text.push_str(&render::printable(&error.to_string()));
-            cause = error.source();
-        }
+        let mut text = render::printable(&crate::error_chain(self));
         if let ClientError::Api { problems, .. } = self {
             for problem in problems {
                 text.push_str("\n  - ");

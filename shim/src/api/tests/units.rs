@@ -1,5 +1,5 @@
-//! The pure helpers (HTTP dates, path redaction, `?wait=`, Heat's body rule) and the promise
-//! that request logs never contain a token.
+//! The pure helpers (HTTP dates, path redaction, `?wait=`, Heat's body rule, the route table) and
+//! the promise that request logs never contain a token.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -11,7 +11,7 @@ use serde_json::json;
 use super::*;
 use crate::api::metadata::parse_wait;
 use crate::api::signals::{is_json_content_type, signal_details};
-use crate::api::{ApiError, parse_http_date, redact_path};
+use crate::api::{ApiError, Credential, ROUTES, parse_http_date, redact_path};
 
 #[test]
 fn http_dates_round_trip_and_parse_all_three_forms() {
@@ -53,6 +53,23 @@ fn tokens_are_redacted_from_logged_paths() {
     assert_eq!(redact_path("/v1/signals/"), "/v1/signals/");
     assert_eq!(redact_path("/"), "/");
     assert_eq!(redact_path(""), "");
+}
+
+/// The route table is consistent: each method and path once, a path token exactly on the
+/// capability routes, and that token masked in the request log whatever its length.
+#[test]
+fn every_capability_route_carries_its_token_in_the_path_and_logs_it_masked() {
+    let mut seen = std::collections::BTreeSet::new();
+    for route in ROUTES {
+        assert!(seen.insert((route.method.as_str(), route.path)), "{route:?} is listed twice");
+        let in_path = matches!(
+            route.credential,
+            Credential::ServerTokenInPath | Credential::SignalTokenInPath | Credential::HandleTokenInPath
+        );
+        assert_eq!(route.path.ends_with("/{token}"), in_path, "{route:?}");
+        let path = route.path.replace("{token}", "short").replace("{name}", "web");
+        assert!(!redact_path(&path).contains("short"), "{route:?}: {}", redact_path(&path));
+    }
 }
 
 #[test]

@@ -1,0 +1,90 @@
+//! The command line of `anneal-agent` as clap types (a module of the binary, not the library):
+//! `run`, `once`, `status`, `signal` and `hook-test`, and the global `--log-format`. Parsing only:
+//! nothing here reads files or environment variables. See docs/cli.md.
+
+use std::path::PathBuf;
+
+use anneal_protocol::waitcondition::WaitStatus;
+use anneal_runtime::LogFormat;
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub const DEFAULT_CONFIG: &str = "/etc/anneal/agent.toml";
+
+#[derive(Parser)]
+#[command(
+    name = "anneal-agent",
+    version,
+    about = "Runs Heat software deployments on this machine and signals their results"
+)]
+pub struct Cli {
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run as a daemon: collect metadata, run deployments, deliver signals, until SIGTERM.
+    Run {
+        #[arg(long, default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+    /// One cycle: collect, run what is due, deliver signals, exit (0 ok, 1 failure, 2 config error).
+    Once {
+        #[arg(long, default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+    /// Show every deployment the journal knows: state, exit code, duration, signal state.
+    Status {
+        #[arg(long, default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Signal a wait condition handle, retrying until acknowledged (replaces cfn-signal and curl_cli).
+    Signal {
+        /// The handle URL (its signal endpoint or pre-signed URL).
+        url: String,
+        #[arg(long, value_enum, default_value_t = StatusArg::Success)]
+        status: StatusArg,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        data: Option<String>,
+        /// Unique id of this signal (default: a counter chosen by Heat; the hostname with --aws).
+        #[arg(long)]
+        id: Option<String>,
+        /// Send the AWS::CloudFormation::WaitConditionHandle body with PUT, as cfn-signal does.
+        #[arg(long)]
+        aws: bool,
+        /// Give up after retrying for this long.
+        #[arg(long, default_value_t = 300)]
+        retry_for_secs: u64,
+    },
+    /// Run one deployment (JSON on stdin) through the hook for GROUP and print the signal payload.
+    HookTest {
+        group: String,
+        /// Agent config whose hooks_dirs and hook_env to use (default: /etc/anneal/agent.toml if present).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+#[value(rename_all = "UPPER")]
+pub enum StatusArg {
+    Success,
+    Failure,
+}
+
+impl From<StatusArg> for WaitStatus {
+    fn from(status: StatusArg) -> Self {
+        match status {
+            StatusArg::Success => WaitStatus::Success,
+            StatusArg::Failure => WaitStatus::Failure,
+        }
+    }
+}

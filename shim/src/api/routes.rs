@@ -1,0 +1,126 @@
+//! The route table: every method and path the API serves, the credential each takes, and the
+//! handler behind it. The router is built from `ROUTES`, so the table cannot drift from what is
+//! served, and tests iterate it (the access matrix sends every route every kind of credential).
+//! See docs/http-api.md.
+
+use axum::routing::{MethodFilter, MethodRouter, on};
+
+use super::{AppState, metadata, servers, signals, stacks};
+use crate::model::Service;
+
+/// An HTTP method a route answers. A `GET` route answers `HEAD` too (axum does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+
+    fn filter(self) -> MethodFilter {
+        match self {
+            Method::Get => MethodFilter::GET,
+            Method::Post => MethodFilter::POST,
+            Method::Put => MethodFilter::PUT,
+            Method::Delete => MethodFilter::DELETE,
+        }
+    }
+}
+
+/// What proves a caller may use a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// `Authorization: Bearer <admin token>`: 401 without a bearer header, 403 for another token.
+    Admin,
+    /// `Authorization: Bearer <token>` of the server named in the path; 403 for every other
+    /// token (the admin's included) and for servers that do not exist.
+    ServerBearer,
+    /// A server's token as the last path segment (os-collect-config's URL); 404 for anything else.
+    ServerTokenInPath,
+    /// A deployment's signal token as the last path segment; 404 for anything else.
+    SignalTokenInPath,
+    /// A wait condition handle's token as the last path segment; 404 for anything else.
+    HandleTokenInPath,
+}
+
+/// The handler a route runs (one per method and path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    AddServer,
+    ListServers,
+    RemoveServer,
+    ServerMetadata,
+    MetadataByToken,
+    CreateStack,
+    ListStacks,
+    ShowStack,
+    UpdateStack,
+    DeleteStack,
+    StackEvents,
+    DeploymentSignal,
+    WaitConditionHeat,
+    WaitConditionAws,
+}
+
+/// One served method and path (axum's `{name}` syntax for a path parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    pub credential: Credential,
+    pub endpoint: Endpoint,
+}
+
+const fn route(method: Method, path: &'static str, credential: Credential, endpoint: Endpoint) -> Route {
+    Route { method, path, credential, endpoint }
+}
+
+/// Every route of the API.
+pub const ROUTES: &[Route] = &[
+    route(Method::Post, "/v1/servers", Credential::Admin, Endpoint::AddServer),
+    route(Method::Get, "/v1/servers", Credential::Admin, Endpoint::ListServers),
+    route(Method::Delete, "/v1/servers/{name}", Credential::Admin, Endpoint::RemoveServer),
+    route(Method::Get, "/v1/servers/{name}/metadata", Credential::ServerBearer, Endpoint::ServerMetadata),
+    route(Method::Get, "/v1/metadata/{token}", Credential::ServerTokenInPath, Endpoint::MetadataByToken),
+    route(Method::Post, "/v1/stacks", Credential::Admin, Endpoint::CreateStack),
+    route(Method::Get, "/v1/stacks", Credential::Admin, Endpoint::ListStacks),
+    route(Method::Get, "/v1/stacks/{name}", Credential::Admin, Endpoint::ShowStack),
+    route(Method::Put, "/v1/stacks/{name}", Credential::Admin, Endpoint::UpdateStack),
+    route(Method::Delete, "/v1/stacks/{name}", Credential::Admin, Endpoint::DeleteStack),
+    route(Method::Get, "/v1/stacks/{name}/events", Credential::Admin, Endpoint::StackEvents),
+    route(Method::Post, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
+    route(Method::Put, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
+    route(Method::Post, "/v1/waitconditions/{token}", Credential::HandleTokenInPath, Endpoint::WaitConditionHeat),
+    route(Method::Put, "/v1/waitconditions/{token}", Credential::HandleTokenInPath, Endpoint::WaitConditionAws),
+];
+
+/// The method router serving `route` (the router merges routes that share a path).
+pub(super) fn method_router<S: Service>(route: &Route) -> MethodRouter<AppState<S>> {
+    let filter = route.method.filter();
+    match route.endpoint {
+        Endpoint::AddServer => on(filter, servers::add::<S>),
+        Endpoint::ListServers => on(filter, servers::list::<S>),
+        Endpoint::RemoveServer => on(filter, servers::remove::<S>),
+        Endpoint::ServerMetadata => on(filter, metadata::server_metadata::<S>),
+        Endpoint::MetadataByToken => on(filter, metadata::request_metadata::<S>),
+        Endpoint::CreateStack => on(filter, stacks::create::<S>),
+        Endpoint::ListStacks => on(filter, stacks::list::<S>),
+        Endpoint::ShowStack => on(filter, stacks::show::<S>),
+        Endpoint::UpdateStack => on(filter, stacks::update::<S>),
+        Endpoint::DeleteStack => on(filter, stacks::delete::<S>),
+        Endpoint::StackEvents => on(filter, stacks::events::<S>),
+        Endpoint::DeploymentSignal => on(filter, signals::deployment::<S>),
+        Endpoint::WaitConditionHeat => on(filter, signals::wait_condition_heat::<S>),
+        Endpoint::WaitConditionAws => on(filter, signals::wait_condition_aws::<S>),
+    }
+}

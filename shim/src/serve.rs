@@ -1,0 +1,95 @@
+//! `anneal-shim serve` (a module of the binary): wires the service together (store, admin token,
+//! token key, engine, sweeper, HTTP API), prints where it listens, and serves until SIGTERM or
+//! SIGINT. `main` passes in what it read from the environment. See docs/cli.md.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anneal_runtime::cancel_on_signal;
+use anneal_shim::api::{self, ApiConfig};
+use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
+use anneal_shim::store::{self, SqliteStore};
+use anneal_shim::token;
+use tokio_util::sync::CancellationToken;
+
+use crate::fail;
+
+/// Runs `serve` until SIGTERM/SIGINT; `environment_token` is `ANNEAL_TOKEN` (wins over the file).
+pub async fn serve(
+    listen: &str,
+    database_url: &str,
+    public_url: Option<String>,
+    environment_token: Option<String>,
+) -> ExitCode {
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let database = match store::parse_database_url(database_url) {
+        Ok(path) => path,
+        Err(error) => return fail(2, &error),
+    };
+    let directory = database.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory) {
+        eprintln!("anneal-shim: cannot create {}: {error}", directory.display());
+        return ExitCode::from(1);
+    }
+    let store = match SqliteStore::open(&database) {
+        Ok(store) => store,
+        Err(error) => return fail(1, &error),
+    };
+    let token_file = directory.join("admin.token");
+    let admin_token = match admin_token(environment_token.as_deref(), &token_file) {
+        Ok(token) => token,
+        Err(error) => {
+            eprintln!("anneal-shim: cannot set up the admin token in {}: {error}", token_file.display());
+            return ExitCode::from(1);
+        }
+    };
+    let key = match TokenKey::load_or_create(&directory.join("shim.key")) {
+        Ok(key) => key,
+        Err(error) => return fail(1, &error),
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("anneal-shim: cannot listen on {listen}: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_else(|_| listen.to_string());
+    let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
+    let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone() });
+    let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
+    let token_source =
+        if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
+    println!("anneal-shim listening on http://{address} (public URL {public_url}); admin token: {token_source}");
+    let _ = std::io::stdout().flush();
+    let config = ApiConfig::new(token::hash_token(&admin_token));
+    let served = api::serve(listener, Arc::new(engine), config, shutdown.clone()).await;
+    shutdown.cancel();
+    let _ = sweeper.await;
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(1, &error),
+    }
+}
+
+/// ANNEAL_TOKEN, else the token file (created 0600 with a fresh token on first start).
+fn admin_token(environment_token: Option<&str>, path: &Path) -> std::io::Result<String> {
+    if let Some(token) = environment_token {
+        return Ok(token.trim().to_string());
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_string()),
+        Ok(_) => return Err(std::io::Error::other("the file is empty")),
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+        Err(_) => {}
+    }
+    let fresh = token::new_token()?;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(fresh.as_bytes())?;
+    file.sync_all()?;
+    Ok(fresh)
+}
