@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use anneal_protocol::{Deployment, HookResult, OnInterrupt};
 use tokio::sync::Notify;
@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::clock::now_millis;
 use crate::failpoint::{self, Failpoint};
 use crate::fsutil::Spares;
 use crate::hook::{HookChoice, HookError, HookRun, HookRunner, Spawned};
@@ -417,9 +418,4 @@ impl Executor {
         self.entries.insert(id.to_string(), entry);
         Ok(())
     }
-}
-
-/// Milliseconds since the Unix epoch, the journal's clock.
-pub fn now_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
 }

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
 use anneal_protocol::{HookResult, HttpVerb, SignalTransport};
-use rand::Rng;
 use reqwest::{Method, StatusCode, Url, header};
 use sha2::{Digest, Sha256};
 
@@ -26,9 +25,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this much of a refusal's response body is kept in the error text.
 pub const BODY_EXCERPT_CHARS: usize = 200;
-/// The outbox's retry schedule: 1 s doubling up to 5 min.
-const FIRST_RETRY: Duration = Duration::from_secs(1);
-const MAX_RETRY: Duration = Duration::from_secs(300);
 /// Bytes of a response body read for the excerpt; the rest is never downloaded.
 const BODY_READ_LIMIT: usize = 4096;
 
@@ -153,15 +149,6 @@ pub fn signal_id(id: &str, body: &str) -> String {
     let digest = Sha256::digest(body.as_bytes());
     let hex: String = digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect();
     format!("{id}-{hex}")
-}
-
-/// The wait before retry number `attempts` (1 after the first failure): 1 s doubling to a 5 min
-/// cap, then ±20% jitter so many agents behind one engine do not retry in step.
-pub fn retry_delay(attempts: u32, rng: &mut impl Rng) -> Duration {
-    let exponent = attempts.saturating_sub(1).min(16);
-    let base = FIRST_RETRY.saturating_mul(1 << exponent).min(MAX_RETRY);
-    let jittered = base.mul_f64(rng.random_range(0.8..=1.2));
-    jittered.min(MAX_RETRY)
 }
 
 /// A client that never follows redirects (a redirected signal would go to a URL nobody signed)

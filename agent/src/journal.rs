@@ -11,7 +11,6 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anneal_protocol::deployment::is_safe_id;
 use serde::{Deserialize, Serialize};
@@ -242,12 +241,6 @@ fn quarantine(path: &Path, reason: &str) {
     }
 }
 
-/// The current time as unix milliseconds, the journal's timestamp unit.
-pub fn now_millis() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use crate::fsutil::sorted_names as names;
@@ -358,6 +351,5 @@ mod tests {
     fn state_names() {
         assert_eq!(State::Signalled.to_string(), "signalled");
         assert_eq!(serde_json::to_value(State::Waiting).unwrap(), "waiting");
-        assert!(now_millis() > 1_600_000_000_000);
     }
 }

@@ -6,6 +6,8 @@
 //! signal handlers and maps errors to exit codes. Everything else lives here and takes its
 //! shutdown as a `CancellationToken`.
 
+mod backoff;
+mod clock;
 pub mod config;
 pub mod cycle;
 pub mod daemon;

@@ -8,17 +8,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::FLUSH_RETRY;
+use crate::clock::{millis, now_millis};
 use crate::deliver::{DeliveryOutcome, SignalSender};
 use crate::failpoint::{self, Failpoint};
-use crate::journal::{Entry, Journal, JournalError, now_millis};
+use crate::journal::{Entry, Journal, JournalError};
 
-/// `flush`'s short backoff between attempts: 0.5 s doubling up to 4 s.
-const FLUSH_FIRST_DELAY: Duration = Duration::from_millis(500);
-const FLUSH_MAX_DELAY: Duration = Duration::from_secs(4);
 /// How many entries `flush` delivers at once.
 const FLUSH_PARALLEL: usize = 8;
 /// How long the daemon loop waits after the journal could not be read or written.
@@ -144,7 +145,8 @@ impl Outbox {
         attempts: u32,
         shutdown: &CancellationToken,
     ) -> Result<Delivery, JournalError> {
-        let mut delay = FLUSH_FIRST_DELAY;
+        // Jitter needs no cryptographic quality.
+        let mut rng = StdRng::seed_from_u64(now_millis());
         for attempt in 1..=attempts {
             match self.attempt(entry, shutdown).await? {
                 None => return Ok(Delivery::Pending),
@@ -153,9 +155,8 @@ impl Outbox {
                 Some(DeliveryOutcome::Transient { .. }) if attempt < attempts => {
                     tokio::select! {
                         () = shutdown.cancelled() => return Ok(Delivery::Pending),
-                        () = tokio::time::sleep(delay) => {}
+                        () = tokio::time::sleep(FLUSH_RETRY.delay(attempt, &mut rng)) => {}
                     }
-                    delay = (delay * 2).min(FLUSH_MAX_DELAY);
                 }
                 Some(DeliveryOutcome::Transient { .. }) => {}
             }
@@ -221,10 +222,6 @@ async fn sleep_or_forever(duration: Option<Duration>) {
         Some(duration) => tokio::time::sleep(duration).await,
         None => std::future::pending().await,
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::SIGNAL_RETRY;
 use crate::deliver::{
     CONNECT_TIMEOUT, DeliveryOutcome, REQUEST_TIMEOUT, build_client, check_url, classify_error, read_outcome,
-    retry_delay,
 };
 use crate::secret::redact_url;
 
@@ -106,7 +106,7 @@ pub async fn send_wait_signal(
             return Err(WaitSignalError::GaveUp { url, attempts, elapsed: started.elapsed(), last_error });
         }
         // The last wait is cut short so one final attempt happens right at the deadline.
-        let delay = retry_delay(attempts, &mut rng).min(remaining);
+        let delay = SIGNAL_RETRY.delay(attempts, &mut rng).min(remaining);
         let retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         tracing::warn!(url = %url, error = last_error, attempts, retry_in_ms, "wait-condition signal not delivered; will retry");
         tokio::select! {

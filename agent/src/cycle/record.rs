@@ -5,7 +5,8 @@
 use anneal_protocol::HookResult;
 use tracing::{error, info, warn};
 
-use super::{Executor, ExecutorError, now_millis};
+use super::{Executor, ExecutorError};
+use crate::clock::now_millis;
 use crate::failpoint::{self, Failpoint};
 use crate::hook::{Ending, HookError, HookRun, Spawned};
 use crate::orphan;

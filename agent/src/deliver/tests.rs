@@ -1,7 +1,6 @@
 //! Tests of signal delivery against wiremock servers on 127.0.0.1.
 
 use anneal_protocol::Deployment;
-use rand::SeedableRng;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -48,19 +47,6 @@ fn signal_id_is_stable_per_body() {
     assert_eq!(id, "dep-1");
     assert_eq!(hex.len(), 16);
     assert!(hex.bytes().all(|byte| byte.is_ascii_hexdigit() && !byte.is_ascii_uppercase()));
-}
-
-#[test]
-fn retry_delay_doubles_with_jitter_up_to_five_minutes() {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    for _ in 0..50 {
-        for (attempts, base) in [(0, 1.0), (1, 1.0), (2, 2.0), (4, 8.0)] {
-            let delay = retry_delay(attempts, &mut rng).as_secs_f64();
-            assert!((base * 0.8..=base * 1.2).contains(&delay), "attempt {attempts}: {delay}");
-        }
-        let capped = retry_delay(40, &mut rng);
-        assert!(capped <= MAX_RETRY && capped >= MAX_RETRY.mul_f64(0.8), "{capped:?}");
-    }
 }
 
 #[tokio::test]

@@ -9,7 +9,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::{JournalError, State};
-use crate::deliver::{DeliveryOutcome, retry_delay, signal_id};
+use crate::backoff::SIGNAL_RETRY;
+use crate::clock::millis;
+use crate::deliver::{DeliveryOutcome, signal_id};
 
 /// One run of the hook (a rerun after an interrupted run is a second attempt).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,9 +209,8 @@ impl Entry {
                 self.state = State::Signalled;
             }
             DeliveryOutcome::Transient { error } => {
-                let delay = retry_delay(signal.attempts, rng);
-                let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-                signal.next_attempt_at = Some(now.saturating_add(delay_ms));
+                let delay = SIGNAL_RETRY.delay(signal.attempts, rng);
+                signal.next_attempt_at = Some(now.saturating_add(millis(delay)));
                 signal.last_error = Some(error);
             }
             DeliveryOutcome::Permanent { error } => {

@@ -6,7 +6,6 @@
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -101,14 +100,6 @@ pub fn sanitise(source_name: &str) -> String {
     }
     let trimmed = sanitised.trim_matches('-');
     if trimmed.is_empty() { "source".to_string() } else { trimmed.to_string() }
-}
-
-/// Now in unix milliseconds (0 if the clock is before 1970).
-pub fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

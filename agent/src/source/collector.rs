@@ -14,8 +14,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::cache::{Cache, CachedDocument, now_millis};
+use super::cache::{Cache, CachedDocument};
 use super::{Fetched, Source, SourceError, Validators, error_chain};
+use crate::clock::now_millis;
 use crate::config::Config;
 
 /// The merged view handed to the scheduler.
