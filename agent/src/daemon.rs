@@ -14,11 +14,11 @@ use tracing::{error, info, warn};
 
 use crate::config::Config;
 use crate::cycle::{Executor, ExecutorError, RunCounts};
-use crate::deliver::SignalSender;
 use crate::error_chain;
 use crate::hook::{HookRunner, HookSettings};
 use crate::journal::{Journal, JournalError};
-use crate::outbox::{Outbox, OutboxSummary};
+use crate::signal::outbox::{Outbox, OutboxSummary};
+use crate::signal::send::SignalSender;
 use crate::source::SourceError;
 use crate::source::collector::{Collected, Collector};
 

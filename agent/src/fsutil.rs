@@ -14,7 +14,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use spares::{SPARE_PREFIX, Spares};
+#[cfg(test)]
+pub(crate) use spares::SPARE_PREFIX;
+pub(crate) use spares::Spares;
 
 /// Numbers this process's temp files (with its pid in the name too).
 static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
@@ -90,19 +92,6 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Refuses a file or directory that anyone may write (os-collect-config's rule for local data,
-/// and ours for config): such a file lets any local user choose what root runs.
-pub fn refuse_world_writable(path: &Path) -> io::Result<()> {
-    let metadata = fs::metadata(path)?;
-    if metadata.permissions().mode() & 0o002 != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("{} is world-writable; refusing to use it", path.display()),
-        ));
-    }
-    Ok(())
-}
-
 /// The names in `dir`, sorted (tests check what a write leaves behind).
 #[cfg(test)]
 pub fn sorted_names(dir: &Path) -> Vec<String> {
@@ -144,16 +133,5 @@ mod tests {
         fs::set_permissions(&state, fs::Permissions::from_mode(0o755)).unwrap();
         ensure_private_dir(&state).unwrap();
         assert_eq!(fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o700);
-    }
-
-    #[test]
-    fn world_writable_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        fs::write(&path, "x").unwrap();
-        refuse_world_writable(&path).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
-        let error = refuse_world_writable(&path).unwrap_err();
-        assert!(error.to_string().contains("world-writable"));
     }
 }

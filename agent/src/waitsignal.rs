@@ -16,10 +16,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::SIGNAL_RETRY;
-use crate::deliver::{
-    CONNECT_TIMEOUT, DeliveryOutcome, REQUEST_TIMEOUT, build_client, check_url, classify_error, read_outcome,
-};
 use crate::secret::redact_url;
+use crate::signal::outcome::DeliveryOutcome;
+use crate::signal::send::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, build_client, check_url, classify_error, read_outcome};
 
 /// cfn-signal's defaults for the AWS style.
 pub const AWS_DEFAULT_REASON: &str = "Configuration Complete";

@@ -18,7 +18,6 @@ use std::time::Duration;
 use anneal_protocol::{Deployment, HookResult};
 use tokio_util::sync::CancellationToken;
 
-pub use capture::Captured;
 use process::{ProcessError, ProcessOutput, ProcessSpec};
 
 /// Per-stream bound on the hook output the agent keeps unless configured otherwise.
@@ -220,6 +219,7 @@ fn hook_error(error: ProcessError, group: &str) -> HookError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hook::capture::Captured;
     use crate::hook::testing::{deployment, settings};
     use serde_json::json;
 

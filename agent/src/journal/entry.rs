@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{JournalError, State};
 use crate::backoff::SIGNAL_RETRY;
 use crate::clock::millis;
-use crate::deliver::{DeliveryOutcome, signal_id};
+use crate::signal::outcome::{DeliveryOutcome, signal_id};
 
 /// One run of the hook (a rerun after an interrupted run is a second attempt).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

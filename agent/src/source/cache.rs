@@ -41,6 +41,7 @@ impl Cache {
         Ok(Cache { dir })
     }
 
+    #[cfg(test)]
     pub fn dir(&self) -> &Path {
         &self.dir
     }

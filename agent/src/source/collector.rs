@@ -32,11 +32,6 @@ pub struct Collected {
     pub failing: Vec<(String, String)>,
 }
 
-/// Merges documents given in config order (see `Collected::deployments` for the rule).
-pub fn merge(documents: &[(String, Value)]) -> Collected {
-    merge_documents(documents.iter().map(|(name, document)| (name.as_str(), document)))
-}
-
 pub(super) fn merge_documents<'a>(documents: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Collected {
     let mut collected = Collected::default();
     let mut positions: HashMap<String, usize> = HashMap::new();

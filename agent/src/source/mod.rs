@@ -19,8 +19,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-pub use cache::{Cache, CachedDocument};
-pub use collector::{Collected, Collector, merge};
 pub use heat_local::HeatLocalSource;
 pub use http::HttpSource;
 pub use local::LocalSource;

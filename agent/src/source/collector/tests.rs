@@ -10,6 +10,11 @@ use super::*;
 use crate::config::{AgentSettings, HttpSourceConfig, LocalSourceConfig, SourceConfig};
 use crate::source::http::LONG_POLL_HEADER;
 
+/// Merges documents given in config order (see `Collected::deployments` for the rule).
+fn merge(documents: &[(String, Value)]) -> Collected {
+    merge_documents(documents.iter().map(|(name, document)| (name.as_str(), document)))
+}
+
 fn deployment(id: &str, name: &str) -> Value {
     json!({"id": id, "name": name, "group": "script", "config": "#!/bin/sh\n", "inputs": [], "outputs": []})
 }

@@ -1,5 +1,5 @@
-//! Sending one deployment signal: the journaled result of a finished deployment travels to the
-//! engine over the transport its inputs select (reference heat-agent-protocol.md §6), and the
+//! Sending one deployment signal: a finished deployment's result travels to the engine over the
+//! transport its inputs select (reference heat-agent-protocol.md §6, docs/metadata.md), and the
 //! answer is classified as delivered, worth retrying, or permanently refused. This module does not
 //! retry, sleep or touch the journal (the outbox does); it never follows redirects, never changes
 //! the signal URL, and never logs the URL's query string, which carries the credentials.
@@ -10,13 +10,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::outcome::{DeliveryOutcome, signal_id};
+use crate::secret::redact_url;
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
 use anneal_protocol::{HookResult, HttpVerb, SignalTransport};
 use reqwest::{Method, StatusCode, Url, header};
-use sha2::{Digest, Sha256};
-
-use crate::journal::Entry;
-use crate::secret::redact_url;
 
 /// The idempotency header: the receiver can drop a signal it has already applied.
 pub const SIGNAL_ID_HEADER: &str = "X-Anneal-Signal-Id";
@@ -37,17 +35,6 @@ pub enum DeliverError {
         #[source]
         source: reqwest::Error,
     },
-}
-
-/// What became of one delivery attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeliveryOutcome {
-    /// The receiver answered 2xx (`status` 0: the transport has nothing to send).
-    Delivered { status: u16 },
-    /// Worth retrying: 408, 429, 5xx, connection failures and timeouts.
-    Transient { error: String },
-    /// Retrying cannot help: other 4xx, 3xx, bad URLs, unsupported transports.
-    Permanent { error: String },
 }
 
 /// Sends deployment signals over HTTP with one shared connection pool (kept alive between
@@ -94,13 +81,10 @@ impl SignalSender {
         Ok(self.client.get_or_init(|| built))
     }
 
-    /// Sends `entry`'s stored result once over its deployment's transport.
-    pub async fn send(&self, entry: &Entry) -> DeliveryOutcome {
-        let Some(result) = &entry.result else {
-            return DeliveryOutcome::Permanent { error: "no result recorded for this deployment".into() };
-        };
-        match entry.deployment.signal_transport() {
-            SignalTransport::Http { url, verb } => self.send_http(&entry.id, &url, verb, result).await,
+    /// Sends deployment `id`'s `result` once over `transport`.
+    pub async fn send(&self, id: &str, transport: SignalTransport, result: &HookResult) -> DeliveryOutcome {
+        match transport {
+            SignalTransport::Http { url, verb } => self.send_http(id, &url, verb, result).await,
             SignalTransport::Zaqar => DeliveryOutcome::Permanent { error: unsupported_transport("ZAQAR_SIGNAL") },
             SignalTransport::HeatApi => DeliveryOutcome::Permanent { error: unsupported_transport("HEAT_SIGNAL") },
             // NO_SIGNAL: the engine is not waiting, so there is nothing to deliver.
@@ -141,14 +125,6 @@ impl SignalSender {
 
 fn unsupported_transport(name: &str) -> String {
     format!("{name} is not supported yet by anneal-agent; the result is kept in the journal")
-}
-
-/// `"<derived id>-<first 16 hex digits of sha256(body)>"`: stable for one body, so a resend of
-/// the same result carries the same key and a changed body a new one.
-pub fn signal_id(id: &str, body: &str) -> String {
-    let digest = Sha256::digest(body.as_bytes());
-    let hex: String = digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect();
-    format!("{id}-{hex}")
 }
 
 /// A client that never follows redirects (a redirected signal would go to a URL nobody signed)

@@ -14,9 +14,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::outcome::DeliveryOutcome;
+use super::send::SignalSender;
 use crate::backoff::FLUSH_RETRY;
 use crate::clock::{millis, now_millis};
-use crate::deliver::{DeliveryOutcome, SignalSender};
 use crate::failpoint::{self, Failpoint};
 use crate::journal::{Entry, Journal, JournalError};
 
@@ -174,7 +175,7 @@ impl Outbox {
     ) -> Result<Option<DeliveryOutcome>, JournalError> {
         let outcome = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
-            outcome = self.sender.send(entry) => outcome,
+            outcome = send_entry(&self.sender, entry) => outcome,
         };
         if matches!(outcome, DeliveryOutcome::Delivered { .. }) {
             failpoint::hit(Failpoint::AfterSignalAck);
@@ -192,6 +193,15 @@ impl Outbox {
         let entry = entry.clone();
         tokio::task::spawn_blocking(move || journal.write_delivery(&entry)).await.map_err(writer_failed)?
     }
+}
+
+/// Sends `entry`'s stored result once over its deployment's transport; an entry without a result
+/// has nothing to send, for good.
+pub(super) async fn send_entry(sender: &SignalSender, entry: &Entry) -> DeliveryOutcome {
+    let Some(result) = &entry.result else {
+        return DeliveryOutcome::Permanent { error: "no result recorded for this deployment".into() };
+    };
+    sender.send(&entry.id, entry.deployment.signal_transport(), result).await
 }
 
 /// A delivery or journal-writer task that did not finish (a panic; with `panic = "abort"` in
