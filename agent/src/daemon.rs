@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config::Config;
-use crate::cycle::{Executor, ExecutorError, RunCounts};
 use crate::error_chain;
+use crate::executor::{Executor, ExecutorError, RunCounts};
 use crate::hook::{HookRunner, HookSettings};
 use crate::journal::{Journal, JournalError};
 use crate::signal::outbox::{Outbox, OutboxSummary};

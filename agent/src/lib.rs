@@ -9,8 +9,8 @@
 mod backoff;
 mod clock;
 pub mod config;
-pub(crate) mod cycle;
 pub mod daemon;
+pub(crate) mod executor;
 pub mod failpoint;
 pub(crate) mod fsutil;
 pub(crate) mod hook;

@@ -1,13 +1,14 @@
 //! The executor: turns the current list of deployments into hook runs, journaling each step
 //! before acting on it. It owns the journal's `seen → started → finished` half (the outbox owns
-//! `finished → signalled`), recovers interrupted runs on start-up per `options.on_interrupt`, and
-//! never starts an id the journal already holds as finished.
+//! `finished → signalled`), recovers interrupted runs on start-up per `options.on_interrupt`
+//! (`recovery`), records how runs ended (`record`), and never starts an id the journal already
+//! holds as finished (see docs/journal.md).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use anneal_protocol::{Deployment, HookResult, OnInterrupt};
+use anneal_protocol::{Deployment, HookResult};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +23,7 @@ use crate::orphan;
 use crate::schedule::{self, Decision, Progress};
 
 mod record;
+mod recovery;
 
 /// The reason a restarted agent gives for a run it found interrupted.
 pub const INTERRUPTED_REASON: &str = "interrupted: agent restarted during the run";
@@ -124,63 +126,6 @@ impl Executor {
                 _ => None,
             }
         })
-    }
-
-    fn recover(&mut self) -> Result<(), ExecutorError> {
-        let interrupted: Vec<String> =
-            self.entries.values().filter(|entry| entry.state == State::Started).map(|entry| entry.id.clone()).collect();
-        self.remove_stale_markers();
-        for id in interrupted {
-            self.stop_orphan(&id);
-            let Some(entry) = self.entries.get(&id) else { continue };
-            if entry.deployment.options.on_interrupt == Some(OnInterrupt::Rerun) {
-                info!(deployment_id = %id, "interrupted run will be rerun (on_interrupt: rerun)");
-                self.rerun.insert(id);
-                continue;
-            }
-            warn!(deployment_id = %id, "run was interrupted by an agent restart; signalling failure");
-            let result = HookResult::from_process("", INTERRUPTED_REASON, 1);
-            self.finish(&id, result)?;
-        }
-        Ok(())
-    }
-
-    /// Stops the hook a previous agent left running for `id` (found by its run marker, its
-    /// environment, or the pid an older journal recorded), so the interrupted run is decided with
-    /// nothing of it alive.
-    fn stop_orphan(&mut self, id: &str) {
-        let path = orphan::marker_path(self.journal.dir(), id);
-        let recorded = self.entries.get(id).and_then(|entry| entry.run.as_ref()).and_then(|run| {
-            let started = UNIX_EPOCH + Duration::from_millis(run.started_at);
-            run.pid.map(|pid| orphan::RunMarker {
-                pid,
-                process_start_time: run.process_start_time,
-                written_at: started,
-            })
-        });
-        let found = orphan::read_marker(&path).or(recorded).or_else(|| orphan::find_by_environment(&path));
-        if let Some(marker) = found {
-            if let (orphan::Settled::Stopped { .. }, Some(entry)) =
-                (orphan::settle(id, &marker, self.runner.settings().kill_grace), self.entries.get_mut(id))
-            {
-                entry.spawned(marker.pid, marker.process_start_time);
-            }
-        }
-        if let Err(error) = orphan::remove_marker(&path) {
-            warn!(deployment_id = %id, %error, "cannot remove the hook's run marker");
-        }
-    }
-
-    /// Pid files of runs that finished (the agent died before removing them).
-    fn remove_stale_markers(&self) {
-        let Ok(items) = std::fs::read_dir(self.journal.dir()) else { return };
-        for item in items.flatten() {
-            let name = item.file_name();
-            let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".run")) else { continue };
-            if self.entries.get(id).is_none_or(|entry| entry.state != State::Started) {
-                let _ = orphan::remove_marker(&item.path());
-            }
-        }
     }
 
     /// Starts every deployment the ordering rules allow now; returns how many started.
