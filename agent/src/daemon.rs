@@ -20,7 +20,8 @@ use crate::journal::{Journal, JournalError};
 use crate::signal::outbox::{Outbox, OutboxSummary};
 use crate::signal::send::SignalSender;
 use crate::source::SourceError;
-use crate::source::collector::{Collected, Collector};
+use crate::source::collector::Collector;
+use crate::source::state::Collected;
 
 /// Per-stream bound on the hook output the agent keeps.
 const MAX_HOOK_OUTPUT_BYTES: usize = crate::hook::DEFAULT_MAX_OUTPUT_BYTES;

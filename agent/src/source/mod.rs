@@ -10,6 +10,7 @@ pub mod heat_local;
 pub mod http;
 pub mod local;
 pub mod poll;
+pub mod state;
 
 use std::io;
 use std::path::PathBuf;

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{Cache, CachedDocument};
-use super::collector::{Collected, Slot, collected_from};
+use super::state::{Collected, Slot, collected_from};
 use super::{Fetched, error_chain};
 use crate::backoff::{jitter, source_retry};
 use crate::clock::now_millis;
