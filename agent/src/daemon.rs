@@ -3,7 +3,6 @@
 //! due (once). Shutdown is the `CancellationToken` the caller passes in; a cancelled run kills
 //! running hook groups, and the journal keeps them as interrupted for the next start.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,9 +185,4 @@ fn log_collected(collected: &Collected) {
     for (source, error) in &collected.failing {
         warn!(source = %source, error = %error, "source failing; using its last good document");
     }
-}
-
-/// The default config path.
-pub fn default_config_path() -> PathBuf {
-    PathBuf::from("/etc/anneal/agent.toml")
 }

@@ -22,7 +22,7 @@ pub(crate) use spares::Spares;
 static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
 
 /// Creates `dir` (and parents) with mode 0700 if missing, and tightens an existing one to 0700.
-pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     // The common case, checked with one stat: it exists and is private already (the hook runner
     // asks before every run).
     if fs::metadata(dir).is_ok_and(|metadata| metadata.is_dir() && metadata.permissions().mode() & 0o777 == 0o700) {
@@ -40,13 +40,13 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 ///
 /// The temp file lives in the same directory so the rename never crosses a file system. On any
 /// error the temp file is removed and `path` is untouched.
-pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     replace_file(path, contents, mode, Durability::Durable)
 }
 
 /// Whether a replacement must survive a power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// fsync the file before the rename and the directory after it.
     Durable,
     /// fsync the file before the rename, not the directory after it: a power loss keeps either
@@ -61,7 +61,7 @@ pub enum Durability {
 /// the file gets `mode`. On any error the temp file is removed and `path` is untouched. Every
 /// call has its own temp file, so concurrent replacements (of different files, or of one file:
 /// the last rename wins) never write into each other's.
-pub fn replace_file(path: &Path, contents: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
+pub(crate) fn replace_file(path: &Path, contents: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name = path.file_name().ok_or_else(|| io::Error::other("path has no file name"))?;
     let serial = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
@@ -88,13 +88,13 @@ fn write_then_rename(temp: &Path, path: &Path, contents: &[u8], mode: u32, durab
 }
 
 /// fsyncs a directory so a rename inside it survives a power loss.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
 /// The names in `dir`, sorted (tests check what a write leaves behind).
 #[cfg(test)]
-pub fn sorted_names(dir: &Path) -> Vec<String> {
+pub(crate) fn sorted_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> =
         fs::read_dir(dir).unwrap().map(|item| item.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();

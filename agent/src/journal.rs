@@ -38,7 +38,7 @@ pub enum State {
 }
 
 impl State {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             State::Seen => "seen",
             State::Waiting => "waiting",
@@ -101,7 +101,7 @@ pub enum JournalError {
 /// never written from two places at once: the executor owns it up to `finished`, the outbox
 /// from then on.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     dir: PathBuf,
     /// Durable writes go through spare files (see `fsutil::Spares`).
     spares: Spares,
@@ -109,24 +109,24 @@ pub struct Journal {
 
 impl Journal {
     /// Opens (creating it 0700 if needed) `<state_dir>/journal`.
-    pub fn open(state_dir: &Path) -> Result<Journal, JournalError> {
+    pub(crate) fn open(state_dir: &Path) -> Result<Journal, JournalError> {
         let dir = Journal::dir_in(state_dir);
         fsutil::ensure_private_dir(&dir).map_err(|source| JournalError::CreateDir { path: dir.clone(), source })?;
         Ok(Journal { spares: Spares::new(&dir), dir })
     }
 
     /// Where the journal of `state_dir` lives.
-    pub fn dir_in(state_dir: &Path) -> PathBuf {
+    pub(crate) fn dir_in(state_dir: &Path) -> PathBuf {
         state_dir.join("journal")
     }
 
     /// The journal directory.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The file of `id` (which must be a safe id).
-    pub fn path_of(&self, id: &str) -> Result<PathBuf, JournalError> {
+    pub(crate) fn path_of(&self, id: &str) -> Result<PathBuf, JournalError> {
         if !is_safe_id(id) {
             return Err(JournalError::UnsafeId { id: id.to_string() });
         }
@@ -135,7 +135,7 @@ impl Journal {
 
     /// Every readable entry, oldest first (by `seen_at`, then id). Temp files and other names are
     /// ignored; a corrupt file is renamed to `<id>.json.corrupt` and reported, never fatal.
-    pub fn load_all(&self) -> Result<Vec<Entry>, JournalError> {
+    pub(crate) fn load_all(&self) -> Result<Vec<Entry>, JournalError> {
         let read_error = |source| JournalError::ReadDir { path: self.dir.clone(), source };
         let mut entries = Vec::new();
         for item in fs::read_dir(&self.dir).map_err(read_error)? {
@@ -159,7 +159,7 @@ impl Journal {
     /// The entry of `id`, `None` if there is none (or it was corrupt and has been quarantined).
     /// The agent always reads the whole journal; tests look at one entry.
     #[cfg(test)]
-    pub fn load(&self, id: &str) -> Result<Option<Entry>, JournalError> {
+    pub(crate) fn load(&self, id: &str) -> Result<Option<Entry>, JournalError> {
         let path = self.path_of(id)?;
         self.read_entry(id, &path)
     }
@@ -170,7 +170,7 @@ impl Journal {
     /// (losing it to a power loss only means deciding again) and is only ever written over another
     /// such entry, so it skips the two fsyncs. A full disk surfaces as an error naming the file,
     /// and the previous version stays intact.
-    pub fn write(&self, entry: &Entry) -> Result<(), JournalError> {
+    pub(crate) fn write(&self, entry: &Entry) -> Result<(), JournalError> {
         let path = self.path_of(&entry.id)?;
         let bytes =
             serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;
@@ -185,7 +185,7 @@ impl Journal {
     /// fsync'd, the directory is not. A power loss may bring back the `finished` version, and the
     /// signal is then sent again with the same `X-Anneal-Signal-Id`, which the receiver drops;
     /// nothing can bring back less than `finished`. Saves one fsync per deployment.
-    pub fn write_delivery(&self, entry: &Entry) -> Result<(), JournalError> {
+    pub(crate) fn write_delivery(&self, entry: &Entry) -> Result<(), JournalError> {
         let path = self.path_of(&entry.id)?;
         let bytes =
             serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;

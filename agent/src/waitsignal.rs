@@ -21,8 +21,8 @@ use crate::signal::outcome::DeliveryOutcome;
 use crate::signal::send::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, build_client, check_url, classify_error, read_outcome};
 
 /// cfn-signal's defaults for the AWS style.
-pub const AWS_DEFAULT_REASON: &str = "Configuration Complete";
-pub const AWS_DEFAULT_DATA: &str = "Application has completed configuration.";
+pub(crate) const AWS_DEFAULT_REASON: &str = "Configuration Complete";
+pub(crate) const AWS_DEFAULT_DATA: &str = "Application has completed configuration.";
 
 const HOSTNAME_PATH: &str = "/proc/sys/kernel/hostname";
 
@@ -116,7 +116,7 @@ pub async fn send_wait_signal(
 }
 
 /// The verb and exact body for `signal`; the AWS style's UniqueId defaults to the host name.
-pub fn request_for(signal: &WaitSignal) -> Result<(Method, String), WaitSignalError> {
+pub(crate) fn request_for(signal: &WaitSignal) -> Result<(Method, String), WaitSignalError> {
     if !signal.aws {
         return Ok((Method::POST, heat_body(signal)));
     }
@@ -129,7 +129,7 @@ pub fn request_for(signal: &WaitSignal) -> Result<(Method, String), WaitSignalEr
 
 /// The kernel's host name (what gethostname(2) returns). Read from procfs because the nix
 /// `hostname` feature is not enabled; the agent is Linux-only anyway.
-pub fn hostname() -> Result<String, WaitSignalError> {
+pub(crate) fn hostname() -> Result<String, WaitSignalError> {
     std::fs::read_to_string(HOSTNAME_PATH)
         .map(|name| name.trim().to_string())
         .map_err(|source| WaitSignalError::Hostname { path: HOSTNAME_PATH, source })
@@ -137,7 +137,7 @@ pub fn hostname() -> Result<String, WaitSignalError> {
 
 /// OS::Heat style: `{"status", "reason", "data", "id"}`, each optional key only when given.
 /// `status` is always sent (Heat would default it to SUCCESS, but an explicit body is clearer).
-pub fn heat_body(signal: &WaitSignal) -> String {
+pub(crate) fn heat_body(signal: &WaitSignal) -> String {
     let mut body = Map::new();
     body.insert("status".into(), status_value(signal.status));
     for (key, value) in [("reason", &signal.reason), ("data", &signal.data), ("id", &signal.id)] {
@@ -149,7 +149,7 @@ pub fn heat_body(signal: &WaitSignal) -> String {
 }
 
 /// AWS style: exactly `{"Status", "Reason", "UniqueId", "Data"}` with cfn-signal's defaults.
-pub fn aws_body(signal: &WaitSignal, unique_id: String) -> String {
+pub(crate) fn aws_body(signal: &WaitSignal, unique_id: String) -> String {
     let body = AwsWaitSignal {
         status: signal.status,
         reason: signal.reason.clone().unwrap_or_else(|| AWS_DEFAULT_REASON.to_string()),

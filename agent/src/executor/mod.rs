@@ -26,7 +26,7 @@ mod record;
 mod recovery;
 
 /// The reason a restarted agent gives for a run it found interrupted.
-pub const INTERRUPTED_REASON: &str = "interrupted: agent restarted during the run";
+pub(crate) const INTERRUPTED_REASON: &str = "interrupted: agent restarted during the run";
 
 /// What went wrong while executing; the deployment concerned is named.
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +62,7 @@ enum Preparation {
 /// the journal, without reading the run marker back), and the run's outcome.
 type RunOutput = (String, Option<Spawned>, Result<HookRun, HookError>);
 
-pub struct Executor {
+pub(crate) struct Executor {
     journal: Arc<Journal>,
     runner: Arc<HookRunner>,
     hook_timeout: Duration,
@@ -80,7 +80,7 @@ pub struct Executor {
 
 impl Executor {
     /// Loads the journal and settles every run a previous process left interrupted.
-    pub fn new(
+    pub(crate) fn new(
         journal: Arc<Journal>,
         runner: Arc<HookRunner>,
         hook_timeout: Duration,
@@ -109,16 +109,19 @@ impl Executor {
         Ok(executor)
     }
 
-    pub fn counts(&self) -> &RunCounts {
+    pub(crate) fn counts(&self) -> &RunCounts {
         &self.counts
     }
 
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.running.is_empty()
     }
 
     /// Ids of deployments that wait for something (a missing hook), with the reason.
-    pub fn waiting<'a>(&'a self, deployments: &'a [Deployment]) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    pub(crate) fn waiting<'a>(
+        &'a self,
+        deployments: &'a [Deployment],
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         deployments.iter().filter_map(|deployment| {
             let entry = self.entries.get(&deployment.id)?;
             match (entry.state, &entry.waiting_reason) {
@@ -129,7 +132,7 @@ impl Executor {
     }
 
     /// Starts every deployment the ordering rules allow now; returns how many started.
-    pub fn start_ready(
+    pub(crate) fn start_ready(
         &mut self,
         deployments: &[Deployment],
         shutdown: &CancellationToken,
@@ -224,7 +227,7 @@ impl Executor {
     }
 
     /// Waits for one running hook to end and journals its result; `None` when nothing runs.
-    pub async fn finish_next(&mut self) -> Option<Result<(), ExecutorError>> {
+    pub(crate) async fn finish_next(&mut self) -> Option<Result<(), ExecutorError>> {
         let joined = self.running.join_next_with_id().await?;
         let (id, spawned, outcome) = match joined {
             Ok((task, output)) => {
@@ -240,7 +243,7 @@ impl Executor {
     }
 
     /// Runs what is due until nothing runs and nothing more may start (`anneal-agent once`).
-    pub async fn converge(
+    pub(crate) async fn converge(
         &mut self,
         deployments: &[Deployment],
         shutdown: &CancellationToken,

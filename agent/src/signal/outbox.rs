@@ -39,7 +39,7 @@ pub struct OutboxSummary {
 
 /// Delivers journaled results. Cloning is cheap (shared journal and connection pool).
 #[derive(Debug, Clone)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     journal: Arc<Journal>,
     sender: SignalSender,
 }
@@ -52,12 +52,12 @@ enum Delivery {
 }
 
 impl Outbox {
-    pub fn new(journal: Arc<Journal>, sender: SignalSender) -> Outbox {
+    pub(crate) fn new(journal: Arc<Journal>, sender: SignalSender) -> Outbox {
         Outbox { journal, sender }
     }
 
     /// Builds the signal client in the background (see `SignalSender::warm_up`).
-    pub fn warm_up(&self) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn warm_up(&self) -> tokio::task::JoinHandle<()> {
         self.sender.warm_up()
     }
 
@@ -65,7 +65,11 @@ impl Outbox {
     /// failures up to `attempts` tries per entry (at least one) with a short backoff. Up to eight
     /// entries are in flight at once, so one signal's round trip and journal fsync overlap
     /// another's; each entry still goes send → record, on its own.
-    pub async fn flush(&self, attempts: u32, shutdown: &CancellationToken) -> Result<OutboxSummary, JournalError> {
+    pub(crate) async fn flush(
+        &self,
+        attempts: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<OutboxSummary, JournalError> {
         let mut summary = OutboxSummary::default();
         let mut due = Vec::new();
         for entry in self.journal.load_all()? {
@@ -98,7 +102,7 @@ impl Outbox {
 
     /// Daemon: until shutdown, delivers every entry that is due, then sleeps until the next one
     /// is due or `wake` is notified (a deployment just finished).
-    pub async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
+    pub(crate) async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
         loop {
             // Register interest before reading the journal, so a notification sent while this
             // pass runs (even with notify_waiters) wakes the next sleep instead of being lost.

@@ -17,19 +17,19 @@ use anneal_protocol::{HookResult, HttpVerb, SignalTransport};
 use reqwest::{Method, StatusCode, Url, header};
 
 /// The idempotency header: the receiver can drop a signal it has already applied.
-pub const SIGNAL_ID_HEADER: &str = "X-Anneal-Signal-Id";
+pub(crate) const SIGNAL_ID_HEADER: &str = "X-Anneal-Signal-Id";
 /// How long a signal may take to connect, and in total.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this much of a refusal's response body is kept in the error text.
-pub const BODY_EXCERPT_CHARS: usize = 200;
+pub(crate) const BODY_EXCERPT_CHARS: usize = 200;
 /// Bytes of a response body read for the excerpt; the rest is never downloaded.
 const BODY_READ_LIMIT: usize = 4096;
 
 /// Why the signal client could not be built (reported as a transient delivery failure: the
 /// next attempt builds it again).
 #[derive(Debug, thiserror::Error)]
-pub enum DeliverError {
+pub(crate) enum DeliverError {
     #[error("failed to build the HTTP client for signals")]
     Client {
         #[source]
@@ -42,7 +42,7 @@ pub enum DeliverError {
 /// system's CA roots and pulls in the TLS stack, which an agent whose deployments signal nothing
 /// (or nothing yet) should not pay for in memory or start-up time.
 #[derive(Debug, Clone)]
-pub struct SignalSender {
+pub(crate) struct SignalSender {
     connect: Duration,
     request: Duration,
     client: Arc<OnceLock<reqwest::Client>>,
@@ -57,13 +57,13 @@ impl Default for SignalSender {
 
 impl SignalSender {
     /// A sender with other timeouts (tests use short ones).
-    pub fn with_timeouts(connect: Duration, request: Duration) -> SignalSender {
+    pub(crate) fn with_timeouts(connect: Duration, request: Duration) -> SignalSender {
         SignalSender { connect, request, client: Arc::new(OnceLock::new()) }
     }
 
     /// Builds the client now, on a blocking thread (reading the system's CA roots takes
     /// milliseconds), for a caller that knows signals will follow (`once`, while its hooks run).
-    pub fn warm_up(&self) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn warm_up(&self) -> tokio::task::JoinHandle<()> {
         let sender = self.clone();
         tokio::task::spawn_blocking(move || {
             // A failure is not kept: the first send builds again and reports it.
@@ -82,7 +82,7 @@ impl SignalSender {
     }
 
     /// Sends deployment `id`'s `result` once over `transport`.
-    pub async fn send(&self, id: &str, transport: SignalTransport, result: &HookResult) -> DeliveryOutcome {
+    pub(crate) async fn send(&self, id: &str, transport: SignalTransport, result: &HookResult) -> DeliveryOutcome {
         match transport {
             SignalTransport::Http { url, verb } => self.send_http(id, &url, verb, result).await,
             SignalTransport::Zaqar => DeliveryOutcome::Permanent { error: unsupported_transport("ZAQAR_SIGNAL") },
@@ -129,7 +129,7 @@ fn unsupported_transport(name: &str) -> String {
 
 /// A client that never follows redirects (a redirected signal would go to a URL nobody signed)
 /// with the given timeouts.
-pub fn build_client(connect: Duration, request: Duration) -> Result<reqwest::Client, reqwest::Error> {
+pub(crate) fn build_client(connect: Duration, request: Duration) -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a default crypto provider; installing ring is idempotent.
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
@@ -142,7 +142,7 @@ pub fn build_client(connect: Duration, request: Duration) -> Result<reqwest::Cli
 /// Parses a signal URL for sending. Heat signs the URL exactly as it publishes it, so a parse
 /// that would change it is logged (it may then be refused); an unusable URL is a permanent error
 /// whose text never contains the query string.
-pub fn check_url(url: &str) -> Result<Url, String> {
+pub(crate) fn check_url(url: &str) -> Result<Url, String> {
     let parsed = Url::parse(url).map_err(|error| format!("invalid signal URL {}: {error}", redact_url(url)))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("unsupported signal URL scheme `{}` in {}", parsed.scheme(), redact_url(url)));
@@ -159,7 +159,7 @@ pub fn check_url(url: &str) -> Result<Url, String> {
 
 /// Classifies a response: 2xx delivered; 408, 429 and 5xx transient; everything else (3xx and
 /// other 4xx) permanent. The error text has the status and a short excerpt of the body.
-pub async fn read_outcome(response: reqwest::Response) -> DeliveryOutcome {
+pub(crate) async fn read_outcome(response: reqwest::Response) -> DeliveryOutcome {
     let status = response.status();
     if status.is_success() {
         return DeliveryOutcome::Delivered { status: status.as_u16() };
@@ -174,13 +174,13 @@ pub async fn read_outcome(response: reqwest::Response) -> DeliveryOutcome {
 }
 
 /// Whether a non-2xx status is worth retrying.
-pub fn is_transient_status(status: StatusCode) -> bool {
+pub(crate) fn is_transient_status(status: StatusCode) -> bool {
     status == StatusCode::REQUEST_TIMEOUT || status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }
 
 /// Classifies a failed request: a request that could not even be built is permanent, anything
 /// that went wrong on the way (connect, timeout, reset) is transient. The text has no URL.
-pub fn classify_error(error: reqwest::Error) -> DeliveryOutcome {
+pub(crate) fn classify_error(error: reqwest::Error) -> DeliveryOutcome {
     let permanent = error.is_builder();
     let error = crate::error_chain(&error.without_url());
     if permanent { DeliveryOutcome::Permanent { error } } else { DeliveryOutcome::Transient { error } }

@@ -18,14 +18,14 @@ use crate::config::Config;
 
 /// All sources with their last good documents.
 #[derive(Debug)]
-pub struct Collector {
+pub(crate) struct Collector {
     slots: Vec<Slot>,
     cache: Cache,
 }
 
 impl Collector {
     /// Builds every source and loads their caches (restoring the HTTP validators with them).
-    pub fn new(config: &Config) -> Result<Collector, SourceError> {
+    pub(crate) fn new(config: &Config) -> Result<Collector, SourceError> {
         let cache = Cache::open(&config.agent.state_dir)?;
         let mut slots = Vec::with_capacity(config.sources.len());
         for (index, source_config) in config.sources.iter().enumerate() {
@@ -45,12 +45,12 @@ impl Collector {
     }
 
     /// Whether any source has a document, fresh or cached.
-    pub fn has_document(&self) -> bool {
+    pub(crate) fn has_document(&self) -> bool {
         self.slots.iter().any(|slot| slot.document.is_some())
     }
 
     /// The merged view of what is known now, without fetching.
-    pub fn collected(&self) -> Collected {
+    pub(crate) fn collected(&self) -> Collected {
         collected_from(
             self.slots.iter().map(|slot| (slot.source.name(), slot.document.as_ref(), slot.failing.as_ref())),
         )
@@ -58,7 +58,7 @@ impl Collector {
 
     /// `once`: fetches every source one time without long-poll; a failing source falls back to
     /// its cached document. Shutdown stops early; sources not fetched are listed as failing.
-    pub async fn collect_once(&mut self, shutdown: &CancellationToken) -> Collected {
+    pub(crate) async fn collect_once(&mut self, shutdown: &CancellationToken) -> Collected {
         for slot in &mut self.slots {
             let result = slot.source.fetch(false, shutdown).await;
             if matches!(result, Ok(Fetched::Cancelled)) {
@@ -79,7 +79,7 @@ impl Collector {
     /// view known now (cached documents); the first change notification comes once every source
     /// has been tried once, and later ones whenever the merged view changes. All tasks end on
     /// shutdown, which drops the sender. Must be called within a tokio runtime.
-    pub fn spawn(self, poll_interval: Duration, shutdown: CancellationToken) -> watch::Receiver<Arc<Collected>> {
+    pub(crate) fn spawn(self, poll_interval: Duration, shutdown: CancellationToken) -> watch::Receiver<Arc<Collected>> {
         let (sender, receiver) = watch::channel(Arc::new(self.collected()));
         let views = self
             .slots

@@ -20,7 +20,7 @@ use crate::clock::now_millis;
 
 /// A long-poll answered without a change sooner than this waits out the rest before the next
 /// request, so a server that ignores `?wait=` cannot make us spin.
-pub const MIN_LONG_POLL_GAP: Duration = Duration::from_secs(1);
+pub(crate) const MIN_LONG_POLL_GAP: Duration = Duration::from_secs(1);
 
 /// What the shared table knows of one source.
 #[derive(Debug)]
@@ -144,7 +144,7 @@ async fn persist(cache: Cache, cached: CachedDocument) -> bool {
 }
 
 /// The pause before the next request after a successful one.
-pub fn next_poll_delay(
+pub(crate) fn next_poll_delay(
     can_long_poll: bool,
     changed: bool,
     elapsed: Duration,
