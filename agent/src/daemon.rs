@@ -37,7 +37,7 @@ pub enum DaemonError {
     Executor(#[from] ExecutorError),
     #[error("cannot set up the metadata sources")]
     Source(#[from] SourceError),
-    #[error("no metadata source answered and none has a cached document: {detail}")]
+    #[error("cannot collect metadata: no source answered and none has a cached document: {detail}")]
     NoMetadata { detail: String },
 }
 

@@ -1,9 +1,9 @@
 //! The durable journal: one JSON file per derived deployment id in `<state_dir>/journal/`
 //! (directory 0700, files 0600), each replaced atomically and, from `started` on, fsync'd before
 //! the step it records is acted on, so a restarted agent knows exactly what ran, what finished and
-//! what was signalled (design.md "Journal, outbox, restart"). Beside a running deployment's entry,
-//! `<id>.run` names the hook's process (see `orphan`). This module stores and loads entries; it does not
-//! decide what to run or when to deliver.
+//! what was signalled (see docs/journal.md). Beside a running deployment's entry, `<id>.run` names
+//! the hook's process (see `orphan`). This module stores and loads entries; it does not decide what
+//! to run or when to deliver.
 
 mod entry;
 
@@ -58,41 +58,41 @@ impl fmt::Display for State {
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("failed to create journal directory {path}")]
+    #[error("cannot create journal directory {path}")]
     CreateDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to list journal directory {path}")]
+    #[error("cannot list journal directory {path}")]
     ReadDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to read journal entry {path}")]
+    #[error("cannot read journal entry {path}")]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to write journal entry {path}")]
+    #[error("cannot write journal entry {path}")]
     Write {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to encode the journal entry of deployment {id}")]
+    #[error("cannot encode the journal entry of deployment {id}")]
     Encode {
         id: String,
         #[source]
         source: serde_json::Error,
     },
-    #[error("deployment id {id:?} is not safe to use as a file name")]
+    #[error("cannot use deployment id {id:?} as a file name")]
     UnsafeId { id: String },
     #[error("deployment {id}: cannot go from {from} to {to}")]
     IllegalTransition { id: String, from: State, to: State },
-    #[error("a journal writer task failed: {detail}")]
+    #[error("cannot finish a journal write: its task failed: {detail}")]
     Writer { detail: String },
 }
 

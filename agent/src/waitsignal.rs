@@ -1,9 +1,9 @@
 //! `anneal-agent signal URL`: signals a wait-condition handle, replacing cfn-signal and the
-//! handle's `curl_cli` (reference heat-agent-protocol.md §8.5, §8.6). It builds the body in the
-//! style the handle expects, sends it to the URL unchanged, and retries transient failures with
-//! jittered backoff until the handle answers or `retry_for` runs out. Unlike cfn-signal it fails
-//! loudly on a refusal, and it never asks a metadata service for the instance id. The URL's query
-//! string (its credentials) never reaches a log line or an error.
+//! handle's `curl_cli` (see docs/cli.md, docs/http-api.md). It builds the body in the style the
+//! handle expects, sends it to the URL unchanged, and retries transient failures with jittered
+//! backoff until the handle answers or `retry_for` runs out. Unlike cfn-signal it fails loudly on a
+//! refusal, and it never asks a metadata service for the instance id. The URL's query string (its
+//! credentials) never reaches a log line or an error.
 
 use std::time::Duration;
 
@@ -41,24 +41,24 @@ pub struct WaitSignal {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WaitSignalError {
-    #[error("failed to build the HTTP client for wait-condition signals")]
+    #[error("cannot build the HTTP client for wait-condition signals")]
     Client {
         #[source]
         source: reqwest::Error,
     },
     #[error("cannot signal {url}: {reason}")]
     InvalidUrl { url: String, reason: String },
-    #[error("failed to read the host name from {path} for the signal's UniqueId (pass --id)")]
+    #[error("cannot read the host name from {path} for the signal's UniqueId (pass --id)")]
     Hostname {
         path: &'static str,
         #[source]
         source: std::io::Error,
     },
-    #[error("{url} refused the signal: {error}")]
+    #[error("cannot signal {url}: refused: {error}")]
     Refused { url: String, error: String },
-    #[error("gave up signalling {url} after {attempts} attempts in {elapsed:?}: {last_error}")]
+    #[error("cannot signal {url}: gave up after {attempts} attempts in {elapsed:?}: {last_error}")]
     GaveUp { url: String, attempts: u32, elapsed: Duration, last_error: String },
-    #[error("signalling {url} was cancelled by shutdown")]
+    #[error("cannot signal {url}: stopped by shutdown")]
     Cancelled { url: String },
 }
 

@@ -39,7 +39,7 @@ pub enum ExecutorError {
     },
     #[error("cannot read the journal")]
     LoadJournal(#[source] JournalError),
-    #[error("deployment {id} is not in the journal")]
+    #[error("cannot find deployment {id} in the journal")]
     Unknown { id: String },
 }
 

@@ -51,7 +51,8 @@ impl Executor {
                 None
             }
             Err(error) => {
-                error!(deployment_id = %id, error = %error, "hook could not run");
+                let error = crate::error_chain(&error);
+                error!(deployment_id = %id, %error, "hook could not run");
                 Some(HookResult::from_process("", &format!("anneal: {error}"), 1))
             }
         }

@@ -89,19 +89,19 @@ pub(crate) struct HookRun {
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
-    #[error("cannot start hook {path}: {source}")]
+    #[error("cannot start hook {path}")]
     Spawn { path: PathBuf, source: io::Error },
-    #[error("cannot {action} {path}: {source}")]
+    #[error("cannot {action} {path}")]
     Io { action: &'static str, path: PathBuf, source: io::Error },
     /// Shutdown killed the hook's group; the run counts as interrupted.
     #[error("hook {group} was stopped by shutdown")]
     Cancelled { group: String },
-    #[error("group {group} has no hook to run: {reason}")]
+    #[error("cannot run a hook for group {group}: {reason}")]
     NotRunnable { group: String, reason: String },
     #[error("deployment id {id:?} cannot be used as a file name")]
     UnsafeId { id: String },
     /// The task running the hook panicked or was aborted (reported by the caller).
-    #[error("hook task failed: {detail}")]
+    #[error("cannot finish the hook's task: {detail}")]
     Panicked { detail: String },
 }
 

@@ -68,9 +68,9 @@ pub(crate) struct ProcessOutput {
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ProcessError {
-    #[error("cannot start {path}: {source}")]
+    #[error("cannot start {path}")]
     Spawn { path: PathBuf, source: io::Error },
-    #[error("cannot wait for {path}: {source}")]
+    #[error("cannot wait for {path}")]
     Wait { path: PathBuf, source: io::Error },
     /// Shutdown was requested; the group was killed and the child reaped.
     #[error("{path} was stopped by shutdown")]

@@ -1,7 +1,7 @@
 //! One journal entry and its state machine: what the agent knows about one derived deployment id,
-//! from first sight to an acknowledged signal (design.md "Journal, outbox, restart"). The
-//! transitions only change the value; the caller writes the entry with `Journal::write` before it
-//! acts on the new state, so a crash always finds the journal a step ahead of the world.
+//! from first sight to an acknowledged signal (see docs/journal.md). The transitions only change
+//! the value; the caller writes the entry with `Journal::write` before it acts on the new state, so
+//! a crash always finds the journal a step ahead of the world.
 
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
 use anneal_protocol::{Deployment, HookResult, Outcome, SignalTransport, evaluate};

@@ -1,8 +1,8 @@
 //! Sending one deployment signal: a finished deployment's result travels to the engine over the
-//! transport its inputs select (reference heat-agent-protocol.md §6, docs/metadata.md), and the
-//! answer is classified as delivered, worth retrying, or permanently refused. This module does not
-//! retry, sleep or touch the journal (the outbox does); it never follows redirects, never changes
-//! the signal URL, and never logs the URL's query string, which carries the credentials.
+//! transport its inputs select (see docs/metadata.md), and the answer is classified as delivered,
+//! worth retrying, or permanently refused. This module does not retry, sleep or touch the journal
+//! (the outbox does); it never follows redirects, never changes the signal URL, and never logs the
+//! URL's query string, which carries the credentials.
 //!
 //! The HTTP helpers here (client, URL check, response and error classification) are shared with
 //! `waitsignal`, so both commands agree on what is transient.
@@ -30,7 +30,7 @@ const BODY_READ_LIMIT: usize = 4096;
 /// next attempt builds it again).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DeliverError {
-    #[error("failed to build the HTTP client for signals")]
+    #[error("cannot build the HTTP client for signals")]
     Client {
         #[source]
         source: reqwest::Error,

@@ -76,7 +76,7 @@ pub enum SourceError {
     BadFile { source_name: String, path: PathBuf, reason: String },
     #[error("{source_name}: {path}: {reason}")]
     Unsafe { source_name: String, path: PathBuf, reason: String },
-    #[error("{source_name}: GET {url} failed")]
+    #[error("{source_name}: cannot GET {url}")]
     Request {
         source_name: String,
         url: String,
