@@ -1,8 +1,9 @@
 //! Metadata sources: where the agent reads its Heat-format metadata document (a JSON object) from.
 //! `Source` is the closed set of kinds (http, local, heat-local), built from the config in one
-//! place; `cache` keeps each source's last good document across restarts and `collector` merges
-//! the sources and runs one polling task per source in the daemon. Sources only read: they never
-//! run hooks, and they never log a token or a URL's query string.
+//! place; `cache` keeps each source's last good document across restarts, `state` holds what is
+//! known of each source and merges it into one view, `collector` fetches every source once
+//! (`once`) or starts one polling task per source (`poll`, the daemon). Sources only read: they
+//! never run hooks, and they never log a token or a URL's query string.
 
 pub(crate) mod cache;
 pub(crate) mod collector;

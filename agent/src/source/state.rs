@@ -26,6 +26,7 @@ pub(crate) struct Collected {
     pub(crate) failing: Vec<(String, String)>,
 }
 
+/// Merges documents given in config order (see `Collected::deployments` for the rule).
 pub(crate) fn merge_documents<'a>(documents: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Collected {
     let mut collected = Collected::default();
     let mut positions: HashMap<String, usize> = HashMap::new();
