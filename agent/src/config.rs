@@ -14,13 +14,13 @@ use anneal_protocol::env::is_valid_env_name;
 use serde::Deserialize;
 
 /// Where heat-config and anneal look for hooks, in lookup order.
-pub const DEFAULT_HOOKS_DIRS: [&str; 3] =
+pub(crate) const DEFAULT_HOOKS_DIRS: [&str; 3] =
     ["/usr/libexec/anneal/hooks", "/usr/libexec/heat-config/hooks", "/var/lib/heat-config/hooks"];
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/anneal";
+pub(crate) const DEFAULT_STATE_DIR: &str = "/var/lib/anneal";
 /// The file Heat writes through cloud-init at boot (os-collect-config's `[heat_local] path`).
-pub const DEFAULT_HEAT_LOCAL_PATH: &str = "/var/lib/heat-cfntools/cfn-init-data";
+pub(crate) const DEFAULT_HEAT_LOCAL_PATH: &str = "/var/lib/heat-cfntools/cfn-init-data";
 /// The most deployments we allow to run at once: more would only thrash a VM.
-pub const MAX_PARALLEL: u64 = 64;
+pub(crate) const MAX_PARALLEL: u64 = 64;
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub enum SourceConfig {
 
 impl SourceConfig {
     /// The `kind` value that selects this source, as written in the config.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             SourceConfig::Http(_) => "http",
             SourceConfig::Local(_) => "local",

@@ -3,7 +3,6 @@
 //! due (once). Shutdown is the `CancellationToken` the caller passes in; a cancelled run kills
 //! running hook groups, and the journal keeps them as interrupted for the next start.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,14 +12,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config::Config;
-use crate::cycle::{Executor, ExecutorError, RunCounts};
-use crate::deliver::SignalSender;
 use crate::error_chain;
+use crate::executor::{Executor, ExecutorError, RunCounts};
 use crate::hook::{HookRunner, HookSettings};
 use crate::journal::{Journal, JournalError};
-use crate::outbox::{Outbox, OutboxSummary};
+use crate::signal::outbox::{Outbox, OutboxSummary};
+use crate::signal::send::SignalSender;
 use crate::source::SourceError;
-use crate::source::collector::{Collected, Collector};
+use crate::source::collector::Collector;
+use crate::source::state::Collected;
 
 /// Per-stream bound on the hook output the agent keeps.
 const MAX_HOOK_OUTPUT_BYTES: usize = crate::hook::DEFAULT_MAX_OUTPUT_BYTES;
@@ -37,7 +37,7 @@ pub enum DaemonError {
     Executor(#[from] ExecutorError),
     #[error("cannot set up the metadata sources")]
     Source(#[from] SourceError),
-    #[error("no metadata source answered and none has a cached document: {detail}")]
+    #[error("cannot collect metadata: no source answered and none has a cached document: {detail}")]
     NoMetadata { detail: String },
 }
 
@@ -185,9 +185,4 @@ fn log_collected(collected: &Collected) {
     for (source, error) in &collected.failing {
         warn!(source = %source, error = %error, "source failing; using its last good document");
     }
-}
-
-/// The default config path.
-pub fn default_config_path() -> PathBuf {
-    PathBuf::from("/etc/anneal/agent.toml")
 }

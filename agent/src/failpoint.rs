@@ -29,7 +29,7 @@ pub enum Failpoint {
 }
 
 impl Failpoint {
-    pub const ALL: [Failpoint; 7] = [
+    pub(crate) const ALL: [Failpoint; 7] = [
         Failpoint::AfterSeen,
         Failpoint::AfterStarted,
         Failpoint::AfterSpawn,
@@ -39,7 +39,7 @@ impl Failpoint {
         Failpoint::AfterSignalAck,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Failpoint::AfterSeen => "after_seen",
             Failpoint::AfterStarted => "after_started",
@@ -114,7 +114,7 @@ pub fn arm(armed: Armed) {
 
 /// Aborts the process if `point` is armed and this is the pass it fires on.
 #[inline]
-pub fn hit(point: Failpoint) {
+pub(crate) fn hit(point: Failpoint) {
     #[cfg(any(debug_assertions, feature = "failpoints"))]
     if armed::fires(point) {
         eprintln!("anneal-agent: failpoint {point} reached; aborting");
@@ -126,7 +126,7 @@ pub fn hit(point: Failpoint) {
 
 /// At `MidSignal`: writes the headers and half of `body` of the signal request to `url`'s host
 /// over a plain connection, then aborts, so the receiver sees a torn request.
-pub fn hit_mid_signal(url: &reqwest::Url, method: &str, signal_id: &str, body: &str) {
+pub(crate) fn hit_mid_signal(url: &reqwest::Url, method: &str, signal_id: &str, body: &str) {
     #[cfg(any(debug_assertions, feature = "failpoints"))]
     if armed::fires(Failpoint::MidSignal) {
         send_half_and_abort(url, method, signal_id, body);

@@ -14,13 +14,15 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use spares::{SPARE_PREFIX, Spares};
+#[cfg(test)]
+pub(crate) use spares::SPARE_PREFIX;
+pub(crate) use spares::Spares;
 
 /// Numbers this process's temp files (with its pid in the name too).
 static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
 
 /// Creates `dir` (and parents) with mode 0700 if missing, and tightens an existing one to 0700.
-pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     // The common case, checked with one stat: it exists and is private already (the hook runner
     // asks before every run).
     if fs::metadata(dir).is_ok_and(|metadata| metadata.is_dir() && metadata.permissions().mode() & 0o777 == 0o700) {
@@ -38,13 +40,13 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 ///
 /// The temp file lives in the same directory so the rename never crosses a file system. On any
 /// error the temp file is removed and `path` is untouched.
-pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     replace_file(path, contents, mode, Durability::Durable)
 }
 
 /// Whether a replacement must survive a power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// fsync the file before the rename and the directory after it.
     Durable,
     /// fsync the file before the rename, not the directory after it: a power loss keeps either
@@ -59,7 +61,7 @@ pub enum Durability {
 /// the file gets `mode`. On any error the temp file is removed and `path` is untouched. Every
 /// call has its own temp file, so concurrent replacements (of different files, or of one file:
 /// the last rename wins) never write into each other's.
-pub fn replace_file(path: &Path, contents: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
+pub(crate) fn replace_file(path: &Path, contents: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name = path.file_name().ok_or_else(|| io::Error::other("path has no file name"))?;
     let serial = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
@@ -86,26 +88,13 @@ fn write_then_rename(temp: &Path, path: &Path, contents: &[u8], mode: u32, durab
 }
 
 /// fsyncs a directory so a rename inside it survives a power loss.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
-}
-
-/// Refuses a file or directory that anyone may write (os-collect-config's rule for local data,
-/// and ours for config): such a file lets any local user choose what root runs.
-pub fn refuse_world_writable(path: &Path) -> io::Result<()> {
-    let metadata = fs::metadata(path)?;
-    if metadata.permissions().mode() & 0o002 != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("{} is world-writable; refusing to use it", path.display()),
-        ));
-    }
-    Ok(())
 }
 
 /// The names in `dir`, sorted (tests check what a write leaves behind).
 #[cfg(test)]
-pub fn sorted_names(dir: &Path) -> Vec<String> {
+pub(crate) fn sorted_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> =
         fs::read_dir(dir).unwrap().map(|item| item.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
@@ -144,16 +133,5 @@ mod tests {
         fs::set_permissions(&state, fs::Permissions::from_mode(0o755)).unwrap();
         ensure_private_dir(&state).unwrap();
         assert_eq!(fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o700);
-    }
-
-    #[test]
-    fn world_writable_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        fs::write(&path, "x").unwrap();
-        refuse_world_writable(&path).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
-        let error = refuse_world_writable(&path).unwrap_err();
-        assert!(error.to_string().contains("world-writable"));
     }
 }

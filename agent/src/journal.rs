@@ -1,9 +1,9 @@
 //! The durable journal: one JSON file per derived deployment id in `<state_dir>/journal/`
 //! (directory 0700, files 0600), each replaced atomically and, from `started` on, fsync'd before
 //! the step it records is acted on, so a restarted agent knows exactly what ran, what finished and
-//! what was signalled (design.md "Journal, outbox, restart"). Beside a running deployment's entry,
-//! `<id>.run` names the hook's process (see `orphan`). This module stores and loads entries; it does not
-//! decide what to run or when to deliver.
+//! what was signalled (see docs/journal.md). Beside a running deployment's entry, `<id>.run` names
+//! the hook's process (see `orphan`). This module stores and loads entries; it does not decide what
+//! to run or when to deliver.
 
 mod entry;
 
@@ -11,12 +11,11 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anneal_protocol::deployment::is_safe_id;
 use serde::{Deserialize, Serialize};
 
-pub use entry::{Entry, RunRecord, SignalRecord, transport_name};
+pub(crate) use entry::Entry;
 
 use crate::fsutil::{self, Durability, Spares};
 
@@ -39,7 +38,7 @@ pub enum State {
 }
 
 impl State {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             State::Seen => "seen",
             State::Waiting => "waiting",
@@ -59,41 +58,41 @@ impl fmt::Display for State {
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("failed to create journal directory {path}")]
+    #[error("cannot create journal directory {path}")]
     CreateDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to list journal directory {path}")]
+    #[error("cannot list journal directory {path}")]
     ReadDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to read journal entry {path}")]
+    #[error("cannot read journal entry {path}")]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to write journal entry {path}")]
+    #[error("cannot write journal entry {path}")]
     Write {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("failed to encode the journal entry of deployment {id}")]
+    #[error("cannot encode the journal entry of deployment {id}")]
     Encode {
         id: String,
         #[source]
         source: serde_json::Error,
     },
-    #[error("deployment id {id:?} is not safe to use as a file name")]
+    #[error("cannot use deployment id {id:?} as a file name")]
     UnsafeId { id: String },
     #[error("deployment {id}: cannot go from {from} to {to}")]
     IllegalTransition { id: String, from: State, to: State },
-    #[error("a journal writer task failed: {detail}")]
+    #[error("cannot finish a journal write: its task failed: {detail}")]
     Writer { detail: String },
 }
 
@@ -102,7 +101,7 @@ pub enum JournalError {
 /// never written from two places at once: the executor owns it up to `finished`, the outbox
 /// from then on.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     dir: PathBuf,
     /// Durable writes go through spare files (see `fsutil::Spares`).
     spares: Spares,
@@ -110,24 +109,24 @@ pub struct Journal {
 
 impl Journal {
     /// Opens (creating it 0700 if needed) `<state_dir>/journal`.
-    pub fn open(state_dir: &Path) -> Result<Journal, JournalError> {
+    pub(crate) fn open(state_dir: &Path) -> Result<Journal, JournalError> {
         let dir = Journal::dir_in(state_dir);
         fsutil::ensure_private_dir(&dir).map_err(|source| JournalError::CreateDir { path: dir.clone(), source })?;
         Ok(Journal { spares: Spares::new(&dir), dir })
     }
 
     /// Where the journal of `state_dir` lives.
-    pub fn dir_in(state_dir: &Path) -> PathBuf {
+    pub(crate) fn dir_in(state_dir: &Path) -> PathBuf {
         state_dir.join("journal")
     }
 
     /// The journal directory.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The file of `id` (which must be a safe id).
-    pub fn path_of(&self, id: &str) -> Result<PathBuf, JournalError> {
+    pub(crate) fn path_of(&self, id: &str) -> Result<PathBuf, JournalError> {
         if !is_safe_id(id) {
             return Err(JournalError::UnsafeId { id: id.to_string() });
         }
@@ -136,7 +135,7 @@ impl Journal {
 
     /// Every readable entry, oldest first (by `seen_at`, then id). Temp files and other names are
     /// ignored; a corrupt file is renamed to `<id>.json.corrupt` and reported, never fatal.
-    pub fn load_all(&self) -> Result<Vec<Entry>, JournalError> {
+    pub(crate) fn load_all(&self) -> Result<Vec<Entry>, JournalError> {
         let read_error = |source| JournalError::ReadDir { path: self.dir.clone(), source };
         let mut entries = Vec::new();
         for item in fs::read_dir(&self.dir).map_err(read_error)? {
@@ -158,7 +157,9 @@ impl Journal {
     }
 
     /// The entry of `id`, `None` if there is none (or it was corrupt and has been quarantined).
-    pub fn load(&self, id: &str) -> Result<Option<Entry>, JournalError> {
+    /// The agent always reads the whole journal; tests look at one entry.
+    #[cfg(test)]
+    pub(crate) fn load(&self, id: &str) -> Result<Option<Entry>, JournalError> {
         let path = self.path_of(id)?;
         self.read_entry(id, &path)
     }
@@ -169,7 +170,7 @@ impl Journal {
     /// (losing it to a power loss only means deciding again) and is only ever written over another
     /// such entry, so it skips the two fsyncs. A full disk surfaces as an error naming the file,
     /// and the previous version stays intact.
-    pub fn write(&self, entry: &Entry) -> Result<(), JournalError> {
+    pub(crate) fn write(&self, entry: &Entry) -> Result<(), JournalError> {
         let path = self.path_of(&entry.id)?;
         let bytes =
             serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;
@@ -184,7 +185,7 @@ impl Journal {
     /// fsync'd, the directory is not. A power loss may bring back the `finished` version, and the
     /// signal is then sent again with the same `X-Anneal-Signal-Id`, which the receiver drops;
     /// nothing can bring back less than `finished`. Saves one fsync per deployment.
-    pub fn write_delivery(&self, entry: &Entry) -> Result<(), JournalError> {
+    pub(crate) fn write_delivery(&self, entry: &Entry) -> Result<(), JournalError> {
         let path = self.path_of(&entry.id)?;
         let bytes =
             serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;
@@ -240,12 +241,6 @@ fn quarantine(path: &Path, reason: &str) {
             "corrupt journal entry could not be quarantined; ignoring it"
         ),
     }
-}
-
-/// The current time as unix milliseconds, the journal's timestamp unit.
-pub fn now_millis() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -358,6 +353,5 @@ mod tests {
     fn state_names() {
         assert_eq!(State::Signalled.to_string(), "signalled");
         assert_eq!(serde_json::to_value(State::Waiting).unwrap(), "waiting");
-        assert!(now_millis() > 1_600_000_000_000);
     }
 }

@@ -6,20 +6,21 @@
 //! signal handlers and maps errors to exit codes. Everything else lives here and takes its
 //! shutdown as a `CancellationToken`.
 
+mod backoff;
+mod clock;
 pub mod config;
-pub mod cycle;
 pub mod daemon;
-pub mod deliver;
+pub(crate) mod executor;
 pub mod failpoint;
-pub mod fsutil;
-pub mod hook;
+pub(crate) mod fsutil;
+pub(crate) mod hook;
 pub mod hooktest;
-pub mod journal;
-pub mod orphan;
-pub mod outbox;
-pub mod schedule;
-pub mod secret;
-pub mod source;
+pub(crate) mod journal;
+pub(crate) mod orphan;
+pub(crate) mod schedule;
+pub(crate) mod secret;
+pub(crate) mod signal;
+pub(crate) mod source;
 pub mod status;
 pub mod waitsignal;
 

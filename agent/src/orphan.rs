@@ -27,21 +27,21 @@ const POLL: Duration = Duration::from_millis(20);
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// The variable that carries a hook's run marker path in its environment.
-pub const RUN_MARKER_VARIABLE: &str = "ANNEAL_RUN_MARKER";
+pub(crate) const RUN_MARKER_VARIABLE: &str = "ANNEAL_RUN_MARKER";
 
 /// What `<id>.run` says about a hook process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunMarker {
-    pub pid: u32,
+pub(crate) struct RunMarker {
+    pub(crate) pid: u32,
     /// Field 22 of `/proc/<pid>/stat`, when the agent lived long enough to add it.
-    pub process_start_time: Option<u64>,
+    pub(crate) process_start_time: Option<u64>,
     /// When the file was last written (its mtime).
-    pub written_at: SystemTime,
+    pub(crate) written_at: SystemTime,
 }
 
 /// What became of an orphan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Settled {
+pub(crate) enum Settled {
     /// No process of that run is alive (or the pid now names another process).
     NotRunning,
     /// The group was stopped; `killed` says whether SIGKILL was needed.
@@ -49,12 +49,12 @@ pub enum Settled {
 }
 
 /// The marker file of `id` in `journal_dir`.
-pub fn marker_path(journal_dir: &Path, id: &str) -> PathBuf {
+pub(crate) fn marker_path(journal_dir: &Path, id: &str) -> PathBuf {
     journal_dir.join(format!("{id}.run"))
 }
 
 /// Reads a marker; `None` when there is none or it is unreadable (a child that died mid-write).
-pub fn read_marker(path: &Path) -> Option<RunMarker> {
+pub(crate) fn read_marker(path: &Path) -> Option<RunMarker> {
     let text = fs::read_to_string(path).ok()?;
     let written_at = fs::metadata(path).and_then(|metadata| metadata.modified()).ok()?;
     let mut fields = text.split_whitespace();
@@ -66,7 +66,7 @@ pub fn read_marker(path: &Path) -> Option<RunMarker> {
 /// The run whose environment names `path` as its marker: a process leading its own group (as
 /// every hook does) that the agent spawned but died before recording. Scans `/proc`; only used
 /// on start-up for a started run without a marker file.
-pub fn find_by_environment(path: &Path) -> Option<RunMarker> {
+pub(crate) fn find_by_environment(path: &Path) -> Option<RunMarker> {
     let wanted = format!("{RUN_MARKER_VARIABLE}={}", path.display());
     let processes = fs::read_dir("/proc").ok()?;
     for item in processes.flatten() {
@@ -89,7 +89,7 @@ pub fn find_by_environment(path: &Path) -> Option<RunMarker> {
 /// in place with one `write`, without a temp file: an agent that dies in between leaves an empty
 /// file, which reads as no marker, and the hook is then found by its environment as when the
 /// agent died before writing at all.
-pub fn write_marker(path: &Path, pid: u32, process_start_time: Option<u64>) -> io::Result<()> {
+pub(crate) fn write_marker(path: &Path, pid: u32, process_start_time: Option<u64>) -> io::Result<()> {
     let text = match process_start_time {
         Some(start) => format!("{pid} {start}\n"),
         None => format!("{pid}\n"),
@@ -99,7 +99,7 @@ pub fn write_marker(path: &Path, pid: u32, process_start_time: Option<u64>) -> i
 }
 
 /// Removes a marker; a missing one is fine.
-pub fn remove_marker(path: &Path) -> io::Result<()> {
+pub(crate) fn remove_marker(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
         _ => Ok(()),
@@ -108,7 +108,7 @@ pub fn remove_marker(path: &Path) -> io::Result<()> {
 
 /// Stops the process group of the run `marker` describes, if that process still lives, waiting
 /// up to `grace` after SIGTERM before SIGKILL; blocks until the group leader is gone.
-pub fn settle(id: &str, marker: &RunMarker, grace: Duration) -> Settled {
+pub(crate) fn settle(id: &str, marker: &RunMarker, grace: Duration) -> Settled {
     let Some(process) = ProcessStat::read(marker.pid) else { return Settled::NotRunning };
     if !process.is_the_run_of(marker) {
         info!(deployment_id = id, pid = marker.pid, "the recorded hook pid now names another process; left alone");

@@ -10,7 +10,7 @@ use anneal_protocol::Deployment;
 
 /// Where one deployment stands, as far as ordering is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
+pub(crate) enum Progress {
     /// Not started (or interrupted and due to rerun).
     Pending,
     /// Waiting for something outside the ordering (a missing hook); does not block later ones.
@@ -26,7 +26,7 @@ pub enum Progress {
 
 /// What to do with a deployment now; `index` is its position in the list given to [`decide`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Start {
         index: usize,
     },
@@ -39,7 +39,7 @@ pub enum Decision {
 
 /// The decisions for this instant. `progress[i]` is where `deployments[i]` stands (the two
 /// slices are parallel, so a round costs no lookups by id).
-pub fn decide(deployments: &[Deployment], progress: &[Progress], parallel: usize) -> Vec<Decision> {
+pub(crate) fn decide(deployments: &[Deployment], progress: &[Progress], parallel: usize) -> Vec<Decision> {
     debug_assert_eq!(deployments.len(), progress.len());
     // Names and cycles matter only to `depends_on`; most documents have none, and this runs
     // after every finished hook, so it skips them rather than walk the list again.

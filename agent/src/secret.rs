@@ -7,15 +7,15 @@ use std::fmt;
 
 /// A value that must never be printed: tokens, passwords, signed URLs.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret<T>(T);
+pub(crate) struct Secret<T>(T);
 
 impl<T> Secret<T> {
-    pub fn new(value: T) -> Secret<T> {
+    pub(crate) fn new(value: T) -> Secret<T> {
         Secret(value)
     }
 
     /// The secret itself, for the one place that must send it.
-    pub fn expose(&self) -> &T {
+    pub(crate) fn expose(&self) -> &T {
         &self.0
     }
 }
@@ -38,7 +38,7 @@ const LONGEST_PLAIN_SEGMENT: usize = 31;
 
 /// `url` with its query string, any `user:password@` and every path segment that may be a
 /// token replaced, fit for a log line.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let without_query = match url.split_once(['?', '#']) {
         Some((head, _)) => format!("{head}?***"),
         None => url.to_string(),

@@ -11,19 +11,19 @@ use crate::journal::{Entry, Journal, JournalError, State};
 /// One deployment as `status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusRow {
-    pub id: String,
-    pub name: Option<String>,
-    pub group: String,
-    pub state: State,
+    pub(crate) id: String,
+    pub(crate) name: Option<String>,
+    pub(crate) group: String,
+    pub(crate) state: State,
     /// `COMPLETE` or `FAILED: <reason>` once finished.
-    pub outcome: Option<String>,
-    pub exit_code: Option<Value>,
-    pub duration_ms: Option<u64>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) exit_code: Option<Value>,
+    pub(crate) duration_ms: Option<u64>,
     /// `delivered`, `pending (N attempts: last error)`, `failed permanently: ...`, `not needed`, or empty.
-    pub signal: String,
+    pub(crate) signal: String,
     /// Why it waits or was skipped.
-    pub reason: Option<String>,
-    pub seen_at: u64,
+    pub(crate) reason: Option<String>,
+    pub(crate) seen_at: u64,
 }
 
 /// Every journaled deployment, oldest first. A state dir that does not exist yet has none.

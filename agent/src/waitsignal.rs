@@ -1,9 +1,9 @@
 //! `anneal-agent signal URL`: signals a wait-condition handle, replacing cfn-signal and the
-//! handle's `curl_cli` (reference heat-agent-protocol.md §8.5, §8.6). It builds the body in the
-//! style the handle expects, sends it to the URL unchanged, and retries transient failures with
-//! jittered backoff until the handle answers or `retry_for` runs out. Unlike cfn-signal it fails
-//! loudly on a refusal, and it never asks a metadata service for the instance id. The URL's query
-//! string (its credentials) never reaches a log line or an error.
+//! handle's `curl_cli` (see docs/cli.md, docs/http-api.md). It builds the body in the style the
+//! handle expects, sends it to the URL unchanged, and retries transient failures with jittered
+//! backoff until the handle answers or `retry_for` runs out. Unlike cfn-signal it fails loudly on a
+//! refusal, and it never asks a metadata service for the instance id. The URL's query string (its
+//! credentials) never reaches a log line or an error.
 
 use std::time::Duration;
 
@@ -15,15 +15,14 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::deliver::{
-    CONNECT_TIMEOUT, DeliveryOutcome, REQUEST_TIMEOUT, build_client, check_url, classify_error, read_outcome,
-    retry_delay,
-};
+use crate::backoff::SIGNAL_RETRY;
 use crate::secret::redact_url;
+use crate::signal::outcome::DeliveryOutcome;
+use crate::signal::send::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, build_client, check_url, classify_error, read_outcome};
 
 /// cfn-signal's defaults for the AWS style.
-pub const AWS_DEFAULT_REASON: &str = "Configuration Complete";
-pub const AWS_DEFAULT_DATA: &str = "Application has completed configuration.";
+pub(crate) const AWS_DEFAULT_REASON: &str = "Configuration Complete";
+pub(crate) const AWS_DEFAULT_DATA: &str = "Application has completed configuration.";
 
 const HOSTNAME_PATH: &str = "/proc/sys/kernel/hostname";
 
@@ -42,24 +41,24 @@ pub struct WaitSignal {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WaitSignalError {
-    #[error("failed to build the HTTP client for wait-condition signals")]
+    #[error("cannot build the HTTP client for wait-condition signals")]
     Client {
         #[source]
         source: reqwest::Error,
     },
     #[error("cannot signal {url}: {reason}")]
     InvalidUrl { url: String, reason: String },
-    #[error("failed to read the host name from {path} for the signal's UniqueId (pass --id)")]
+    #[error("cannot read the host name from {path} for the signal's UniqueId (pass --id)")]
     Hostname {
         path: &'static str,
         #[source]
         source: std::io::Error,
     },
-    #[error("{url} refused the signal: {error}")]
+    #[error("cannot signal {url}: refused: {error}")]
     Refused { url: String, error: String },
-    #[error("gave up signalling {url} after {attempts} attempts in {elapsed:?}: {last_error}")]
+    #[error("cannot signal {url}: gave up after {attempts} attempts in {elapsed:?}: {last_error}")]
     GaveUp { url: String, attempts: u32, elapsed: Duration, last_error: String },
-    #[error("signalling {url} was cancelled by shutdown")]
+    #[error("cannot signal {url}: stopped by shutdown")]
     Cancelled { url: String },
 }
 
@@ -106,7 +105,7 @@ pub async fn send_wait_signal(
             return Err(WaitSignalError::GaveUp { url, attempts, elapsed: started.elapsed(), last_error });
         }
         // The last wait is cut short so one final attempt happens right at the deadline.
-        let delay = retry_delay(attempts, &mut rng).min(remaining);
+        let delay = SIGNAL_RETRY.delay(attempts, &mut rng).min(remaining);
         let retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         tracing::warn!(url = %url, error = last_error, attempts, retry_in_ms, "wait-condition signal not delivered; will retry");
         tokio::select! {
@@ -117,7 +116,7 @@ pub async fn send_wait_signal(
 }
 
 /// The verb and exact body for `signal`; the AWS style's UniqueId defaults to the host name.
-pub fn request_for(signal: &WaitSignal) -> Result<(Method, String), WaitSignalError> {
+pub(crate) fn request_for(signal: &WaitSignal) -> Result<(Method, String), WaitSignalError> {
     if !signal.aws {
         return Ok((Method::POST, heat_body(signal)));
     }
@@ -130,7 +129,7 @@ pub fn request_for(signal: &WaitSignal) -> Result<(Method, String), WaitSignalEr
 
 /// The kernel's host name (what gethostname(2) returns). Read from procfs because the nix
 /// `hostname` feature is not enabled; the agent is Linux-only anyway.
-pub fn hostname() -> Result<String, WaitSignalError> {
+pub(crate) fn hostname() -> Result<String, WaitSignalError> {
     std::fs::read_to_string(HOSTNAME_PATH)
         .map(|name| name.trim().to_string())
         .map_err(|source| WaitSignalError::Hostname { path: HOSTNAME_PATH, source })
@@ -138,7 +137,7 @@ pub fn hostname() -> Result<String, WaitSignalError> {
 
 /// OS::Heat style: `{"status", "reason", "data", "id"}`, each optional key only when given.
 /// `status` is always sent (Heat would default it to SUCCESS, but an explicit body is clearer).
-pub fn heat_body(signal: &WaitSignal) -> String {
+pub(crate) fn heat_body(signal: &WaitSignal) -> String {
     let mut body = Map::new();
     body.insert("status".into(), status_value(signal.status));
     for (key, value) in [("reason", &signal.reason), ("data", &signal.data), ("id", &signal.id)] {
@@ -150,7 +149,7 @@ pub fn heat_body(signal: &WaitSignal) -> String {
 }
 
 /// AWS style: exactly `{"Status", "Reason", "UniqueId", "Data"}` with cfn-signal's defaults.
-pub fn aws_body(signal: &WaitSignal, unique_id: String) -> String {
+pub(crate) fn aws_body(signal: &WaitSignal, unique_id: String) -> String {
     let body = AwsWaitSignal {
         status: signal.status,
         reason: signal.reason.clone().unwrap_or_else(|| AWS_DEFAULT_REASON.to_string()),

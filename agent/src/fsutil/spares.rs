@@ -27,14 +27,14 @@ use super::{Durability, replace_file, sync_dir};
 /// few delivery threads), few enough that an idle agent keeps next to nothing.
 const MAX_SPARES: usize = 4;
 /// Spare file names start with this (a dot, so the journal never reads them as entries).
-pub const SPARE_PREFIX: &str = ".spare.";
+pub(crate) const SPARE_PREFIX: &str = ".spare.";
 
 /// Numbers spare files across the process (every pool's names differ, even for one directory).
 static NEXT_SPARE: AtomicU64 = AtomicU64::new(0);
 
 /// The spare files of one directory.
 #[derive(Debug)]
-pub struct Spares {
+pub(crate) struct Spares {
     dir: PathBuf,
     ready: Mutex<Vec<PathBuf>>,
     /// Set when the file system refused an exchange: from then on, the classic path only.
@@ -43,13 +43,13 @@ pub struct Spares {
 
 impl Spares {
     /// An empty pool for `dir`; spares are made as writes need them.
-    pub fn new(dir: &Path) -> Spares {
+    pub(crate) fn new(dir: &Path) -> Spares {
         Spares { dir: dir.to_path_buf(), ready: Mutex::new(Vec::new()), unsupported: AtomicBool::new(false) }
     }
 
     /// Removes spare files another process left in `dir` (it died holding them); only for the
     /// one process that writes the directory, before it writes there.
-    pub fn remove_stale(dir: &Path) {
+    pub(crate) fn remove_stale(dir: &Path) {
         let Ok(items) = fs::read_dir(dir) else { return };
         let own = format!("{SPARE_PREFIX}{}.", std::process::id());
         for item in items.flatten() {
@@ -64,7 +64,7 @@ impl Spares {
     /// Replaces `path` (in this pool's directory) with `contents` atomically and durably, like
     /// `replace_file(.., Durability::Durable)`: the content is fsync'd before it takes the name,
     /// and the directory after. On error `path` keeps its old content or the new one, whole.
-    pub fn replace_durably(&self, path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    pub(crate) fn replace_durably(&self, path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
         if self.unsupported.load(Ordering::Relaxed) || path.parent() != Some(self.dir.as_path()) {
             return replace_file(path, contents, mode, Durability::Durable);
         }

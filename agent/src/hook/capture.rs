@@ -15,17 +15,17 @@ const CHUNK_BYTES: usize = 8 * 1024;
 
 /// What was kept of one stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Captured {
+pub(crate) struct Captured {
     /// The last bytes of the stream, at most the capture limit.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// How many bytes were dropped from the start of the stream.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 impl Captured {
     /// The kept bytes as text (invalid UTF-8 replaced), preceded by a note when the head of the
     /// stream was dropped so that nobody mistakes the tail for the whole output.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let text = String::from_utf8_lossy(&self.bytes);
         if self.dropped == 0 {
             return text.into_owned();
@@ -33,7 +33,7 @@ impl Captured {
         format!("[anneal: output truncated, the first {} bytes were dropped]\n{text}", self.dropped)
     }
 
-    pub fn is_truncated(&self) -> bool {
+    pub(crate) fn is_truncated(&self) -> bool {
         self.dropped > 0
     }
 }
@@ -76,14 +76,14 @@ impl TailBuffer {
 /// process that outlived the hook (a daemon it started) may still hold the pipe, and a closed pipe
 /// would kill it with SIGPIPE on its next write.
 #[derive(Debug)]
-pub struct StreamCapture {
+pub(crate) struct StreamCapture {
     buffer: Arc<Mutex<TailBuffer>>,
     reader: Option<JoinHandle<()>>,
 }
 
 impl StreamCapture {
     /// Starts reading `pipe` (nothing to read when `None`), keeping at most `limit` bytes.
-    pub fn start<R>(pipe: Option<R>, limit: usize) -> StreamCapture
+    pub(crate) fn start<R>(pipe: Option<R>, limit: usize) -> StreamCapture
     where
         R: AsyncRead + Unpin + Send + 'static,
     {
@@ -93,7 +93,7 @@ impl StreamCapture {
     }
 
     /// Waits until the stream reaches end of file.
-    pub async fn finished(&mut self) {
+    pub(crate) async fn finished(&mut self) {
         if let Some(reader) = self.reader.as_mut() {
             // A reader task cannot panic; a join error only means it was cancelled.
             let _ = reader.await;
@@ -102,7 +102,7 @@ impl StreamCapture {
     }
 
     /// What was captured so far.
-    pub fn take(&self) -> Captured {
+    pub(crate) fn take(&self) -> Captured {
         self.buffer.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }

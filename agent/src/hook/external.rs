@@ -1,4 +1,4 @@
-//! External hooks (heat-config's `invoke_hook`, reference §5.2-5.3): the executable gets the
+//! External hooks (heat-config's `invoke_hook`, see docs/hook-protocol.md): the executable gets the
 //! resolved deployment as JSON on stdin and prints its result as one JSON object on stdout;
 //! anything else is wrapped as `{deploy_stdout, deploy_stderr, deploy_status_code}`.
 

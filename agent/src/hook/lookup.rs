@@ -16,12 +16,12 @@ const SCRIPT: &str = "script";
 
 /// heat-config's hook file name for a group: every character outside `[A-Za-z0-9_-]` dropped
 /// (`Heat::Ungrouped` becomes `HeatUngrouped`).
-pub fn sanitise_group(group: &str) -> String {
+pub(crate) fn sanitise_group(group: &str) -> String {
     group.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').collect()
 }
 
 /// The first existing `<dir>/<sanitised group>` in `hooks_dirs`.
-pub fn find_hook(hooks_dirs: &[PathBuf], group: &str) -> Option<PathBuf> {
+pub(crate) fn find_hook(hooks_dirs: &[PathBuf], group: &str) -> Option<PathBuf> {
     let name = sanitise_group(group);
     // An empty name would make the directory itself the "hook".
     if name.is_empty() {
@@ -31,7 +31,7 @@ pub fn find_hook(hooks_dirs: &[PathBuf], group: &str) -> Option<PathBuf> {
 }
 
 /// The hook for a component-resolved deployment.
-pub fn choose(hooks_dirs: &[PathBuf], deployment: &Deployment) -> HookChoice {
+pub(crate) fn choose(hooks_dirs: &[PathBuf], deployment: &Deployment) -> HookChoice {
     if let Some(path) = find_hook(hooks_dirs, &deployment.group) {
         return HookChoice::External(path);
     }

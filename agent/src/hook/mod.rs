@@ -5,8 +5,8 @@
 
 mod capture;
 mod external;
-pub mod lookup;
-pub mod process;
+pub(crate) mod lookup;
+pub(crate) mod process;
 mod script;
 #[cfg(test)]
 mod testing;
@@ -18,31 +18,30 @@ use std::time::Duration;
 use anneal_protocol::{Deployment, HookResult};
 use tokio_util::sync::CancellationToken;
 
-pub use capture::Captured;
 use process::{ProcessError, ProcessOutput, ProcessSpec};
 
 /// Per-stream bound on the hook output the agent keeps unless configured otherwise.
-pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
 /// How long the output pipes are still read after a hook exited; a daemon the hook started may
 /// keep them open forever (heat-config would hang on it).
-pub const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+pub(crate) const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 /// `deploy_status_code` of a run killed at its deadline (the status of coreutils `timeout`).
-pub const TIMED_OUT_STATUS: i64 = 124;
+pub(crate) const TIMED_OUT_STATUS: i64 = 124;
 
 /// Where hooks are found and what every run gets.
 #[derive(Debug, Clone)]
 pub struct HookSettings {
-    pub hooks_dirs: Vec<PathBuf>,
+    pub(crate) hooks_dirs: Vec<PathBuf>,
     /// `<state_dir>/script`: the built-in script hook's files, and every hook's cwd.
     pub work_dir: PathBuf,
     /// `<state_dir>/outputs`: `heat_outputs_path` lives here.
     pub outputs_dir: PathBuf,
     /// The whole environment of a hook before inputs (PATH, LANG, HOME + `hook_env`).
-    pub base_env: Vec<(String, String)>,
+    pub(crate) base_env: Vec<(String, String)>,
     /// Between SIGTERM and SIGKILL of a hook's process group.
-    pub kill_grace: Duration,
+    pub(crate) kill_grace: Duration,
     /// Per stream; the tail is kept.
-    pub max_output_bytes: usize,
+    pub(crate) max_output_bytes: usize,
     /// Where the run markers `<deployment id>.run` live (the journal directory): each hook's
     /// environment names its marker (see `orphan`); `None` for runs outside the journal (`hook-test`).
     pub run_markers_dir: Option<PathBuf>,
@@ -50,7 +49,7 @@ pub struct HookSettings {
 
 /// How a deployment would be run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HookChoice {
+pub(crate) enum HookChoice {
     BuiltinScript,
     External(PathBuf),
     /// Not run and not waited for (the group is handled elsewhere).
@@ -66,15 +65,15 @@ pub enum HookChoice {
 
 /// A hook process that has started, for the journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spawned {
-    pub pid: u32,
+pub(crate) struct Spawned {
+    pub(crate) pid: u32,
     /// Field 22 of `/proc/<pid>/stat`, to recognise the process across pid reuse.
-    pub process_start_time: Option<u64>,
+    pub(crate) process_start_time: Option<u64>,
 }
 
 /// How a hook process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     Exited(i32),
     Signalled(i32),
     TimedOut { after: Duration },
@@ -82,53 +81,53 @@ pub enum Ending {
 
 /// A finished run: the result to signal and how the process ended.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HookRun {
-    pub result: HookResult,
-    pub ending: Ending,
-    pub duration: Duration,
+pub(crate) struct HookRun {
+    pub(crate) result: HookResult,
+    pub(crate) ending: Ending,
+    pub(crate) duration: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
-    #[error("cannot start hook {path}: {source}")]
+    #[error("cannot start hook {path}")]
     Spawn { path: PathBuf, source: io::Error },
-    #[error("cannot {action} {path}: {source}")]
+    #[error("cannot {action} {path}")]
     Io { action: &'static str, path: PathBuf, source: io::Error },
     /// Shutdown killed the hook's group; the run counts as interrupted.
     #[error("hook {group} was stopped by shutdown")]
     Cancelled { group: String },
-    #[error("group {group} has no hook to run: {reason}")]
+    #[error("cannot run a hook for group {group}: {reason}")]
     NotRunnable { group: String, reason: String },
     #[error("deployment id {id:?} cannot be used as a file name")]
     UnsafeId { id: String },
     /// The task running the hook panicked or was aborted (reported by the caller).
-    #[error("hook task failed: {detail}")]
+    #[error("cannot finish the hook's task: {detail}")]
     Panicked { detail: String },
 }
 
 /// Runs deployments through their hooks.
 #[derive(Debug)]
-pub struct HookRunner {
+pub(crate) struct HookRunner {
     settings: HookSettings,
 }
 
 impl HookRunner {
-    pub fn new(settings: HookSettings) -> HookRunner {
+    pub(crate) fn new(settings: HookSettings) -> HookRunner {
         HookRunner { settings }
     }
 
-    pub fn settings(&self) -> &HookSettings {
+    pub(crate) fn settings(&self) -> &HookSettings {
         &self.settings
     }
 
     /// The hook for `deployment`, which is already component-resolved (group = the tool).
-    pub fn choose(&self, deployment: &Deployment) -> HookChoice {
+    pub(crate) fn choose(&self, deployment: &Deployment) -> HookChoice {
         lookup::choose(&self.settings.hooks_dirs, deployment)
     }
 
     /// Runs `deployment` with `choice` under `timeout`. A hook that fails or times out is an
     /// `Ok` run whose result says so; errors are for runs that could not happen (or shutdown).
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         deployment: &Deployment,
         choice: &HookChoice,
@@ -220,6 +219,7 @@ fn hook_error(error: ProcessError, group: &str) -> HookError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hook::capture::Captured;
     use crate::hook::testing::{deployment, settings};
     use serde_json::json;
 

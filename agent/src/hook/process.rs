@@ -34,43 +34,43 @@ const BUSY_PAUSE: Duration = Duration::from_millis(10);
 
 /// What to run and under which limits.
 #[derive(Debug)]
-pub struct ProcessSpec<'a> {
-    pub program: &'a Path,
+pub(crate) struct ProcessSpec<'a> {
+    pub(crate) program: &'a Path,
     /// The complete environment of the child; nothing of the agent's own is inherited.
-    pub env: &'a [(String, String)],
-    pub cwd: &'a Path,
+    pub(crate) env: &'a [(String, String)],
+    pub(crate) cwd: &'a Path,
     /// Bytes written to the child's stdin, which is then closed; `None` gives it /dev/null.
-    pub stdin: Option<Vec<u8>>,
-    pub timeout: Duration,
+    pub(crate) stdin: Option<Vec<u8>>,
+    pub(crate) timeout: Duration,
     /// Time between SIGTERM and SIGKILL of the group.
-    pub kill_grace: Duration,
+    pub(crate) kill_grace: Duration,
     /// Per stream; the tail is kept.
-    pub max_output_bytes: usize,
+    pub(crate) max_output_bytes: usize,
     /// How long to keep reading the pipes after the child exited: a process it left behind may
     /// hold them open indefinitely.
-    pub drain_after_exit: Duration,
+    pub(crate) drain_after_exit: Duration,
     /// The run marker the caller writes once the child exists; its path goes into the child's
     /// environment (`ANNEAL_RUN_MARKER`) so the child can be found before the file is written.
-    pub run_marker: Option<PathBuf>,
+    pub(crate) run_marker: Option<PathBuf>,
 }
 
 /// A child that ran to its end (by itself or killed at the deadline).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProcessOutput {
-    pub stdout: Captured,
-    pub stderr: Captured,
+pub(crate) struct ProcessOutput {
+    pub(crate) stdout: Captured,
+    pub(crate) stderr: Captured,
     /// The exit code, or the negated signal number for a signal death (Python's `returncode`).
-    pub status_code: i64,
-    pub ending: Ending,
+    pub(crate) status_code: i64,
+    pub(crate) ending: Ending,
     /// From spawn to reaping.
-    pub duration: Duration,
+    pub(crate) duration: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error("cannot start {path}: {source}")]
+pub(crate) enum ProcessError {
+    #[error("cannot start {path}")]
     Spawn { path: PathBuf, source: io::Error },
-    #[error("cannot wait for {path}: {source}")]
+    #[error("cannot wait for {path}")]
     Wait { path: PathBuf, source: io::Error },
     /// Shutdown was requested; the group was killed and the child reaped.
     #[error("{path} was stopped by shutdown")]
@@ -79,7 +79,7 @@ pub enum ProcessError {
 
 /// Runs `spec` to completion, its deadline or `shutdown`, whichever comes first. `on_spawn` is
 /// called once the child exists (before it is waited for) so the caller can record its pid.
-pub async fn run_process(
+pub(crate) async fn run_process(
     mut spec: ProcessSpec<'_>,
     shutdown: &CancellationToken,
     on_spawn: impl FnOnce(Spawned),
@@ -260,7 +260,7 @@ fn ending_of(status: ExitStatus) -> Ending {
 }
 
 /// The exit code, or minus the signal number for a signal death, as Python's `returncode`.
-pub fn status_code(status: ExitStatus) -> i64 {
+pub(crate) fn status_code(status: ExitStatus) -> i64 {
     match (status.code(), status.signal()) {
         (Some(code), _) => i64::from(code),
         (None, Some(signal)) => -i64::from(signal),
@@ -271,7 +271,7 @@ pub fn status_code(status: ExitStatus) -> i64 {
 /// Field 22 of `/proc/<pid>/stat` (start time in clock ticks since boot): with the pid it
 /// identifies the process across pid reuse, so a restarted agent can tell whether a recorded run
 /// is still alive.
-pub fn process_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_start_time(&stat)
 }

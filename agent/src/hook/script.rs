@@ -1,9 +1,9 @@
-//! The built-in `script` hook, with heat-agents' `hook-script.py` semantics (reference §7.1):
-//! the config is written to `<work_dir>/<id>` (0700) and executed directly, each input becomes
-//! an environment variable, `heat_outputs_path=<outputs_dir>/<id>`, and each declared output `X`
-//! is the whole file `${heat_outputs_path}.X`. Unlike heat-agents it truncates the script file,
-//! removes stale output files first, accepts non-string input values, and turns an exec failure
-//! into a failed result instead of a traceback.
+//! The built-in `script` hook, with heat-agents' `hook-script.py` semantics (see
+//! docs/hook-protocol.md): the config is written to `<work_dir>/<id>` (0700) and executed directly,
+//! each input becomes an environment variable, `heat_outputs_path=<outputs_dir>/<id>`, and each
+//! declared output `X` is the whole file `${heat_outputs_path}.X`. Unlike heat-agents it truncates
+//! the script file, removes stale output files first, accepts non-string input values, and turns an
+//! exec failure into a failed result instead of a traceback.
 
 use std::ffi::OsString;
 use std::fs::{self, File};

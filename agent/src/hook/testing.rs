@@ -12,12 +12,12 @@ use serde_json::Value;
 use super::HookSettings;
 
 /// The whole environment tests give a child.
-pub fn environment() -> Vec<(String, String)> {
+pub(crate) fn environment() -> Vec<(String, String)> {
     vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()), ("LANG".into(), "C.UTF-8".into())]
 }
 
 /// Writes an executable `#!/bin/sh` script `dir/name` with `body` and returns its path.
-pub fn shell_script(dir: &Path, name: &str, body: &str) -> PathBuf {
+pub(crate) fn shell_script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
     fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
@@ -26,7 +26,7 @@ pub fn shell_script(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 /// Settings under `root`: hooks dirs `root/hooks1` and `root/hooks2` (created), work and outputs
 /// dirs not yet created, short kill grace.
-pub fn settings(root: &Path) -> HookSettings {
+pub(crate) fn settings(root: &Path) -> HookSettings {
     let hooks_dirs = vec![root.join("hooks1"), root.join("hooks2")];
     for dir in &hooks_dirs {
         fs::create_dir_all(dir).unwrap();
@@ -42,6 +42,6 @@ pub fn settings(root: &Path) -> HookSettings {
     }
 }
 
-pub fn deployment(document: Value) -> Deployment {
+pub(crate) fn deployment(document: Value) -> Deployment {
     serde_json::from_value(document).unwrap()
 }

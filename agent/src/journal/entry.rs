@@ -1,7 +1,7 @@
 //! One journal entry and its state machine: what the agent knows about one derived deployment id,
-//! from first sight to an acknowledged signal (design.md "Journal, outbox, restart"). The
-//! transitions only change the value; the caller writes the entry with `Journal::write` before it
-//! acts on the new state, so a crash always finds the journal a step ahead of the world.
+//! from first sight to an acknowledged signal (see docs/journal.md). The transitions only change
+//! the value; the caller writes the entry with `Journal::write` before it acts on the new state, so
+//! a crash always finds the journal a step ahead of the world.
 
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
 use anneal_protocol::{Deployment, HookResult, Outcome, SignalTransport, evaluate};
@@ -9,63 +9,65 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::{JournalError, State};
-use crate::deliver::{DeliveryOutcome, retry_delay, signal_id};
+use crate::backoff::SIGNAL_RETRY;
+use crate::clock::millis;
+use crate::signal::outcome::{DeliveryOutcome, signal_id};
 
 /// One run of the hook (a rerun after an interrupted run is a second attempt).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunRecord {
-    pub attempt: u32,
-    pub pid: Option<u32>,
+pub(crate) struct RunRecord {
+    pub(crate) attempt: u32,
+    pub(crate) pid: Option<u32>,
     /// Field 22 of `/proc/<pid>/stat`, so a restarted agent can tell its old hook from a reused pid.
-    pub process_start_time: Option<u64>,
-    pub started_at: u64,
-    pub finished_at: Option<u64>,
-    pub duration_ms: Option<u64>,
+    pub(crate) process_start_time: Option<u64>,
+    pub(crate) started_at: u64,
+    pub(crate) finished_at: Option<u64>,
+    pub(crate) duration_ms: Option<u64>,
 }
 
 /// Where the signal of a finished deployment stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SignalRecord {
+pub(crate) struct SignalRecord {
     /// `"http"`, `"none"`, `"zaqar"` or `"heat"`.
-    pub transport: String,
-    pub attempts: u32,
+    pub(crate) transport: String,
+    pub(crate) attempts: u32,
     /// When the outbox may try again (unix ms); `None` means now.
-    pub next_attempt_at: Option<u64>,
-    pub last_error: Option<String>,
-    pub delivered_at: Option<u64>,
+    pub(crate) next_attempt_at: Option<u64>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) delivered_at: Option<u64>,
     /// Set when the receiver refused the signal for good; the outbox stops retrying it.
-    pub permanent_failure: Option<String>,
+    pub(crate) permanent_failure: Option<String>,
     /// The `X-Anneal-Signal-Id` an HTTP signal carries.
-    pub signal_id: Option<String>,
+    pub(crate) signal_id: Option<String>,
 }
 
 /// Everything the agent records about one derived deployment id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    pub id: String,
-    pub name: Option<String>,
-    pub group: String,
-    pub state: State,
+pub(crate) struct Entry {
+    pub(crate) id: String,
+    pub(crate) name: Option<String>,
+    pub(crate) group: String,
+    pub(crate) state: State,
     /// The deployment as received: a resend and a rerun need it after a restart.
-    pub deployment: Deployment,
-    pub seen_at: u64,
+    pub(crate) deployment: Deployment,
+    pub(crate) seen_at: u64,
     /// Why the entry is not running: waiting (missing hook, dependencies) or skipped.
     #[serde(default)]
-    pub waiting_reason: Option<String>,
+    pub(crate) waiting_reason: Option<String>,
     #[serde(default)]
-    pub run: Option<RunRecord>,
+    pub(crate) run: Option<RunRecord>,
     #[serde(default)]
-    pub result: Option<HookResult>,
+    pub(crate) result: Option<HookResult>,
     /// `"COMPLETE"` or `"FAILED: <reason>"`, Heat's reading of the result.
     #[serde(default)]
-    pub outcome: Option<String>,
+    pub(crate) outcome: Option<String>,
     #[serde(default)]
-    pub signal: Option<SignalRecord>,
+    pub(crate) signal: Option<SignalRecord>,
 }
 
 impl SignalRecord {
     /// A fresh record for `deployment`'s transport, due at once.
-    pub fn for_deployment(deployment: &Deployment, result: Option<&HookResult>) -> SignalRecord {
+    pub(crate) fn for_deployment(deployment: &Deployment, result: Option<&HookResult>) -> SignalRecord {
         let transport = deployment.signal_transport();
         let signal_id = match (&transport, result) {
             (SignalTransport::Http { .. }, Some(result)) => {
@@ -86,7 +88,7 @@ impl SignalRecord {
 }
 
 /// The journal's name for a transport.
-pub fn transport_name(transport: &SignalTransport) -> &'static str {
+pub(crate) fn transport_name(transport: &SignalTransport) -> &'static str {
     match transport {
         SignalTransport::Http { .. } => "http",
         SignalTransport::Zaqar => "zaqar",
@@ -97,7 +99,7 @@ pub fn transport_name(transport: &SignalTransport) -> &'static str {
 
 impl Entry {
     /// A new entry for a deployment seen for the first time.
-    pub fn seen(deployment: &Deployment, now: u64) -> Entry {
+    pub(crate) fn seen(deployment: &Deployment, now: u64) -> Entry {
         Entry {
             id: deployment.id.clone(),
             name: deployment.name.clone(),
@@ -115,7 +117,7 @@ impl Entry {
 
     /// Seen/Waiting -> Waiting with the reason `status` shows; ignored (with a warning) in any
     /// other state, since a running or finished deployment is past waiting.
-    pub fn waiting(&mut self, reason: String) {
+    pub(crate) fn waiting(&mut self, reason: String) {
         if self.refuse_unless(&[State::Seen, State::Waiting], State::Waiting) {
             return;
         }
@@ -125,7 +127,7 @@ impl Entry {
 
     /// Seen/Waiting -> Started, or Started -> Started for a rerun of an interrupted run; each
     /// start is a new attempt.
-    pub fn started(&mut self, now: u64) -> Result<(), JournalError> {
+    pub(crate) fn started(&mut self, now: u64) -> Result<(), JournalError> {
         self.check(&[State::Seen, State::Waiting, State::Started], State::Started)?;
         let attempt = self.run.as_ref().map_or(0, |run| run.attempt) + 1;
         self.state = State::Started;
@@ -142,7 +144,7 @@ impl Entry {
     }
 
     /// Records the hook's process once it exists; ignored unless Started.
-    pub fn spawned(&mut self, pid: u32, process_start_time: Option<u64>) {
+    pub(crate) fn spawned(&mut self, pid: u32, process_start_time: Option<u64>) {
         if self.refuse_unless(&[State::Started], State::Started) {
             return;
         }
@@ -155,7 +157,7 @@ impl Entry {
     /// Started -> Finished with the hook's result; also Seen/Waiting -> Finished for results made
     /// without a run ("interrupted", "dependency failed"). Heat's outcome is computed now, and a
     /// deployment without a signal transport goes straight to Signalled.
-    pub fn finished(&mut self, result: HookResult, now: u64) -> Result<(), JournalError> {
+    pub(crate) fn finished(&mut self, result: HookResult, now: u64) -> Result<(), JournalError> {
         self.check(&[State::Seen, State::Waiting, State::Started], State::Finished)?;
         let was_running = self.state == State::Started;
         if let Some(run) = self.run.as_mut().filter(|_| was_running) {
@@ -175,7 +177,7 @@ impl Entry {
     }
 
     /// Seen/Waiting -> Skipped (e.g. the `os-apply-config` group); ignored in any other state.
-    pub fn skipped(&mut self, reason: String) {
+    pub(crate) fn skipped(&mut self, reason: String) {
         if self.refuse_unless(&[State::Seen, State::Waiting], State::Skipped) {
             return;
         }
@@ -186,12 +188,12 @@ impl Entry {
     /// Records one delivery attempt: Finished -> Signalled when delivered; a transient failure
     /// schedules the next attempt (1 s doubling to 5 min, jittered); a permanent one is kept and
     /// stops automatic retries. Ignored unless Finished.
-    pub fn delivery_attempted(&mut self, outcome: DeliveryOutcome, now: u64) {
+    pub(crate) fn delivery_attempted(&mut self, outcome: DeliveryOutcome, now: u64) {
         self.delivery_attempted_with(outcome, now, &mut rand::rngs::StdRng::from_os_rng());
     }
 
     /// [`Entry::delivery_attempted`] with a chosen random source for the jitter.
-    pub fn delivery_attempted_with(&mut self, outcome: DeliveryOutcome, now: u64, rng: &mut impl Rng) {
+    pub(crate) fn delivery_attempted_with(&mut self, outcome: DeliveryOutcome, now: u64, rng: &mut impl Rng) {
         if self.refuse_unless(&[State::Finished], State::Signalled) {
             return;
         }
@@ -207,9 +209,8 @@ impl Entry {
                 self.state = State::Signalled;
             }
             DeliveryOutcome::Transient { error } => {
-                let delay = retry_delay(signal.attempts, rng);
-                let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-                signal.next_attempt_at = Some(now.saturating_add(delay_ms));
+                let delay = SIGNAL_RETRY.delay(signal.attempts, rng);
+                signal.next_attempt_at = Some(now.saturating_add(millis(delay)));
                 signal.last_error = Some(error);
             }
             DeliveryOutcome::Permanent { error } => {
@@ -221,27 +222,27 @@ impl Entry {
     }
 
     /// Whether the outbox should still try to deliver this entry (at some time).
-    pub fn awaits_delivery(&self) -> bool {
+    pub(crate) fn awaits_delivery(&self) -> bool {
         self.state == State::Finished && self.signal.as_ref().is_none_or(|signal| signal.permanent_failure.is_none())
     }
 
     /// Whether a delivery attempt is due at `now`.
-    pub fn delivery_due(&self, now: u64) -> bool {
+    pub(crate) fn delivery_due(&self, now: u64) -> bool {
         self.awaits_delivery() && self.next_attempt_at().is_none_or(|at| at <= now)
     }
 
     /// When the next delivery attempt is scheduled, if it is scheduled at all.
-    pub fn next_attempt_at(&self) -> Option<u64> {
+    pub(crate) fn next_attempt_at(&self) -> Option<u64> {
         self.signal.as_ref().and_then(|signal| signal.next_attempt_at)
     }
 
     /// Whether Heat's failure rule marked the result FAILED (see `outcome`).
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.outcome.as_deref().is_some_and(|outcome| outcome.starts_with("FAILED"))
     }
 
     /// Whether the signal was refused for good.
-    pub fn permanently_failed(&self) -> bool {
+    pub(crate) fn permanently_failed(&self) -> bool {
         self.state == State::Finished && self.signal.as_ref().is_some_and(|signal| signal.permanent_failure.is_some())
     }
 

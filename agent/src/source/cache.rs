@@ -6,7 +6,6 @@
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -16,42 +15,43 @@ use crate::fsutil::{ensure_private_dir, write_atomic};
 
 /// One cache file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CachedDocument {
+pub(crate) struct CachedDocument {
     /// The source's name, for people reading the file.
-    pub source: String,
+    pub(crate) source: String,
     /// `Source::identity()`: a cache written for another URL or path is not used.
-    pub identity: String,
-    pub document: Value,
+    pub(crate) identity: String,
+    pub(crate) document: Value,
     #[serde(default)]
-    pub validators: Validators,
+    pub(crate) validators: Validators,
     /// When the document was fetched, in unix milliseconds.
-    pub fetched_at: u64,
+    pub(crate) fetched_at: u64,
 }
 
 /// The cache directory.
 #[derive(Debug, Clone)]
-pub struct Cache {
+pub(crate) struct Cache {
     dir: PathBuf,
 }
 
 impl Cache {
     /// Creates `<state_dir>/sources` (0700) if needed.
-    pub fn open(state_dir: &Path) -> Result<Cache, SourceError> {
+    pub(crate) fn open(state_dir: &Path) -> Result<Cache, SourceError> {
         let dir = state_dir.join("sources");
         ensure_private_dir(&dir).map_err(|source| SourceError::Cache { path: dir.clone(), source })?;
         Ok(Cache { dir })
     }
 
-    pub fn dir(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
-    pub fn path_for(&self, source_name: &str) -> PathBuf {
+    pub(crate) fn path_for(&self, source_name: &str) -> PathBuf {
         self.dir.join(format!("{}.json", sanitise(source_name)))
     }
 
     /// The cached document of `source_name` if there is a usable one for `identity`.
-    pub fn load(&self, source_name: &str, identity: &str) -> Option<CachedDocument> {
+    pub(crate) fn load(&self, source_name: &str, identity: &str) -> Option<CachedDocument> {
         let path = self.path_for(source_name);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -80,7 +80,7 @@ impl Cache {
     }
 
     /// Replaces the cache file of `cached.source` atomically.
-    pub fn store(&self, cached: &CachedDocument) -> Result<(), SourceError> {
+    pub(crate) fn store(&self, cached: &CachedDocument) -> Result<(), SourceError> {
         let path = self.path_for(&cached.source);
         let bytes = serde_json::to_vec(cached)
             .map_err(|error| SourceError::Cache { path: path.clone(), source: std::io::Error::other(error) })?;
@@ -90,7 +90,7 @@ impl Cache {
 
 /// A source name as a file name: runs of characters outside `[A-Za-z0-9_-]` become one `-`
 /// (`source[0] http` -> `source-0-http`).
-pub fn sanitise(source_name: &str) -> String {
+pub(crate) fn sanitise(source_name: &str) -> String {
     let mut sanitised = String::with_capacity(source_name.len());
     for character in source_name.chars() {
         if character.is_ascii_alphanumeric() || character == '_' || character == '-' {
@@ -101,14 +101,6 @@ pub fn sanitise(source_name: &str) -> String {
     }
     let trimmed = sanitised.trim_matches('-');
     if trimmed.is_empty() { "source".to_string() } else { trimmed.to_string() }
-}
-
-/// Now in unix milliseconds (0 if the clock is before 1970).
-pub fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -11,25 +11,25 @@ use super::local::read_json_file;
 use super::{Fetched, SourceError};
 
 #[derive(Debug)]
-pub struct HeatLocalSource {
+pub(crate) struct HeatLocalSource {
     name: String,
     path: PathBuf,
 }
 
 impl HeatLocalSource {
-    pub fn new(name: String, path: PathBuf) -> HeatLocalSource {
+    pub(crate) fn new(name: String, path: PathBuf) -> HeatLocalSource {
         HeatLocalSource { name, path }
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    pub fn fetch(&self) -> Result<Fetched, SourceError> {
+    pub(crate) fn fetch(&self) -> Result<Fetched, SourceError> {
         match read_json_file(&self.name, &self.path) {
             Ok(document) => Ok(Fetched::Document(document)),
             Err(SourceError::ReadFile { source, .. }) if source.kind() == ErrorKind::NotFound => {

@@ -17,10 +17,10 @@ use crate::config::HttpSourceConfig;
 use crate::secret::{Secret, redact_url};
 
 /// Response header by which a server (the shim) says it holds `?wait=N` requests, up to N seconds.
-pub const LONG_POLL_HEADER: &str = "x-anneal-long-poll";
+pub(crate) const LONG_POLL_HEADER: &str = "x-anneal-long-poll";
 
 /// An http metadata source with its client and the validators of the last document.
-pub struct HttpSource {
+pub(crate) struct HttpSource {
     name: String,
     url: String,
     /// The URL without query string or userinfo, for messages.
@@ -52,7 +52,7 @@ impl fmt::Debug for HttpSource {
 
 impl HttpSource {
     /// Builds the client and reads the token file (an unreadable or empty one is an error).
-    pub fn new(name: String, config: &HttpSourceConfig) -> Result<HttpSource, SourceError> {
+    pub(crate) fn new(name: String, config: &HttpSourceConfig) -> Result<HttpSource, SourceError> {
         let client = build_client(&name, config)?;
         let authorization = match &config.token_file {
             Some(path) => Some(read_token(&name, path)?),
@@ -73,7 +73,7 @@ impl HttpSource {
         })
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
@@ -82,15 +82,15 @@ impl HttpSource {
         &self.url
     }
 
-    pub fn validators(&self) -> &Validators {
+    pub(crate) fn validators(&self) -> &Validators {
         &self.validators
     }
 
-    pub fn restore_validators(&mut self, validators: Validators) {
+    pub(crate) fn restore_validators(&mut self, validators: Validators) {
         self.validators = validators;
     }
 
-    pub fn can_long_poll(&self) -> bool {
+    pub(crate) fn can_long_poll(&self) -> bool {
         self.long_poll_wait().is_some()
     }
 
@@ -102,7 +102,7 @@ impl HttpSource {
     }
 
     /// One conditional GET (a long-poll one when `wait` and the server supports it).
-    pub async fn fetch(&mut self, wait: bool, shutdown: &CancellationToken) -> Result<Fetched, SourceError> {
+    pub(crate) async fn fetch(&mut self, wait: bool, shutdown: &CancellationToken) -> Result<Fetched, SourceError> {
         tokio::select! {
             result = self.fetch_now(wait) => result,
             () = shutdown.cancelled() => Ok(Fetched::Cancelled),

@@ -15,26 +15,26 @@ use serde_json::{Map, Value};
 use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, parse_document};
 
 #[derive(Debug)]
-pub struct LocalSource {
+pub(crate) struct LocalSource {
     name: String,
     path: PathBuf,
 }
 
 impl LocalSource {
-    pub fn new(name: String, path: PathBuf) -> LocalSource {
+    pub(crate) fn new(name: String, path: PathBuf) -> LocalSource {
         LocalSource { name, path }
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Reads and merges the directory. A missing directory is an empty document.
-    pub fn fetch(&self) -> Result<Fetched, SourceError> {
+    pub(crate) fn fetch(&self) -> Result<Fetched, SourceError> {
         let metadata = match fs::metadata(&self.path) {
             Ok(metadata) => metadata,
             Err(error) if error.kind() == ErrorKind::NotFound => {
@@ -102,7 +102,7 @@ impl LocalSource {
 
 /// The agent's effective uid. Read from `/proc/self/status` because nix's `geteuid` needs its
 /// `user` feature, which this crate does not enable.
-pub fn effective_uid() -> std::io::Result<u32> {
+pub(crate) fn effective_uid() -> std::io::Result<u32> {
     let status = fs::read_to_string("/proc/self/status")?;
     status
         .lines()

@@ -1,15 +1,17 @@
 //! Metadata sources: where the agent reads its Heat-format metadata document (a JSON object) from.
 //! `Source` is the closed set of kinds (http, local, heat-local), built from the config in one
-//! place; `cache` keeps each source's last good document across restarts and `collector` merges
-//! the sources and runs one polling task per source in the daemon. Sources only read: they never
-//! run hooks, and they never log a token or a URL's query string.
+//! place; `cache` keeps each source's last good document across restarts, `state` holds what is
+//! known of each source and merges it into one view, `collector` fetches every source once
+//! (`once`) or starts one polling task per source (`poll`, the daemon). Sources only read: they
+//! never run hooks, and they never log a token or a URL's query string.
 
-pub mod cache;
-pub mod collector;
-pub mod heat_local;
-pub mod http;
-pub mod local;
-pub mod poll;
+pub(crate) mod cache;
+pub(crate) mod collector;
+pub(crate) mod heat_local;
+pub(crate) mod http;
+pub(crate) mod local;
+pub(crate) mod poll;
+pub(crate) mod state;
 
 use std::io;
 use std::path::PathBuf;
@@ -19,21 +21,19 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-pub use cache::{Cache, CachedDocument};
-pub use collector::{Collected, Collector, merge};
-pub use heat_local::HeatLocalSource;
-pub use http::HttpSource;
-pub use local::LocalSource;
+pub(crate) use heat_local::HeatLocalSource;
+pub(crate) use http::HttpSource;
+pub(crate) use local::LocalSource;
 
 use crate::config::SourceConfig;
 
 /// The largest metadata document (or local file) we accept. Heat's documents are far smaller; the
 /// limit keeps a broken or hostile server from exhausting a small VM's memory.
-pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// A configured metadata source.
 #[derive(Debug)]
-pub enum Source {
+pub(crate) enum Source {
     Http(HttpSource),
     Local(LocalSource),
     HeatLocal(HeatLocalSource),
@@ -41,7 +41,7 @@ pub enum Source {
 
 /// What one fetch produced.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Fetched {
+pub(crate) enum Fetched {
     /// The whole current document (a JSON object).
     Document(Value),
     /// The server said the document has not changed since the validators we sent.
@@ -52,9 +52,9 @@ pub enum Fetched {
 
 /// The HTTP cache validators of the last document, echoed back on the next request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Validators {
-    pub etag: Option<String>,
-    pub last_modified: Option<String>,
+pub(crate) struct Validators {
+    pub(crate) etag: Option<String>,
+    pub(crate) last_modified: Option<String>,
 }
 
 /// Why a fetch failed. `source_name` is the source's stable name; URLs are already redacted.
@@ -77,7 +77,7 @@ pub enum SourceError {
     BadFile { source_name: String, path: PathBuf, reason: String },
     #[error("{source_name}: {path}: {reason}")]
     Unsafe { source_name: String, path: PathBuf, reason: String },
-    #[error("{source_name}: GET {url} failed")]
+    #[error("{source_name}: cannot GET {url}")]
     Request {
         source_name: String,
         url: String,
@@ -113,7 +113,7 @@ impl SourceError {
     /// Whether the failure is likely to go away by itself (network trouble, a server not yet
     /// ready, an overloaded server), as opposed to a configuration or content problem. Both kinds
     /// are retried with backoff; this decides how loudly they are reported.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             SourceError::Request { .. } | SourceError::NotFound { .. } => true,
             SourceError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
@@ -124,7 +124,7 @@ impl SourceError {
 
 impl Source {
     /// Builds source number `index` of the config. Reads an http source's token and CA files.
-    pub fn from_config(index: usize, config: &SourceConfig) -> Result<Source, SourceError> {
+    pub(crate) fn from_config(index: usize, config: &SourceConfig) -> Result<Source, SourceError> {
         let name = format!("source[{index}] {}", config.kind());
         Ok(match config {
             SourceConfig::Http(http) => Source::Http(HttpSource::new(name, http)?),
@@ -136,7 +136,7 @@ impl Source {
     }
 
     /// Stable name such as `source[0] http`: used in logs and as the cache key.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Source::Http(source) => source.name(),
             Source::Local(source) => source.name(),
@@ -146,7 +146,7 @@ impl Source {
 
     /// Whether the next `fetch(true, ..)` will long-poll (an http source whose server advertised
     /// long-poll, with long-poll enabled and an ETag to wait on).
-    pub fn can_long_poll(&self) -> bool {
+    pub(crate) fn can_long_poll(&self) -> bool {
         match self {
             Source::Http(source) => source.can_long_poll(),
             Source::Local(_) | Source::HeatLocal(_) => false,
@@ -154,7 +154,7 @@ impl Source {
     }
 
     /// Fetches the current document. `wait` asks an http source to long-poll when it can.
-    pub async fn fetch(&mut self, wait: bool, shutdown: &CancellationToken) -> Result<Fetched, SourceError> {
+    pub(crate) async fn fetch(&mut self, wait: bool, shutdown: &CancellationToken) -> Result<Fetched, SourceError> {
         if shutdown.is_cancelled() {
             return Ok(Fetched::Cancelled);
         }
@@ -166,7 +166,7 @@ impl Source {
     }
 
     /// The validators to store with the last document (only http sources have any).
-    pub fn validators(&self) -> Validators {
+    pub(crate) fn validators(&self) -> Validators {
         match self {
             Source::Http(source) => source.validators().clone(),
             Source::Local(_) | Source::HeatLocal(_) => Validators::default(),
@@ -175,7 +175,7 @@ impl Source {
 
     /// Restores validators loaded from the cache, so the first request after a restart can be
     /// answered with 304.
-    pub fn restore_validators(&mut self, validators: Validators) {
+    pub(crate) fn restore_validators(&mut self, validators: Validators) {
         if let Source::Http(source) = self {
             source.restore_validators(validators);
         }
@@ -183,7 +183,7 @@ impl Source {
 
     /// A digest of what the source reads (kind and URL or path). A cache file written for a
     /// different URL or path is ignored. Hashed because a URL may carry a credential.
-    pub fn identity(&self) -> String {
+    pub(crate) fn identity(&self) -> String {
         let described = match self {
             Source::Http(source) => format!("http {}", source.url()),
             Source::Local(source) => format!("local {}", source.path().display()),
@@ -193,7 +193,7 @@ impl Source {
     }
 }
 
-pub use crate::error_chain;
+pub(crate) use crate::error_chain;
 
 /// Checks that a parsed document is a JSON object; `what` names where it came from.
 fn require_object(source_name: &str, what: &str, value: Value) -> Result<Value, SourceError> {

@@ -1,6 +1,6 @@
 //! The daemon's per-source polling task and its timing: long-poll back to back when the source
 //! can, otherwise poll every `poll_interval` with ±10% jitter; after an error, jittered
-//! exponential backoff from 1 s up to the poll interval (at most 5 min). Every task publishes its
+//! exponential backoff from 1 s up to the poll interval (at most 5 min: `backoff::source_retry`). Every task publishes its
 //! source's state into one shared table, which sends the merged view when it changes.
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,15 +12,15 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::cache::{Cache, CachedDocument, now_millis};
-use super::collector::{Collected, Slot, collected_from};
+use super::cache::{Cache, CachedDocument};
+use super::state::{Collected, Slot, collected_from};
 use super::{Fetched, error_chain};
+use crate::backoff::{jitter, source_retry};
+use crate::clock::now_millis;
 
-/// The longest backoff after errors, whatever the poll interval.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// A long-poll answered without a change sooner than this waits out the rest before the next
 /// request, so a server that ignores `?wait=` cannot make us spin.
-pub const MIN_LONG_POLL_GAP: Duration = Duration::from_secs(1);
+pub(crate) const MIN_LONG_POLL_GAP: Duration = Duration::from_secs(1);
 
 /// What the shared table knows of one source.
 #[derive(Debug)]
@@ -113,7 +113,7 @@ pub(super) async fn poll_source(
         shared.publish(index, document, slot.failing.clone());
         let delay = if failed {
             failures = failures.saturating_add(1);
-            backoff_delay(failures, poll_interval, &mut rng)
+            source_retry(poll_interval).delay(failures, &mut rng)
         } else {
             failures = 0;
             next_poll_delay(slot.source.can_long_poll(), recorded.changed, started.elapsed(), poll_interval, &mut rng)
@@ -144,7 +144,7 @@ async fn persist(cache: Cache, cached: CachedDocument) -> bool {
 }
 
 /// The pause before the next request after a successful one.
-pub fn next_poll_delay(
+pub(crate) fn next_poll_delay(
     can_long_poll: bool,
     changed: bool,
     elapsed: Duration,
@@ -157,21 +157,6 @@ pub fn next_poll_delay(
     if changed { Duration::ZERO } else { MIN_LONG_POLL_GAP.saturating_sub(elapsed) }
 }
 
-/// The pause after the `failures`-th error in a row: 1 s doubling, capped at the poll interval
-/// and at `MAX_BACKOFF`, ±20% jitter so a fleet does not retry in step.
-pub fn backoff_delay(failures: u32, poll_interval: Duration, rng: &mut impl Rng) -> Duration {
-    let cap = poll_interval.clamp(Duration::from_secs(1), MAX_BACKOFF);
-    let exponent = failures.saturating_sub(1).min(16);
-    let base = Duration::from_secs(1u64 << exponent).min(cap);
-    jitter(base, 0.2, rng)
-}
-
-/// `duration` scaled by a random factor in `[1 - spread, 1 + spread]`.
-pub fn jitter(duration: Duration, spread: f64, rng: &mut impl Rng) -> Duration {
-    let factor = rng.random_range((1.0 - spread)..=(1.0 + spread));
-    duration.mul_f64(factor)
-}
-
 fn new_rng(index: usize) -> StdRng {
     // Jitter needs no cryptographic quality; fall back to a time seed if the OS refuses.
     StdRng::try_from_os_rng().unwrap_or_else(|_| StdRng::seed_from_u64(now_millis() ^ index as u64))
@@ -180,19 +165,6 @@ fn new_rng(index: usize) -> StdRng {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_poll_interval_with_jitter() {
-        let mut rng = StdRng::seed_from_u64(7);
-        let interval = Duration::from_secs(30);
-        for (failures, base) in [(1, 1), (2, 2), (3, 4), (5, 16), (6, 30), (40, 30)] {
-            let delay = backoff_delay(failures, interval, &mut rng);
-            let base = Duration::from_secs(base);
-            assert!(delay >= base.mul_f64(0.8) && delay <= base.mul_f64(1.2), "{failures}: {delay:?}");
-        }
-        let long = backoff_delay(20, Duration::from_secs(3600), &mut rng);
-        assert!(long <= MAX_BACKOFF.mul_f64(1.2) && long >= MAX_BACKOFF.mul_f64(0.8), "{long:?}");
-    }
 
     #[test]
     fn polling_is_jittered_by_ten_percent() {

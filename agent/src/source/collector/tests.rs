@@ -2,13 +2,20 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use wiremock::matchers::{header, method, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
 use crate::config::{AgentSettings, HttpSourceConfig, LocalSourceConfig, SourceConfig};
+use crate::source::cache::CachedDocument;
 use crate::source::http::LONG_POLL_HEADER;
+use crate::source::state::merge_documents;
+
+/// Merges documents given in config order (see `Collected::deployments` for the rule).
+fn merge(documents: &[(String, Value)]) -> Collected {
+    merge_documents(documents.iter().map(|(name, document)| (name.as_str(), document)))
+}
 
 fn deployment(id: &str, name: &str) -> Value {
     json!({"id": id, "name": name, "group": "script", "config": "#!/bin/sh\n", "inputs": [], "outputs": []})

@@ -8,17 +8,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::deliver::{DeliveryOutcome, SignalSender};
+use super::outcome::DeliveryOutcome;
+use super::send::SignalSender;
+use crate::backoff::FLUSH_RETRY;
+use crate::clock::{millis, now_millis};
 use crate::failpoint::{self, Failpoint};
-use crate::journal::{Entry, Journal, JournalError, now_millis};
+use crate::journal::{Entry, Journal, JournalError};
 
-/// `flush`'s short backoff between attempts: 0.5 s doubling up to 4 s.
-const FLUSH_FIRST_DELAY: Duration = Duration::from_millis(500);
-const FLUSH_MAX_DELAY: Duration = Duration::from_secs(4);
 /// How many entries `flush` delivers at once.
 const FLUSH_PARALLEL: usize = 8;
 /// How long the daemon loop waits after the journal could not be read or written.
@@ -37,7 +39,7 @@ pub struct OutboxSummary {
 
 /// Delivers journaled results. Cloning is cheap (shared journal and connection pool).
 #[derive(Debug, Clone)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     journal: Arc<Journal>,
     sender: SignalSender,
 }
@@ -50,12 +52,12 @@ enum Delivery {
 }
 
 impl Outbox {
-    pub fn new(journal: Arc<Journal>, sender: SignalSender) -> Outbox {
+    pub(crate) fn new(journal: Arc<Journal>, sender: SignalSender) -> Outbox {
         Outbox { journal, sender }
     }
 
     /// Builds the signal client in the background (see `SignalSender::warm_up`).
-    pub fn warm_up(&self) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn warm_up(&self) -> tokio::task::JoinHandle<()> {
         self.sender.warm_up()
     }
 
@@ -63,7 +65,11 @@ impl Outbox {
     /// failures up to `attempts` tries per entry (at least one) with a short backoff. Up to eight
     /// entries are in flight at once, so one signal's round trip and journal fsync overlap
     /// another's; each entry still goes send → record, on its own.
-    pub async fn flush(&self, attempts: u32, shutdown: &CancellationToken) -> Result<OutboxSummary, JournalError> {
+    pub(crate) async fn flush(
+        &self,
+        attempts: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<OutboxSummary, JournalError> {
         let mut summary = OutboxSummary::default();
         let mut due = Vec::new();
         for entry in self.journal.load_all()? {
@@ -96,7 +102,7 @@ impl Outbox {
 
     /// Daemon: until shutdown, delivers every entry that is due, then sleeps until the next one
     /// is due or `wake` is notified (a deployment just finished).
-    pub async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
+    pub(crate) async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
         loop {
             // Register interest before reading the journal, so a notification sent while this
             // pass runs (even with notify_waiters) wakes the next sleep instead of being lost.
@@ -144,7 +150,8 @@ impl Outbox {
         attempts: u32,
         shutdown: &CancellationToken,
     ) -> Result<Delivery, JournalError> {
-        let mut delay = FLUSH_FIRST_DELAY;
+        // Jitter needs no cryptographic quality.
+        let mut rng = StdRng::seed_from_u64(now_millis());
         for attempt in 1..=attempts {
             match self.attempt(entry, shutdown).await? {
                 None => return Ok(Delivery::Pending),
@@ -153,9 +160,8 @@ impl Outbox {
                 Some(DeliveryOutcome::Transient { .. }) if attempt < attempts => {
                     tokio::select! {
                         () = shutdown.cancelled() => return Ok(Delivery::Pending),
-                        () = tokio::time::sleep(delay) => {}
+                        () = tokio::time::sleep(FLUSH_RETRY.delay(attempt, &mut rng)) => {}
                     }
-                    delay = (delay * 2).min(FLUSH_MAX_DELAY);
                 }
                 Some(DeliveryOutcome::Transient { .. }) => {}
             }
@@ -173,7 +179,7 @@ impl Outbox {
     ) -> Result<Option<DeliveryOutcome>, JournalError> {
         let outcome = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
-            outcome = self.sender.send(entry) => outcome,
+            outcome = send_entry(&self.sender, entry) => outcome,
         };
         if matches!(outcome, DeliveryOutcome::Delivered { .. }) {
             failpoint::hit(Failpoint::AfterSignalAck);
@@ -191,6 +197,15 @@ impl Outbox {
         let entry = entry.clone();
         tokio::task::spawn_blocking(move || journal.write_delivery(&entry)).await.map_err(writer_failed)?
     }
+}
+
+/// Sends `entry`'s stored result once over its deployment's transport; an entry without a result
+/// has nothing to send, for good.
+pub(super) async fn send_entry(sender: &SignalSender, entry: &Entry) -> DeliveryOutcome {
+    let Some(result) = &entry.result else {
+        return DeliveryOutcome::Permanent { error: "no result recorded for this deployment".into() };
+    };
+    sender.send(&entry.id, entry.deployment.signal_transport(), result).await
 }
 
 /// A delivery or journal-writer task that did not finish (a panic; with `panic = "abort"` in
@@ -221,10 +236,6 @@ async fn sleep_or_forever(duration: Option<Duration>) {
         Some(duration) => tokio::time::sleep(duration).await,
         None => std::future::pending().await,
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! Sending one deployment signal: the journaled result of a finished deployment travels to the
-//! engine over the transport its inputs select (reference heat-agent-protocol.md §6), and the
-//! answer is classified as delivered, worth retrying, or permanently refused. This module does not
-//! retry, sleep or touch the journal (the outbox does); it never follows redirects, never changes
-//! the signal URL, and never logs the URL's query string, which carries the credentials.
+//! Sending one deployment signal: a finished deployment's result travels to the engine over the
+//! transport its inputs select (see docs/metadata.md), and the answer is classified as delivered,
+//! worth retrying, or permanently refused. This module does not retry, sleep or touch the journal
+//! (the outbox does); it never follows redirects, never changes the signal URL, and never logs the
+//! URL's query string, which carries the credentials.
 //!
 //! The HTTP helpers here (client, URL check, response and error classification) are shared with
 //! `waitsignal`, so both commands agree on what is transient.
@@ -10,48 +10,31 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::outcome::{DeliveryOutcome, signal_id};
+use crate::secret::redact_url;
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
 use anneal_protocol::{HookResult, HttpVerb, SignalTransport};
-use rand::Rng;
 use reqwest::{Method, StatusCode, Url, header};
-use sha2::{Digest, Sha256};
-
-use crate::journal::Entry;
-use crate::secret::redact_url;
 
 /// The idempotency header: the receiver can drop a signal it has already applied.
-pub const SIGNAL_ID_HEADER: &str = "X-Anneal-Signal-Id";
+pub(crate) const SIGNAL_ID_HEADER: &str = "X-Anneal-Signal-Id";
 /// How long a signal may take to connect, and in total.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this much of a refusal's response body is kept in the error text.
-pub const BODY_EXCERPT_CHARS: usize = 200;
-/// The outbox's retry schedule: 1 s doubling up to 5 min.
-const FIRST_RETRY: Duration = Duration::from_secs(1);
-const MAX_RETRY: Duration = Duration::from_secs(300);
+pub(crate) const BODY_EXCERPT_CHARS: usize = 200;
 /// Bytes of a response body read for the excerpt; the rest is never downloaded.
 const BODY_READ_LIMIT: usize = 4096;
 
 /// Why the signal client could not be built (reported as a transient delivery failure: the
 /// next attempt builds it again).
 #[derive(Debug, thiserror::Error)]
-pub enum DeliverError {
-    #[error("failed to build the HTTP client for signals")]
+pub(crate) enum DeliverError {
+    #[error("cannot build the HTTP client for signals")]
     Client {
         #[source]
         source: reqwest::Error,
     },
-}
-
-/// What became of one delivery attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeliveryOutcome {
-    /// The receiver answered 2xx (`status` 0: the transport has nothing to send).
-    Delivered { status: u16 },
-    /// Worth retrying: 408, 429, 5xx, connection failures and timeouts.
-    Transient { error: String },
-    /// Retrying cannot help: other 4xx, 3xx, bad URLs, unsupported transports.
-    Permanent { error: String },
 }
 
 /// Sends deployment signals over HTTP with one shared connection pool (kept alive between
@@ -59,7 +42,7 @@ pub enum DeliveryOutcome {
 /// system's CA roots and pulls in the TLS stack, which an agent whose deployments signal nothing
 /// (or nothing yet) should not pay for in memory or start-up time.
 #[derive(Debug, Clone)]
-pub struct SignalSender {
+pub(crate) struct SignalSender {
     connect: Duration,
     request: Duration,
     client: Arc<OnceLock<reqwest::Client>>,
@@ -74,13 +57,13 @@ impl Default for SignalSender {
 
 impl SignalSender {
     /// A sender with other timeouts (tests use short ones).
-    pub fn with_timeouts(connect: Duration, request: Duration) -> SignalSender {
+    pub(crate) fn with_timeouts(connect: Duration, request: Duration) -> SignalSender {
         SignalSender { connect, request, client: Arc::new(OnceLock::new()) }
     }
 
     /// Builds the client now, on a blocking thread (reading the system's CA roots takes
     /// milliseconds), for a caller that knows signals will follow (`once`, while its hooks run).
-    pub fn warm_up(&self) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn warm_up(&self) -> tokio::task::JoinHandle<()> {
         let sender = self.clone();
         tokio::task::spawn_blocking(move || {
             // A failure is not kept: the first send builds again and reports it.
@@ -98,13 +81,10 @@ impl SignalSender {
         Ok(self.client.get_or_init(|| built))
     }
 
-    /// Sends `entry`'s stored result once over its deployment's transport.
-    pub async fn send(&self, entry: &Entry) -> DeliveryOutcome {
-        let Some(result) = &entry.result else {
-            return DeliveryOutcome::Permanent { error: "no result recorded for this deployment".into() };
-        };
-        match entry.deployment.signal_transport() {
-            SignalTransport::Http { url, verb } => self.send_http(&entry.id, &url, verb, result).await,
+    /// Sends deployment `id`'s `result` once over `transport`.
+    pub(crate) async fn send(&self, id: &str, transport: SignalTransport, result: &HookResult) -> DeliveryOutcome {
+        match transport {
+            SignalTransport::Http { url, verb } => self.send_http(id, &url, verb, result).await,
             SignalTransport::Zaqar => DeliveryOutcome::Permanent { error: unsupported_transport("ZAQAR_SIGNAL") },
             SignalTransport::HeatApi => DeliveryOutcome::Permanent { error: unsupported_transport("HEAT_SIGNAL") },
             // NO_SIGNAL: the engine is not waiting, so there is nothing to deliver.
@@ -147,26 +127,9 @@ fn unsupported_transport(name: &str) -> String {
     format!("{name} is not supported yet by anneal-agent; the result is kept in the journal")
 }
 
-/// `"<derived id>-<first 16 hex digits of sha256(body)>"`: stable for one body, so a resend of
-/// the same result carries the same key and a changed body a new one.
-pub fn signal_id(id: &str, body: &str) -> String {
-    let digest = Sha256::digest(body.as_bytes());
-    let hex: String = digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect();
-    format!("{id}-{hex}")
-}
-
-/// The wait before retry number `attempts` (1 after the first failure): 1 s doubling to a 5 min
-/// cap, then ±20% jitter so many agents behind one engine do not retry in step.
-pub fn retry_delay(attempts: u32, rng: &mut impl Rng) -> Duration {
-    let exponent = attempts.saturating_sub(1).min(16);
-    let base = FIRST_RETRY.saturating_mul(1 << exponent).min(MAX_RETRY);
-    let jittered = base.mul_f64(rng.random_range(0.8..=1.2));
-    jittered.min(MAX_RETRY)
-}
-
 /// A client that never follows redirects (a redirected signal would go to a URL nobody signed)
 /// with the given timeouts.
-pub fn build_client(connect: Duration, request: Duration) -> Result<reqwest::Client, reqwest::Error> {
+pub(crate) fn build_client(connect: Duration, request: Duration) -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a default crypto provider; installing ring is idempotent.
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
@@ -179,7 +142,7 @@ pub fn build_client(connect: Duration, request: Duration) -> Result<reqwest::Cli
 /// Parses a signal URL for sending. Heat signs the URL exactly as it publishes it, so a parse
 /// that would change it is logged (it may then be refused); an unusable URL is a permanent error
 /// whose text never contains the query string.
-pub fn check_url(url: &str) -> Result<Url, String> {
+pub(crate) fn check_url(url: &str) -> Result<Url, String> {
     let parsed = Url::parse(url).map_err(|error| format!("invalid signal URL {}: {error}", redact_url(url)))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("unsupported signal URL scheme `{}` in {}", parsed.scheme(), redact_url(url)));
@@ -196,7 +159,7 @@ pub fn check_url(url: &str) -> Result<Url, String> {
 
 /// Classifies a response: 2xx delivered; 408, 429 and 5xx transient; everything else (3xx and
 /// other 4xx) permanent. The error text has the status and a short excerpt of the body.
-pub async fn read_outcome(response: reqwest::Response) -> DeliveryOutcome {
+pub(crate) async fn read_outcome(response: reqwest::Response) -> DeliveryOutcome {
     let status = response.status();
     if status.is_success() {
         return DeliveryOutcome::Delivered { status: status.as_u16() };
@@ -211,13 +174,13 @@ pub async fn read_outcome(response: reqwest::Response) -> DeliveryOutcome {
 }
 
 /// Whether a non-2xx status is worth retrying.
-pub fn is_transient_status(status: StatusCode) -> bool {
+pub(crate) fn is_transient_status(status: StatusCode) -> bool {
     status == StatusCode::REQUEST_TIMEOUT || status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }
 
 /// Classifies a failed request: a request that could not even be built is permanent, anything
 /// that went wrong on the way (connect, timeout, reset) is transient. The text has no URL.
-pub fn classify_error(error: reqwest::Error) -> DeliveryOutcome {
+pub(crate) fn classify_error(error: reqwest::Error) -> DeliveryOutcome {
     let permanent = error.is_builder();
     let error = crate::error_chain(&error.without_url());
     if permanent { DeliveryOutcome::Permanent { error } } else { DeliveryOutcome::Transient { error } }

@@ -1,12 +1,13 @@
 //! Tests of signal delivery against wiremock servers on 127.0.0.1.
 
 use anneal_protocol::Deployment;
-use rand::SeedableRng;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
+use crate::journal::Entry;
+use crate::signal::outbox::send_entry;
 
 fn entry_for(inputs: Value, result: HookResult) -> Entry {
     let deployment: Deployment =
@@ -36,31 +37,7 @@ async fn outcome_for_status(status: u16, body: &str) -> DeliveryOutcome {
         .expect(1)
         .mount(&server)
         .await;
-    sender().send(&http_entry(&format!("{}/signal", server.uri()), None)).await
-}
-
-#[test]
-fn signal_id_is_stable_per_body() {
-    let first = signal_id("dep-1", "{\"a\": 1}");
-    assert_eq!(first, signal_id("dep-1", "{\"a\": 1}"));
-    assert_ne!(first, signal_id("dep-1", "{\"a\": 2}"));
-    let (id, hex) = first.rsplit_once('-').unwrap();
-    assert_eq!(id, "dep-1");
-    assert_eq!(hex.len(), 16);
-    assert!(hex.bytes().all(|byte| byte.is_ascii_hexdigit() && !byte.is_ascii_uppercase()));
-}
-
-#[test]
-fn retry_delay_doubles_with_jitter_up_to_five_minutes() {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    for _ in 0..50 {
-        for (attempts, base) in [(0, 1.0), (1, 1.0), (2, 2.0), (4, 8.0)] {
-            let delay = retry_delay(attempts, &mut rng).as_secs_f64();
-            assert!((base * 0.8..=base * 1.2).contains(&delay), "attempt {attempts}: {delay}");
-        }
-        let capped = retry_delay(40, &mut rng);
-        assert!(capped <= MAX_RETRY && capped >= MAX_RETRY.mul_f64(0.8), "{capped:?}");
-    }
+    send_entry(&sender(), &http_entry(&format!("{}/signal", server.uri()), None)).await
 }
 
 #[tokio::test]
@@ -69,7 +46,7 @@ async fn posts_the_exact_body_with_headers_to_the_unchanged_url() {
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).expect(1).mount(&server).await;
     let path_and_query = "/v1/signal/arn%3Aopenstack%3Aheat?Timestamp=2024-01-01T00%3A00%3A00Z&Signature=a%2Fb%3D";
     let entry = http_entry(&format!("{}{path_and_query}", server.uri()), None);
-    assert_eq!(sender().send(&entry).await, DeliveryOutcome::Delivered { status: 200 });
+    assert_eq!(send_entry(&sender(), &entry).await, DeliveryOutcome::Delivered { status: 200 });
 
     let requests = server.received_requests().await.unwrap();
     let request = &requests[0];
@@ -93,7 +70,7 @@ async fn put_verb_is_honoured() {
         .mount(&server)
         .await;
     let entry = http_entry(&format!("{}/tempurl?temp_url_sig=x", server.uri()), Some("PUT"));
-    assert_eq!(sender().send(&entry).await, DeliveryOutcome::Delivered { status: 201 });
+    assert_eq!(send_entry(&sender(), &entry).await, DeliveryOutcome::Delivered { status: 201 });
 }
 
 #[tokio::test]
@@ -130,7 +107,7 @@ async fn redirects_are_not_followed() {
         .mount(&server)
         .await;
     Mock::given(path("/elsewhere")).respond_with(ResponseTemplate::new(200)).expect(0).mount(&server).await;
-    let outcome = sender().send(&http_entry(&format!("{}/signal", server.uri()), None)).await;
+    let outcome = send_entry(&sender(), &http_entry(&format!("{}/signal", server.uri()), None)).await;
     assert!(matches!(&outcome, DeliveryOutcome::Permanent { error } if error.contains("302")), "{outcome:?}");
 }
 
@@ -139,7 +116,8 @@ async fn connection_refused_is_transient_and_hides_the_url() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    let outcome = sender().send(&http_entry(&format!("http://127.0.0.1:{port}/s?Signature=secret"), None)).await;
+    let outcome =
+        send_entry(&sender(), &http_entry(&format!("http://127.0.0.1:{port}/s?Signature=secret"), None)).await;
     let DeliveryOutcome::Transient { error } = outcome else { panic!("{outcome:?}") };
     assert!(!error.contains("secret") && !error.contains("127.0.0.1"), "{error}");
 }
@@ -152,32 +130,32 @@ async fn timeout_is_transient() {
         .mount(&server)
         .await;
     let quick = SignalSender::with_timeouts(Duration::from_secs(1), Duration::from_millis(200));
-    let outcome = quick.send(&http_entry(&format!("{}/s", server.uri()), None)).await;
+    let outcome = send_entry(&quick, &http_entry(&format!("{}/s", server.uri()), None)).await;
     assert!(matches!(outcome, DeliveryOutcome::Transient { .. }), "{outcome:?}");
 }
 
 #[tokio::test]
 async fn unsupported_urls_and_transports_are_permanent() {
     let sender = sender();
-    let outcome = sender.send(&http_entry("mock://signal/1?secret=1", None)).await;
+    let outcome = send_entry(&sender, &http_entry("mock://signal/1?secret=1", None)).await;
     let DeliveryOutcome::Permanent { error } = outcome else { panic!("{outcome:?}") };
     assert!(error.contains("`mock`") && !error.contains("secret"), "{error}");
-    let outcome = sender.send(&http_entry("not a url", None)).await;
+    let outcome = send_entry(&sender, &http_entry("not a url", None)).await;
     assert!(matches!(outcome, DeliveryOutcome::Permanent { .. }));
 
     let zaqar = entry_for(json!([{"name": "deploy_queue_id", "value": "q"}]), HookResult::default());
-    let DeliveryOutcome::Permanent { error } = sender.send(&zaqar).await else { panic!() };
+    let DeliveryOutcome::Permanent { error } = send_entry(&sender, &zaqar).await else { panic!() };
     assert_eq!(error, "ZAQAR_SIGNAL is not supported yet by anneal-agent; the result is kept in the journal");
     let heat = entry_for(json!([{"name": "deploy_auth_url", "value": "http://k"}]), HookResult::default());
     assert!(
-        matches!(sender.send(&heat).await, DeliveryOutcome::Permanent { error } if error.starts_with("HEAT_SIGNAL"))
+        matches!(send_entry(&sender, &heat).await, DeliveryOutcome::Permanent { error } if error.starts_with("HEAT_SIGNAL"))
     );
 
     let none = entry_for(json!([]), HookResult::default());
-    assert_eq!(sender.send(&none).await, DeliveryOutcome::Delivered { status: 0 });
+    assert_eq!(send_entry(&sender, &none).await, DeliveryOutcome::Delivered { status: 0 });
     let mut unfinished = http_entry("http://127.0.0.1:1/", None);
     unfinished.result = None;
-    assert!(matches!(sender.send(&unfinished).await, DeliveryOutcome::Permanent { .. }));
+    assert!(matches!(send_entry(&sender, &unfinished).await, DeliveryOutcome::Permanent { .. }));
     assert!(sender.client.get().is_none(), "nothing was sent over HTTP, so no client was built");
 }
 
@@ -189,10 +167,10 @@ async fn the_client_is_built_on_the_first_http_signal_and_shared_by_clones() {
     let clone = sender.clone();
     assert!(sender.client.get().is_none());
     let entry = http_entry(&format!("{}/signal", server.uri()), None);
-    assert_eq!(clone.send(&entry).await, DeliveryOutcome::Delivered { status: 200 });
+    assert_eq!(send_entry(&clone, &entry).await, DeliveryOutcome::Delivered { status: 200 });
     assert!(sender.client.get().is_some(), "a clone's first signal builds the one shared client");
     sender.warm_up().await.unwrap();
-    assert_eq!(sender.send(&entry).await, DeliveryOutcome::Delivered { status: 200 });
+    assert_eq!(send_entry(&sender, &entry).await, DeliveryOutcome::Delivered { status: 200 });
 }
 
 #[test]

@@ -1,18 +1,20 @@
 //! The executor: turns the current list of deployments into hook runs, journaling each step
 //! before acting on it. It owns the journal's `seen → started → finished` half (the outbox owns
-//! `finished → signalled`), recovers interrupted runs on start-up per `options.on_interrupt`, and
-//! never starts an id the journal already holds as finished.
+//! `finished → signalled`), recovers interrupted runs on start-up per `options.on_interrupt`
+//! (`recovery`), records how runs ended (`record`), and never starts an id the journal already
+//! holds as finished (see docs/journal.md).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use anneal_protocol::{Deployment, HookResult, OnInterrupt};
+use anneal_protocol::{Deployment, HookResult};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::clock::now_millis;
 use crate::failpoint::{self, Failpoint};
 use crate::fsutil::Spares;
 use crate::hook::{HookChoice, HookError, HookRun, HookRunner, Spawned};
@@ -21,9 +23,10 @@ use crate::orphan;
 use crate::schedule::{self, Decision, Progress};
 
 mod record;
+mod recovery;
 
 /// The reason a restarted agent gives for a run it found interrupted.
-pub const INTERRUPTED_REASON: &str = "interrupted: agent restarted during the run";
+pub(crate) const INTERRUPTED_REASON: &str = "interrupted: agent restarted during the run";
 
 /// What went wrong while executing; the deployment concerned is named.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +39,7 @@ pub enum ExecutorError {
     },
     #[error("cannot read the journal")]
     LoadJournal(#[source] JournalError),
-    #[error("deployment {id} is not in the journal")]
+    #[error("cannot find deployment {id} in the journal")]
     Unknown { id: String },
 }
 
@@ -59,7 +62,7 @@ enum Preparation {
 /// the journal, without reading the run marker back), and the run's outcome.
 type RunOutput = (String, Option<Spawned>, Result<HookRun, HookError>);
 
-pub struct Executor {
+pub(crate) struct Executor {
     journal: Arc<Journal>,
     runner: Arc<HookRunner>,
     hook_timeout: Duration,
@@ -77,7 +80,7 @@ pub struct Executor {
 
 impl Executor {
     /// Loads the journal and settles every run a previous process left interrupted.
-    pub fn new(
+    pub(crate) fn new(
         journal: Arc<Journal>,
         runner: Arc<HookRunner>,
         hook_timeout: Duration,
@@ -106,16 +109,19 @@ impl Executor {
         Ok(executor)
     }
 
-    pub fn counts(&self) -> &RunCounts {
+    pub(crate) fn counts(&self) -> &RunCounts {
         &self.counts
     }
 
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.running.is_empty()
     }
 
     /// Ids of deployments that wait for something (a missing hook), with the reason.
-    pub fn waiting<'a>(&'a self, deployments: &'a [Deployment]) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    pub(crate) fn waiting<'a>(
+        &'a self,
+        deployments: &'a [Deployment],
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         deployments.iter().filter_map(|deployment| {
             let entry = self.entries.get(&deployment.id)?;
             match (entry.state, &entry.waiting_reason) {
@@ -125,65 +131,8 @@ impl Executor {
         })
     }
 
-    fn recover(&mut self) -> Result<(), ExecutorError> {
-        let interrupted: Vec<String> =
-            self.entries.values().filter(|entry| entry.state == State::Started).map(|entry| entry.id.clone()).collect();
-        self.remove_stale_markers();
-        for id in interrupted {
-            self.stop_orphan(&id);
-            let Some(entry) = self.entries.get(&id) else { continue };
-            if entry.deployment.options.on_interrupt == Some(OnInterrupt::Rerun) {
-                info!(deployment_id = %id, "interrupted run will be rerun (on_interrupt: rerun)");
-                self.rerun.insert(id);
-                continue;
-            }
-            warn!(deployment_id = %id, "run was interrupted by an agent restart; signalling failure");
-            let result = HookResult::from_process("", INTERRUPTED_REASON, 1);
-            self.finish(&id, result)?;
-        }
-        Ok(())
-    }
-
-    /// Stops the hook a previous agent left running for `id` (found by its run marker, its
-    /// environment, or the pid an older journal recorded), so the interrupted run is decided with
-    /// nothing of it alive.
-    fn stop_orphan(&mut self, id: &str) {
-        let path = orphan::marker_path(self.journal.dir(), id);
-        let recorded = self.entries.get(id).and_then(|entry| entry.run.as_ref()).and_then(|run| {
-            let started = UNIX_EPOCH + Duration::from_millis(run.started_at);
-            run.pid.map(|pid| orphan::RunMarker {
-                pid,
-                process_start_time: run.process_start_time,
-                written_at: started,
-            })
-        });
-        let found = orphan::read_marker(&path).or(recorded).or_else(|| orphan::find_by_environment(&path));
-        if let Some(marker) = found {
-            if let (orphan::Settled::Stopped { .. }, Some(entry)) =
-                (orphan::settle(id, &marker, self.runner.settings().kill_grace), self.entries.get_mut(id))
-            {
-                entry.spawned(marker.pid, marker.process_start_time);
-            }
-        }
-        if let Err(error) = orphan::remove_marker(&path) {
-            warn!(deployment_id = %id, %error, "cannot remove the hook's run marker");
-        }
-    }
-
-    /// Pid files of runs that finished (the agent died before removing them).
-    fn remove_stale_markers(&self) {
-        let Ok(items) = std::fs::read_dir(self.journal.dir()) else { return };
-        for item in items.flatten() {
-            let name = item.file_name();
-            let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".run")) else { continue };
-            if self.entries.get(id).is_none_or(|entry| entry.state != State::Started) {
-                let _ = orphan::remove_marker(&item.path());
-            }
-        }
-    }
-
     /// Starts every deployment the ordering rules allow now; returns how many started.
-    pub fn start_ready(
+    pub(crate) fn start_ready(
         &mut self,
         deployments: &[Deployment],
         shutdown: &CancellationToken,
@@ -278,7 +227,7 @@ impl Executor {
     }
 
     /// Waits for one running hook to end and journals its result; `None` when nothing runs.
-    pub async fn finish_next(&mut self) -> Option<Result<(), ExecutorError>> {
+    pub(crate) async fn finish_next(&mut self) -> Option<Result<(), ExecutorError>> {
         let joined = self.running.join_next_with_id().await?;
         let (id, spawned, outcome) = match joined {
             Ok((task, output)) => {
@@ -294,7 +243,7 @@ impl Executor {
     }
 
     /// Runs what is due until nothing runs and nothing more may start (`anneal-agent once`).
-    pub async fn converge(
+    pub(crate) async fn converge(
         &mut self,
         deployments: &[Deployment],
         shutdown: &CancellationToken,
@@ -417,9 +366,4 @@ impl Executor {
         self.entries.insert(id.to_string(), entry);
         Ok(())
     }
-}
-
-/// Milliseconds since the Unix epoch, the journal's clock.
-pub fn now_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
 }

@@ -5,7 +5,8 @@
 use anneal_protocol::HookResult;
 use tracing::{error, info, warn};
 
-use super::{Executor, ExecutorError, now_millis};
+use super::{Executor, ExecutorError};
+use crate::clock::now_millis;
 use crate::failpoint::{self, Failpoint};
 use crate::hook::{Ending, HookError, HookRun, Spawned};
 use crate::orphan;
@@ -50,7 +51,8 @@ impl Executor {
                 None
             }
             Err(error) => {
-                error!(deployment_id = %id, error = %error, "hook could not run");
+                let error = crate::error_chain(&error);
+                error!(deployment_id = %id, %error, "hook could not run");
                 Some(HookResult::from_process("", &format!("anneal: {error}"), 1))
             }
         }

@@ -1,0 +1,154 @@
+//! What the agent knows of each source, and the merged view built from that: a `Slot` is one
+//! source with its last good document, the validators in its cache file and its last error; the
+//! per-source states in config order merge into the `Collected` view the scheduler works from.
+//! Both the collector (`once`) and the polling tasks (the daemon) keep their state here.
+
+use std::collections::HashMap;
+
+use anneal_protocol::Deployment;
+use anneal_protocol::deployment::{Rejected, deployments_from_document};
+use serde_json::Value;
+
+use super::cache::CachedDocument;
+use super::{Fetched, Source, SourceError, Validators, error_chain};
+use crate::clock::now_millis;
+
+/// The merged view handed to the scheduler.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Collected {
+    /// In config order, then list order; a later source's deployment with the same id replaces
+    /// the earlier one in the earlier one's position.
+    pub(crate) deployments: Vec<Deployment>,
+    /// Entries of a `deployments` list that could not be read: (source name, why).
+    pub(crate) rejected: Vec<(String, Rejected)>,
+    /// Sources whose last fetch failed: (source name, error). Such a source contributes its
+    /// cached document if it has one, and nothing otherwise.
+    pub(crate) failing: Vec<(String, String)>,
+}
+
+/// Merges documents given in config order (see `Collected::deployments` for the rule).
+pub(crate) fn merge_documents<'a>(documents: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Collected {
+    let mut collected = Collected::default();
+    let mut positions: HashMap<String, usize> = HashMap::new();
+    for (name, document) in documents {
+        let (deployments, rejected) = deployments_from_document(document);
+        collected.rejected.extend(rejected.into_iter().map(|rejection| (name.to_string(), rejection)));
+        for deployment in deployments {
+            match positions.get(&deployment.id) {
+                Some(&position) => collected.deployments[position] = deployment,
+                None => {
+                    positions.insert(deployment.id.clone(), collected.deployments.len());
+                    collected.deployments.push(deployment);
+                }
+            }
+        }
+    }
+    collected
+}
+
+/// Builds `Collected` from (name, document, failing) per source in config order.
+pub(super) fn collected_from<'a>(
+    slots: impl Iterator<Item = (&'a str, Option<&'a Value>, Option<&'a String>)> + Clone,
+) -> Collected {
+    let documents = slots.clone().filter_map(|(name, document, _)| document.map(|document| (name, document)));
+    let mut collected = merge_documents(documents);
+    collected.failing =
+        slots.filter_map(|(name, _, failing)| failing.map(|error| (name.to_string(), error.clone()))).collect();
+    collected
+}
+
+/// One source and what we know of it.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) source: Source,
+    pub(super) document: Option<Value>,
+    /// The validators in the cache file, to rewrite it when only they change.
+    stored_validators: Validators,
+    /// The last cache write failed (a full disk): the file holds an older document, so the next
+    /// fetch writes it again even when nothing changed.
+    cache_stale: bool,
+    pub(super) failing: Option<String>,
+}
+
+/// What recording one fetch result changed.
+pub(super) struct Recorded {
+    /// The document differs from the previous one.
+    pub(super) changed: bool,
+    /// A cache entry to write.
+    pub(super) persist: Option<CachedDocument>,
+}
+
+impl Slot {
+    /// A source with what its cache file held (`document` and the validators stored with it).
+    pub(super) fn new(source: Source, document: Option<Value>, stored_validators: Validators) -> Slot {
+        Slot { source, document, stored_validators, cache_stale: false, failing: None }
+    }
+
+    /// Records that writing the cache entry `record` asked for failed, so the next fetch retries.
+    pub(super) fn cache_write_failed(&mut self) {
+        self.cache_stale = true;
+    }
+
+    /// The cache entry for the current document (and the validators it came with); from here on
+    /// the cache is taken as written unless `cache_write_failed` says otherwise.
+    fn cache_entry(&mut self) -> Option<CachedDocument> {
+        let document = self.document.clone()?;
+        let validators = self.source.validators();
+        self.stored_validators = validators.clone();
+        self.cache_stale = false;
+        Some(CachedDocument {
+            source: self.source.name().to_string(),
+            identity: self.source.identity(),
+            document,
+            validators,
+            fetched_at: now_millis(),
+        })
+    }
+
+    /// Records a fetch result (not `Cancelled`): keeps the last good document on error.
+    pub(super) fn record(&mut self, result: Result<Fetched, SourceError>) -> Recorded {
+        let name = self.source.name().to_string();
+        let mut recorded = Recorded { changed: false, persist: None };
+        match result {
+            Ok(Fetched::Document(document)) => {
+                if self.failing.take().is_some() {
+                    tracing::info!(source = %name, "source recovered");
+                }
+                recorded.changed = self.document.as_ref() != Some(&document);
+                let rewrite =
+                    recorded.changed || self.cache_stale || self.source.validators() != self.stored_validators;
+                self.document = Some(document);
+                if rewrite {
+                    recorded.persist = self.cache_entry();
+                }
+            }
+            Ok(Fetched::Unchanged) if self.document.is_none() => {
+                // Validators without a document (a cache written by hand?): ask unconditionally.
+                self.source.restore_validators(Validators::default());
+                self.failing = Some("the server answered 304 Not Modified but no document is cached".to_string());
+            }
+            Ok(Fetched::Unchanged) | Ok(Fetched::Cancelled) => {
+                if self.failing.take().is_some() {
+                    tracing::info!(source = %name, "source recovered");
+                }
+            }
+            Err(error) => {
+                let text = error_chain(&error);
+                let fallback =
+                    if self.document.is_some() { "keeping its last good document" } else { "no document yet" };
+                if error.is_transient() {
+                    tracing::warn!(source = %name, error = %text, "fetch failed; {fallback}");
+                } else {
+                    tracing::error!(source = %name, error = %text, "fetch failed; {fallback}");
+                }
+                self.failing = Some(text);
+            }
+        }
+        // A cache write that failed (a full disk) is retried after every fetch until it succeeds,
+        // so the file does not keep an older document once the change has been seen.
+        if recorded.persist.is_none() && self.cache_stale {
+            recorded.persist = self.cache_entry();
+        }
+        recorded
+    }
+}
