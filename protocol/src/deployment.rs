@@ -1,5 +1,5 @@
 //! The Heat software-deployment document: one entry of a server's `deployments` list, exactly as
-//! Heat's `format_software_config` publishes it (reference heat-agent-protocol.md §1.3), plus the
+//! Heat's `format_software_config` publishes it (heat's `heat/engine/resources/openstack/heat/software_deployment.py`; see docs/metadata.md "A deployment entry"), plus the
 //! rules for reading it tolerantly (null `options`, missing `outputs`, malformed siblings) and for
 //! deciding which signal transport its inputs select.
 

@@ -1,7 +1,7 @@
 //! The body of a deployment signal sent over HTTP: heat-config-notify's
 //! `json.dumps(payload, ensure_ascii=True)` kept under Heat's size limit by trimming the heads of
 //! `deploy_stdout` and `deploy_stderr` proportionally (heat-config-notify intends this and crashes
-//! on Python 3 instead; reference §6). A body that still cannot fit becomes a failure the engine
+//! on Python 3 instead; see docs/metadata.md "The HTTP signal"). A body that still cannot fit becomes a failure the engine
 //! can read, never a silently dropped signal.
 
 use serde_json::{Map, Value};

@@ -70,7 +70,7 @@ async fn check_deleted(scenario: &Scenario) {
 }
 
 /// Heat deletes in reverse dependency order ("cleanup of a requirement waits for cleanup of its
-/// requirers", reference heat-engine-side.md §4.2): web consumes app's output, which consumes
+/// requirers", Heat's convergence design; see docs/templates.md "Delete"): web consumes app's output, which consumes
 /// db's, so db's DELETE action must not start before web's has finished.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_runs_delete_actions_in_reverse_dependency_order() {

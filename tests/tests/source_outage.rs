@@ -1,8 +1,8 @@
 //! Reliability: the metadata source goes down, then flaps. A standalone agent
 //! polls an in-process `SwitchableServer` (plain polling, no long-poll) and signals to a second
 //! one. The agent must keep running on its last good document (a hook that appears during the
-//! outage still runs a deployment from it), retry on the schedule of `agent/src/source/poll.rs`
-//! (1 s doubling up to the poll interval, ±20% jitter; plain polls ±10%), deliver the signals
+//! outage still runs a deployment from it), retry on the schedule of `agent/src/backoff.rs`
+//! (`source_retry`: 1 s doubling up to the poll interval, ±20% jitter; plain polls ±10%), deliver the signals
 //! queued while the receiver was down, and apply a new document within one step of the source's
 //! recovery.
 //!
@@ -141,8 +141,9 @@ fn start_agent(dir: &Path, source: &SwitchableServer, schedule: Schedule) -> Age
     agent
 }
 
-/// The agent's request schedule for one poll interval (poll.rs): plain polls every `poll` ±10%;
-/// after the n-th error in a row, 1 s doubling up to `poll`, ±20%.
+/// The agent's request schedule for one poll interval (`agent/src/source/poll.rs` and
+/// `backoff::source_retry`): plain polls every `poll` ±10%; after the n-th error in a row, 1 s
+/// doubling up to `poll`, ±20% (the agent never waits longer than `poll`; this bound allows 1.2x).
 #[derive(Debug, Clone, Copy)]
 struct Schedule {
     poll: Duration,

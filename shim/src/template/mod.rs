@@ -3,6 +3,7 @@
 //! dependency-ordered `Plan`. Pure: no I/O, no clock, no store; the engine supplies parameter
 //! values, registered server names and, at run time, resource values through `Scope`.
 
+mod checks;
 mod evaluate;
 mod expr;
 mod graph;
@@ -18,12 +19,13 @@ mod tests;
 
 use serde_json::Value;
 
+pub use checks::PSEUDO_PARAMETERS;
 pub use evaluate::{ParameterScope, kind_name, render};
 pub use expr::{EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
 pub use hot::{MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_template, raise_template_limit};
 pub use parameters::resolve_parameters;
 pub use structured::substitute_inputs;
-pub use validate::{PSEUDO_PARAMETERS, Plan, PlanNode, validate};
+pub use validate::{Plan, PlanNode, validate};
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.

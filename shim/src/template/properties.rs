@@ -1,13 +1,13 @@
-//! Property schemas of the eight resource types (Heat's, see reference/heat-engine-side.md §1)
+//! Property schemas of the eight resource types (Heat's `heat/engine/resources/openstack/heat/*.py`; see docs/templates.md "Resources")
 //! and the checks on them: unknown and missing properties, value kinds and allowed values where
 //! parameters make them knowable, config/handle references, registered servers, wait-condition
 //! bounds, and the config I/O and component lists.
 
 use serde_json::Value;
 
+use super::checks::{Context, Partial};
 use super::evaluate::{kind_name, render};
 use super::expr::Expr;
-use super::validate::{Context, Partial};
 use super::{Resource, ResourceType};
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,180 @@
+//! The template with its resolved parameters as the checks of `validate` and `properties` see
+//! it: resources by name, the reference and parameter checks of one expression, and partial
+//! evaluation (what a value is once parameters are known, with resources still unknown). Both
+//! checkers use it; it uses neither, so they do not import each other.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::evaluate::ParameterScope;
+use super::expr::{EvalError, Expr, Reference};
+use super::{Resource, Template};
+
+/// Parameters Heat defines for every stack. `get_param` may name them without a declaration;
+/// the engine supplies their values (in the map given to `validate` and through `Scope`).
+pub const PSEUDO_PARAMETERS: &[&str] = &["OS::stack_name", "OS::stack_id", "OS::project_id"];
+
+/// A value as far as it is known before any resource exists.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Partial {
+    Known(Value),
+    /// Depends on a resource (or on a parameter already reported as unknown).
+    Unknown,
+    List(Vec<Partial>),
+    Map(Vec<(String, Partial)>),
+}
+
+impl Partial {
+    /// The items of a list, known or partial; `None` when it is not (known to be) a list.
+    pub fn items(&self) -> Option<Vec<Partial>> {
+        match self {
+            Partial::Known(Value::Array(items)) => Some(items.iter().cloned().map(Partial::Known).collect()),
+            Partial::List(items) => Some(items.clone()),
+            _ => None,
+        }
+    }
+
+    /// The entries of a map, known or partial; `None` when it is not (known to be) a map.
+    pub fn entries(&self) -> Option<Vec<(String, Partial)>> {
+        match self {
+            Partial::Known(Value::Object(map)) => {
+                Some(map.iter().map(|(key, item)| (key.clone(), Partial::Known(item.clone()))).collect())
+            }
+            Partial::Map(entries) => Some(entries.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn known(&self) -> Option<&Value> {
+        match self {
+            Partial::Known(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// What the checks need to know about the template at hand.
+pub(super) struct Context<'a> {
+    pub template: &'a Template,
+    pub parameters: &'a BTreeMap<String, Value>,
+    pub is_registered_server: &'a dyn Fn(&str) -> bool,
+    pub index: HashMap<&'a str, usize>,
+}
+
+impl<'a> Context<'a> {
+    pub(super) fn new(
+        template: &'a Template,
+        parameters: &'a BTreeMap<String, Value>,
+        is_registered_server: &'a dyn Fn(&str) -> bool,
+    ) -> Self {
+        let index = template.resources.iter().enumerate().map(|(index, (name, _))| (name.as_str(), index)).collect();
+        Context { template, parameters, is_registered_server, index }
+    }
+
+    pub fn resource(&self, name: &str) -> Option<&'a Resource> {
+        self.index.get(name).map(|index| &self.template.resources[*index].1)
+    }
+
+    fn is_parameter(&self, name: &str) -> bool {
+        PSEUDO_PARAMETERS.contains(&name) || self.template.parameters.iter().any(|(declared, _)| declared == name)
+    }
+
+    /// References, parameter names and `get_input` placement of one expression.
+    pub(super) fn check_expression(&self, prefix: &str, expr: &Expr, allow_input: bool, problems: &mut Vec<String>) {
+        for Reference { resource, attribute } in expr.references() {
+            let function = if attribute.is_some() { "get_attr" } else { "get_resource" };
+            let Some(target) = self.resource(&resource) else {
+                problems.push(format!("{prefix}: {function} names an unknown resource \"{resource}\""));
+                continue;
+            };
+            if let Some(attribute) = attribute
+                && !self.has_attribute(target, &attribute)
+            {
+                problems.push(format!(
+                    "{prefix}: get_attr: resource \"{resource}\" ({}) has no attribute \"{attribute}\"",
+                    target.kind.name()
+                ));
+            }
+        }
+        for name in expr.parameter_names() {
+            if !self.is_parameter(&name) {
+                problems.push(format!("{prefix}: get_param names an unknown parameter \"{name}\""));
+            }
+        }
+        if !allow_input && !expr.input_names().is_empty() {
+            problems
+                .push(format!("{prefix}: get_input is only allowed in the config of an OS::Heat::StructuredConfig"));
+        }
+    }
+
+    fn has_attribute(&self, resource: &Resource, attribute: &str) -> bool {
+        if resource.kind.base_attributes().contains(&attribute) {
+            return true;
+        }
+        if !resource.kind.is_deployment() {
+            return false;
+        }
+        let Some(Expr::GetResource(config)) = resource.property("config") else { return false };
+        match self.resource(config).filter(|config| config.kind.is_config()) {
+            // An output list that depends on something unknown cannot be checked here.
+            Some(config) => {
+                self.declared_outputs(config).is_none_or(|outputs| outputs.iter().any(|name| name == attribute))
+            }
+            None => false,
+        }
+    }
+
+    /// Output names a config resource declares; `None` when they are not known statically.
+    pub fn declared_outputs(&self, config: &Resource) -> Option<Vec<String>> {
+        let Some(expr) = config.property("outputs") else {
+            return Some(Vec::new());
+        };
+        let mut ignored = Vec::new();
+        let outputs = self.partial("", expr, &mut ignored);
+        let Partial::Known(Value::Array(items)) = outputs else { return None };
+        let names = items.iter().filter_map(|item| item.get("name").and_then(Value::as_str)).map(str::to_owned);
+        Some(names.collect())
+    }
+
+    /// Evaluates what parameters alone determine. An expression that can never evaluate is a
+    /// problem (`{prefix}: message`); one that needs a resource is `Unknown`.
+    pub fn partial(&self, prefix: &str, expr: &Expr, problems: &mut Vec<String>) -> Partial {
+        match expr {
+            Expr::Literal(value) => Partial::Known(value.clone()),
+            Expr::List(items) => {
+                let items: Vec<Partial> = items.iter().map(|item| self.partial(prefix, item, problems)).collect();
+                if items.iter().all(|item| matches!(item, Partial::Known(_))) {
+                    Partial::Known(Value::Array(items.into_iter().filter_map(|item| item.known().cloned()).collect()))
+                } else {
+                    Partial::List(items)
+                }
+            }
+            Expr::Map(entries) => {
+                let entries: Vec<(String, Partial)> =
+                    entries.iter().map(|(key, item)| (key.clone(), self.partial(prefix, item, problems))).collect();
+                if entries.iter().all(|(_, item)| matches!(item, Partial::Known(_))) {
+                    let map =
+                        entries.into_iter().filter_map(|(key, item)| item.known().cloned().map(|value| (key, value)));
+                    Partial::Known(Value::Object(map.collect()))
+                } else {
+                    Partial::Map(entries)
+                }
+            }
+            other => {
+                // Unknown parameters are reported once, by `check_expression`.
+                if other.parameter_names().iter().any(|name| !self.parameters.contains_key(name)) {
+                    return Partial::Unknown;
+                }
+                match other.evaluate(&ParameterScope { parameters: self.parameters }) {
+                    Ok(value) => Partial::Known(value),
+                    Err(EvalError::NotReady { .. }) => Partial::Unknown,
+                    Err(EvalError::Invalid { message }) => {
+                        problems.push(format!("{prefix}: {message}"));
+                        Partial::Unknown
+                    }
+                }
+            }
+        }
+    }
+}
