@@ -1,5 +1,5 @@
 //! libFuzzer entry for `anneal_fuzz::signal_engine`; the checks live in the library so that
-//! tests/tests/hostile_fuzz_replay.rs replays the corpora through the same code on stable.
+//! tests/tests/hostile_parsers.rs replays the corpora through the same code on stable.
 
 #![no_main]
 

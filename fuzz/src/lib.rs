@@ -2,7 +2,7 @@
 //! feeds them to a parser the way the binaries do, and panics only when an invariant breaks
 //! (a rejection is a normal outcome; a panic, a hang or an accepted value that breaks the
 //! parser's own promises is a finding). The libFuzzer entries in `fuzz_targets/` are one line
-//! each; `tests/tests/hostile_fuzz_replay.rs` includes this file on stable and replays the
+//! each; `tests/tests/hostile_parsers.rs` includes this file on stable and replays the
 //! committed corpora and crash cases through the same functions.
 
 use std::collections::{BTreeMap, BTreeSet};
