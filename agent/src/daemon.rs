@@ -14,6 +14,7 @@ use tracing::{error, info, warn};
 use crate::config::Config;
 use crate::error_chain;
 use crate::executor::{Executor, ExecutorError, RunCounts};
+use crate::fsutil;
 use crate::hook::{HookRunner, HookSettings};
 use crate::journal::{Journal, JournalError};
 use crate::signal::outbox::{Outbox, OutboxSummary};
@@ -31,6 +32,12 @@ const JOURNAL_RETRY: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
+    #[error("cannot use the state directory {path}")]
+    StateDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot open the journal")]
     Journal(#[from] JournalError),
     #[error(transparent)]
@@ -66,6 +73,10 @@ struct Parts {
 
 fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, DaemonError> {
     let settings = &config.agent;
+    // Everything the agent keeps, and every hook it runs from there, sits below this directory:
+    // one that someone else owns or may write is refused, not tightened (see docs/security.md).
+    fsutil::ensure_private_dir(&settings.state_dir)
+        .map_err(|source| DaemonError::StateDir { path: settings.state_dir.clone(), source })?;
     let journal = Arc::new(Journal::open(&settings.state_dir)?);
     let runner = Arc::new(HookRunner::new(hook_settings(config, base_env)));
     let wake_outbox = Arc::new(Notify::new());

@@ -26,6 +26,23 @@ pub enum HookTestError {
     NotRunnable { reason: String },
     #[error(transparent)]
     Hook(#[from] HookError),
+    #[error("cannot create a private scratch directory in {parent}")]
+    Scratch {
+        parent: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A new scratch directory in `parent` (the system's temp dir) for the script hook's files:
+/// a fresh random name created exclusively, mode 0700, removed when dropped. Never a directory
+/// that already exists, which someone else could have prepared (with symbolic links in it).
+pub fn scratch_dir(parent: &Path) -> Result<tempfile::TempDir, HookTestError> {
+    tempfile::Builder::new()
+        .prefix("anneal-hook-test-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(parent)
+        .map_err(|source| HookTestError::Scratch { parent: parent.to_path_buf(), source })
 }
 
 /// What `hook-test` prints: the exact signal body, and Heat's verdict on it.
@@ -91,6 +108,10 @@ pub async fn hook_test(
         HookChoice::Missing { group, searched } => {
             let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
             let reason = format!("no hook for group {group} in {}", dirs.join(", "));
+            return Err(HookTestError::NotRunnable { reason });
+        }
+        HookChoice::Unsafe { group, problem } => {
+            let reason = format!("cannot run the hook for group {group}: {problem}");
             return Err(HookTestError::NotRunnable { reason });
         }
         HookChoice::BuiltinScript | HookChoice::External(_) => {}

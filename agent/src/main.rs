@@ -157,10 +157,13 @@ async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken
     if let Err(error) = std::io::stdin().read_to_string(&mut stdin) {
         return fail(2, &error);
     }
-    let scratch = std::env::temp_dir().join(format!("anneal-hook-test-{}", std::process::id()));
-    let (settings, timeout) = hooktest::settings(config.as_ref(), &scratch, hook_base_env());
+    let scratch = match hooktest::scratch_dir(&std::env::temp_dir()) {
+        Ok(scratch) => scratch,
+        Err(error) => return fail(1, &error),
+    };
+    let (settings, timeout) = hooktest::settings(config.as_ref(), scratch.path(), hook_base_env());
     let result = hooktest::hook_test(group, &stdin, settings, timeout, &shutdown).await;
-    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = scratch.close();
     match result {
         Ok(report) => {
             let code = print_stdout(&format!("{}\n", report.signal_body));

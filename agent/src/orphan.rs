@@ -94,7 +94,15 @@ pub(crate) fn write_marker(path: &Path, pid: u32, process_start_time: Option<u64
         Some(start) => format!("{pid} {start}\n"),
         None => format!("{pid}\n"),
     };
-    let mut file = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    // Never through a symbolic link: the journal directory is the agent's own, but a write that
+    // follows a link is never what a marker wants.
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)?;
     file.write_all(text.as_bytes())
 }
 

@@ -290,6 +290,9 @@ impl Executor {
                 let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
                 Preparation::Wait(format!("no hook for group {group} in {}", dirs.join(", ")))
             }
+            HookChoice::Unsafe { group, problem } => {
+                Preparation::Invalid(format!("anneal: cannot run the hook for group {group}: {problem}"))
+            }
             choice => Preparation::Ready { resolved: Box::new(resolved), choice },
         }
     }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use super::{Durability, replace_file, sync_dir};
+use super::{Durability, create_new_file, replace_file, sync_dir};
 
 /// Spare files kept per directory: enough for the writes that run at once (the executor and a
 /// few delivery threads), few enough that an idle agent keeps next to nothing.
@@ -68,8 +68,8 @@ impl Spares {
         if self.unsupported.load(Ordering::Relaxed) || path.parent() != Some(self.dir.as_path()) {
             return replace_file(path, contents, mode, Durability::Durable);
         }
-        let spare = self.take();
-        match write_synced(&spare, contents, mode).and_then(|()| self.swap_in(&spare, path)) {
+        let (spare, fresh) = self.take();
+        match write_synced(&spare, fresh, contents, mode).and_then(|()| self.swap_in(&spare, path)) {
             Ok(Swapped::Exchanged) => {
                 self.put_back(spare);
                 Ok(())
@@ -83,12 +83,16 @@ impl Spares {
         }
     }
 
-    fn take(&self) -> PathBuf {
+    /// A spare from the pool, or a new name (`true`: the file is to be created).
+    fn take(&self) -> (PathBuf, bool) {
         let pooled = self.ready.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        pooled.unwrap_or_else(|| {
-            let serial = NEXT_SPARE.fetch_add(1, Ordering::Relaxed);
-            self.dir.join(format!("{SPARE_PREFIX}{}.{serial}", std::process::id()))
-        })
+        match pooled {
+            Some(spare) => (spare, false),
+            None => {
+                let serial = NEXT_SPARE.fetch_add(1, Ordering::Relaxed);
+                (self.dir.join(format!("{SPARE_PREFIX}{}.{serial}", std::process::id())), true)
+            }
+        }
     }
 
     fn put_back(&self, spare: PathBuf) {
@@ -122,11 +126,19 @@ impl Spares {
     }
 }
 
-/// Writes `contents` into `spare` (created if it does not exist yet) and fsyncs it.
-fn write_synced(spare: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+/// Writes `contents` into `spare` (created exclusively when `fresh`, else the pooled file this
+/// pool made) and fsyncs it. Never through a symbolic link.
+fn write_synced(spare: &Path, fresh: bool, contents: &[u8], mode: u32) -> io::Result<()> {
     // No O_TRUNC: truncating to zero makes ext4 flush the file at close (auto_da_alloc), and a
     // longer old content is cut below.
-    let mut file = OpenOptions::new().write(true).create(true).mode(mode).open(spare)?;
+    let pooled =
+        if fresh { None } else { Some(OpenOptions::new().write(true).custom_flags(nix::libc::O_NOFOLLOW).open(spare)) };
+    let mut file = match pooled {
+        Some(Ok(file)) => file,
+        // Fresh, or a pooled spare that is gone: made anew.
+        Some(Err(error)) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+        _ => create_new_file(spare, mode)?,
+    };
     file.set_permissions(fs::Permissions::from_mode(mode))?;
     file.write_all(contents)?;
     file.set_len(contents.len() as u64)?;

@@ -1,6 +1,8 @@
 //! Which hook runs a deployment: heat-config's lookup (the group sanitised to `[A-Za-z0-9_-]`,
 //! the first existing `<dir>/<name>` in the hooks dirs, existence only), then the built-in
-//! `script` hook, then the groups that are skipped rather than waited for.
+//! `script` hook, then the groups that are skipped rather than waited for. A hook found that
+//! someone other than root or the agent's user owns or may write (the file, what it links to, or
+//! a directory above either) is refused, never run (see docs/security.md).
 
 use std::path::PathBuf;
 
@@ -9,6 +11,7 @@ use anneal_protocol::deployment::UNGROUPED;
 use serde_json::Value;
 
 use super::HookChoice;
+use crate::fsutil::check_trusted_path;
 
 /// The group heat-config whitelists: os-apply-config applies its metadata itself (bug 1715497).
 const OS_APPLY_CONFIG: &str = "os-apply-config";
@@ -33,7 +36,12 @@ pub(crate) fn find_hook(hooks_dirs: &[PathBuf], group: &str) -> Option<PathBuf> 
 /// The hook for a component-resolved deployment.
 pub(crate) fn choose(hooks_dirs: &[PathBuf], deployment: &Deployment) -> HookChoice {
     if let Some(path) = find_hook(hooks_dirs, &deployment.group) {
-        return HookChoice::External(path);
+        // The hooks dir too: whoever may write it could swap a hook that is a symbolic link.
+        let dir = path.parent().unwrap_or(&path);
+        return match check_trusted_path(dir).and_then(|()| check_trusted_path(&path)) {
+            Ok(()) => HookChoice::External(path),
+            Err(problem) => HookChoice::Unsafe { group: deployment.group.clone(), problem },
+        };
     }
     let group = deployment.group.as_str();
     if group == SCRIPT || (group == UNGROUPED && is_script(&deployment.config)) {
@@ -140,6 +148,35 @@ mod tests {
         let dirs = settings(root.path()).hooks_dirs;
         let choice = choose_for(&dirs, "chef", json!(""));
         assert_eq!(choice, HookChoice::Missing { group: "chef".into(), searched: dirs });
+    }
+
+    #[test]
+    fn a_hook_someone_else_could_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let dirs = settings(root.path()).hooks_dirs;
+        let hook = shell_script(&dirs[0], "puppet", "exit 0");
+        let set_mode = |path: &std::path::Path, mode| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        set_mode(&hook, 0o775);
+        let HookChoice::Unsafe { group, problem } = choose_for(&dirs, "puppet", json!("")) else { panic!() };
+        assert_eq!(group, "puppet");
+        assert_eq!(
+            problem.to_string(),
+            format!("{} is group-writable (mode 0775); refusing to use it", hook.display())
+        );
+        set_mode(&hook, 0o755);
+        set_mode(&dirs[0], 0o777);
+        let choice = choose_for(&dirs, "puppet", json!(""));
+        assert!(matches!(&choice, HookChoice::Unsafe { problem, .. } if problem.path == dirs[0]), "{choice:?}");
+        set_mode(&dirs[0], 0o755);
+        if crate::fsutil::effective_uid() == 0 {
+            std::os::unix::fs::chown(&hook, Some(65534), None).unwrap();
+            let choice = choose_for(&dirs, "puppet", json!(""));
+            let HookChoice::Unsafe { problem, .. } = choice else { panic!("{choice:?}") };
+            assert_eq!(problem.problem, "is owned by uid 65534, not by root");
+        }
     }
 
     #[test]

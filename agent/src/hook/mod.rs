@@ -20,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use process::{ProcessError, ProcessOutput, ProcessSpec};
 
+use crate::fsutil::UnsafePath;
+
 /// Per-stream bound on the hook output the agent keeps unless configured otherwise.
 pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
 /// How long the output pipes are still read after a hook exited; a daemon the hook started may
@@ -60,6 +62,12 @@ pub(crate) enum HookChoice {
     Missing {
         group: String,
         searched: Vec<PathBuf>,
+    },
+    /// A hook was found, but someone other than root or the agent's user could change it: it is
+    /// never run, and the deployment fails saying why.
+    Unsafe {
+        group: String,
+        problem: UnsafePath,
     },
 }
 
@@ -147,6 +155,9 @@ impl HookRunner {
                 let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
                 let reason = format!("no hook in {}", dirs.join(", "));
                 return Err(HookError::NotRunnable { group: group.clone(), reason });
+            }
+            HookChoice::Unsafe { group, problem } => {
+                return Err(HookError::NotRunnable { group: group.clone(), reason: problem.to_string() });
             }
         };
         tracing::debug!(

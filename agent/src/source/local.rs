@@ -1,18 +1,18 @@
 //! The `local` source: every regular, non-hidden `*.json` file of a directory, read in file-name
 //! (byte) order and merged into one document, as os-collect-config's `local` collector does:
-//! `deployments` lists are concatenated, other top-level keys are replaced by later files. Files
-//! anyone may write, or a directory we do not own, are refused: they would let any local user
-//! choose what runs as root.
+//! `deployments` lists are concatenated, other top-level keys are replaced by later files. A
+//! directory or file that someone other than root or the agent's user owns or may write is
+//! refused: it would let that user choose what runs as root (see docs/security.md).
 
 use std::fs::{self, File, Metadata};
 use std::io::{ErrorKind, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, parse_document};
+use crate::fsutil::{UnsafePath, check_trusted, check_trusted_path};
 
 #[derive(Debug)]
 pub(crate) struct LocalSource {
@@ -52,21 +52,13 @@ impl LocalSource {
         Ok(Fetched::Document(Value::Object(merged)))
     }
 
+    /// The directory, and every one above what it resolves to, is owned by root or the agent's
+    /// user and writable by nobody else.
     fn check_directory(&self, metadata: &Metadata) -> Result<(), SourceError> {
         if !metadata.is_dir() {
             return Err(self.unsafe_error(&self.path, "not a directory".to_string()));
         }
-        if metadata.permissions().mode() & 0o002 != 0 {
-            return Err(
-                self.unsafe_error(&self.path, "the directory is world-writable; refusing to use it".to_string())
-            );
-        }
-        let euid = effective_uid().map_err(|source| self.read_error(Path::new("/proc/self/status"), source))?;
-        if metadata.uid() != euid {
-            let reason = format!("the directory is owned by uid {}, not by the agent (uid {euid})", metadata.uid());
-            return Err(self.unsafe_error(&self.path, reason));
-        }
-        Ok(())
+        check_trusted_path(&self.path).map_err(|problem| unsafe_path(&self.name, problem))
     }
 
     /// The directory's regular, non-hidden `*.json` files, sorted by file name bytes.
@@ -100,19 +92,17 @@ impl LocalSource {
     }
 }
 
-/// The agent's effective uid. Read from `/proc/self/status` because nix's `geteuid` needs its
-/// `user` feature, which this crate does not enable.
-pub(crate) fn effective_uid() -> std::io::Result<u32> {
-    let status = fs::read_to_string("/proc/self/status")?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .and_then(|euid| euid.parse().ok())
-        .ok_or_else(|| std::io::Error::new(ErrorKind::InvalidData, "no effective uid in /proc/self/status"))
+/// The refusal of a path someone else could write.
+fn unsafe_path(source_name: &str, problem: UnsafePath) -> SourceError {
+    SourceError::Unsafe {
+        source_name: source_name.to_string(),
+        path: problem.path,
+        reason: format!("it {}; refusing to use it", problem.problem),
+    }
 }
 
-/// Reads one JSON object file, refusing world-writable and oversized files.
+/// Reads one JSON object file, refusing oversized files and files that someone other than root
+/// or the agent's user owns or may write (checked on the open file, so it is the file read).
 ///
 /// Shared with the heat-local source.
 pub(super) fn read_json_file(source_name: &str, path: &Path) -> Result<Value, SourceError> {
@@ -120,13 +110,7 @@ pub(super) fn read_json_file(source_name: &str, path: &Path) -> Result<Value, So
         |source| SourceError::ReadFile { source_name: source_name.to_string(), path: path.to_path_buf(), source };
     let file = File::open(path).map_err(read_error)?;
     let metadata = file.metadata().map_err(read_error)?;
-    if metadata.permissions().mode() & 0o002 != 0 {
-        return Err(SourceError::Unsafe {
-            source_name: source_name.to_string(),
-            path: path.to_path_buf(),
-            reason: "the file is world-writable; refusing to use it".to_string(),
-        });
-    }
+    check_trusted(path, &metadata).map_err(|problem| unsafe_path(source_name, problem))?;
     let what = path.display().to_string();
     let too_large = || SourceError::TooLarge {
         source_name: source_name.to_string(),
@@ -180,7 +164,9 @@ fn merge_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsutil::effective_uid;
     use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
 
     fn private_dir() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -256,7 +242,7 @@ mod tests {
     fn directory_owned_by_someone_else_is_refused() {
         let dir = private_dir();
         let source = LocalSource::new("s".to_string(), dir.path().to_path_buf());
-        if effective_uid().unwrap() == 0 {
+        if effective_uid() == 0 {
             std::os::unix::fs::chown(dir.path(), Some(65534), None).unwrap();
             let error = source.fetch().unwrap_err();
             assert!(error.to_string().contains("owned by uid 65534"), "{error}");
@@ -267,9 +253,26 @@ mod tests {
     }
 
     #[test]
-    fn effective_uid_matches_the_owner_of_what_we_create() {
+    fn group_writable_or_foreign_files_are_refused() {
         let dir = private_dir();
-        assert_eq!(effective_uid().unwrap(), fs::metadata(dir.path()).unwrap().uid());
+        let file = write(dir.path(), "a.json", "{}");
+        let source = LocalSource::new("s".to_string(), dir.path().to_path_buf());
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o664)).unwrap();
+        let error = source.fetch().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("s: {}: it is group-writable (mode 0664); refusing to use it", file.display())
+        );
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o770)).unwrap();
+        let error = source.fetch().unwrap_err();
+        assert!(error.to_string().contains("is group-writable (mode 0770)"), "{error}");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        if effective_uid() == 0 {
+            std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+            let error = source.fetch().unwrap_err();
+            assert!(error.to_string().contains("it is owned by uid 65534, not by root"), "{error}");
+        }
     }
 
     #[test]
