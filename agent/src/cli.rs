@@ -63,6 +63,12 @@ pub enum Command {
         /// Give up after retrying for this long.
         #[arg(long, default_value_t = 300)]
         retry_for_secs: u64,
+        /// A PEM bundle of extra trust roots for an https URL, added to the system's (repeatable).
+        #[arg(long = "ca-file", value_name = "FILE")]
+        ca_files: Vec<PathBuf>,
+        /// Also trust the ca_file of every http source of this agent config.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Run one deployment (JSON on stdin) through the hook for GROUP and print the signal payload.
     HookTest {

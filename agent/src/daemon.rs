@@ -16,6 +16,7 @@ use crate::error_chain;
 use crate::executor::{Executor, ExecutorError, RunCounts};
 use crate::fsutil;
 use crate::hook::{HookRunner, HookSettings};
+use crate::httpclient::{CaFileError, TrustRoots};
 use crate::journal::{Journal, JournalError};
 use crate::signal::outbox::{Outbox, OutboxSummary};
 use crate::signal::send::SignalSender;
@@ -44,6 +45,8 @@ pub enum DaemonError {
     Executor(#[from] ExecutorError),
     #[error("cannot set up the metadata sources")]
     Source(#[from] SourceError),
+    #[error("cannot set up the trust roots")]
+    Trust(#[from] CaFileError),
     #[error("cannot collect metadata: no source answered and none has a cached document: {detail}")]
     NoMetadata { detail: String },
 }
@@ -87,8 +90,10 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
         settings.parallel,
         Arc::clone(&wake_outbox),
     )?;
-    let outbox = Arc::new(Outbox::new(journal, SignalSender::default()));
-    let collector = Collector::new(config)?;
+    // One set of roots for every client: a signal goes to the engine the metadata came from.
+    let roots = TrustRoots::from_config(config)?;
+    let outbox = Arc::new(Outbox::new(journal, SignalSender::new(roots.clone())));
+    let collector = Collector::new(config, &roots)?;
     Ok(Parts { executor, outbox, wake_outbox, collector })
 }
 

@@ -15,6 +15,7 @@ pub mod failpoint;
 pub(crate) mod fsutil;
 pub(crate) mod hook;
 pub mod hooktest;
+pub mod httpclient;
 pub(crate) mod journal;
 pub(crate) mod orphan;
 pub(crate) mod schedule;

@@ -6,13 +6,14 @@
 mod cli;
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anneal_agent::config::{self, Config, ConfigError};
 use anneal_agent::daemon::{self, DaemonError};
 use anneal_agent::error_chain;
+use anneal_agent::httpclient::TrustRoots;
 use anneal_agent::waitsignal::{WaitSignal, send_wait_signal};
 use anneal_agent::{failpoint, hooktest, status};
 use anneal_protocol::Outcome;
@@ -68,9 +69,13 @@ async fn dispatch(command: Command) -> ExitCode {
         Command::Run { config } => run(&config, shutdown).await,
         Command::Once { config } => once(&config, shutdown).await,
         Command::Status { config, json } => show_status(&config, json),
-        Command::Signal { url, status, reason, data, id, aws, retry_for_secs } => {
+        Command::Signal { url, status, reason, data, id, aws, retry_for_secs, ca_files, config } => {
+            let roots = match signal_roots(config.as_deref(), &ca_files) {
+                Ok(roots) => roots,
+                Err(code) => return code,
+            };
             let signal = WaitSignal { url, status: status.into(), reason, data, id, aws };
-            match send_wait_signal(&signal, Duration::from_secs(retry_for_secs), &shutdown).await {
+            match send_wait_signal(&signal, Duration::from_secs(retry_for_secs), &roots, &shutdown).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(error) => fail(1, &error),
             }
@@ -117,10 +122,20 @@ async fn once(path: &Path, shutdown: CancellationToken) -> ExitCode {
     }
 }
 
+/// The trust roots of `signal`: the `ca_file`s of `config`'s sources, then `--ca-file`s; a file
+/// that cannot be used is a config error.
+fn signal_roots(config: Option<&Path>, ca_files: &[PathBuf]) -> Result<TrustRoots, ExitCode> {
+    let roots = match config {
+        Some(path) => TrustRoots::from_config(&load_config(path)?),
+        None => Ok(TrustRoots::default()),
+    };
+    roots.and_then(|roots| roots.with_files("--ca-file", ca_files)).map_err(|error| fail(2, &error))
+}
+
 /// A source that cannot be set up (unreadable token or CA file) is a config error.
 fn daemon_exit_code(error: &DaemonError) -> u8 {
     match error {
-        DaemonError::Source(_) => 2,
+        DaemonError::Source(_) | DaemonError::Trust(_) => 2,
         _ => 1,
     }
 }

@@ -16,9 +16,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::SIGNAL_RETRY;
+use crate::httpclient::{self, TrustRoots};
 use crate::secret::redact_url;
 use crate::signal::outcome::DeliveryOutcome;
-use crate::signal::send::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, build_client, check_url, classify_error, read_outcome};
+use crate::signal::send::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, check_url, classify_error, read_outcome};
 
 /// cfn-signal's defaults for the AWS style.
 pub(crate) const AWS_DEFAULT_REASON: &str = "Configuration Complete";
@@ -64,16 +65,19 @@ pub enum WaitSignalError {
 
 /// Sends `signal`, retrying transient failures (408, 429, 5xx, connection errors, timeouts) until
 /// `retry_for` has elapsed; returns the handle's 2xx status. A refusal (other 4xx, 3xx) fails at
-/// once with the status and an excerpt of the response body.
+/// once with the status and an excerpt of the response body. The client is the agent's one kind,
+/// trusting `roots` besides the system's.
 pub async fn send_wait_signal(
     signal: &WaitSignal,
     retry_for: Duration,
+    roots: &TrustRoots,
     shutdown: &CancellationToken,
 ) -> Result<u16, WaitSignalError> {
     let url = redact_url(&signal.url);
     let parsed = check_url(&signal.url).map_err(|reason| WaitSignalError::InvalidUrl { url: url.clone(), reason })?;
     let (method, body) = request_for(signal)?;
-    let client = build_client(CONNECT_TIMEOUT, REQUEST_TIMEOUT).map_err(|source| WaitSignalError::Client { source })?;
+    let client = httpclient::build(CONNECT_TIMEOUT, Some(REQUEST_TIMEOUT), roots)
+        .map_err(|source| WaitSignalError::Client { source })?;
     let started = Instant::now();
     let mut rng = rand::rngs::StdRng::from_os_rng();
     let mut attempts = 0;
@@ -199,7 +203,8 @@ mod tests {
         full.reason = Some("disk full \u{e9}".into());
         full.data = Some("{\"a\": 1}".into());
         full.id = Some("web-1".into());
-        let status = send_wait_signal(&full, Duration::ZERO, &CancellationToken::new()).await.unwrap();
+        let status =
+            send_wait_signal(&full, Duration::ZERO, &TrustRoots::default(), &CancellationToken::new()).await.unwrap();
         assert_eq!(status, 200);
         let (verb, content_type, body) = body_of_only_request(&server).await;
         assert_eq!((verb.as_str(), content_type.as_str()), ("POST", "application/json"));
@@ -216,7 +221,7 @@ mod tests {
         let mut aws = signal(format!("{}/v1/waitcondition/arn?Signature=x", server.uri()));
         aws.aws = true;
         aws.id = Some("i-1".into());
-        send_wait_signal(&aws, Duration::ZERO, &CancellationToken::new()).await.unwrap();
+        send_wait_signal(&aws, Duration::ZERO, &TrustRoots::default(), &CancellationToken::new()).await.unwrap();
         let (verb, content_type, body) = body_of_only_request(&server).await;
         assert_eq!((verb.as_str(), content_type.as_str()), ("PUT", "application/json"));
         assert_eq!(
@@ -243,8 +248,14 @@ mod tests {
             .mount(&server)
             .await;
         Mock::given(method("POST")).respond_with(ResponseTemplate::new(202)).with_priority(2).mount(&server).await;
-        let status =
-            send_wait_signal(&signal(server.uri()), Duration::from_secs(10), &CancellationToken::new()).await.unwrap();
+        let status = send_wait_signal(
+            &signal(server.uri()),
+            Duration::from_secs(10),
+            &TrustRoots::default(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
         assert_eq!(status, 202);
         assert_eq!(server.received_requests().await.unwrap().len(), 2);
     }
@@ -255,8 +266,14 @@ mod tests {
         Mock::given(method("POST")).respond_with(ResponseTemplate::new(429)).mount(&server).await;
         let url = format!("{}/h?Signature=secret", server.uri());
         let started = std::time::Instant::now();
-        let error =
-            send_wait_signal(&signal(url), Duration::from_millis(1_200), &CancellationToken::new()).await.unwrap_err();
+        let error = send_wait_signal(
+            &signal(url),
+            Duration::from_millis(1_200),
+            &TrustRoots::default(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(5));
         let WaitSignalError::GaveUp { attempts, ref last_error, .. } = error else { panic!("{error}") };
         assert!(attempts >= 2, "{attempts}");
@@ -272,9 +289,14 @@ mod tests {
             .expect(1)
             .mount(&server)
             .await;
-        let error = send_wait_signal(&signal(server.uri()), Duration::from_secs(30), &CancellationToken::new())
-            .await
-            .unwrap_err();
+        let error = send_wait_signal(
+            &signal(server.uri()),
+            Duration::from_secs(30),
+            &TrustRoots::default(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(error, WaitSignalError::Refused { .. }));
         let text = error.to_string();
         assert!(text.contains("400") && text.contains("Metadata format invalid"), "{text}");
@@ -285,7 +307,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/h", listener.local_addr().unwrap());
         drop(listener);
-        let error = send_wait_signal(&signal(url), Duration::ZERO, &CancellationToken::new()).await.unwrap_err();
+        let error = send_wait_signal(&signal(url), Duration::ZERO, &TrustRoots::default(), &CancellationToken::new())
+            .await
+            .unwrap_err();
         assert!(matches!(error, WaitSignalError::GaveUp { attempts: 1, .. }), "{error}");
     }
 
@@ -302,15 +326,22 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
             canceller.cancel();
         });
-        let error = send_wait_signal(&signal(server.uri()), Duration::from_secs(60), &shutdown).await.unwrap_err();
+        let error = send_wait_signal(&signal(server.uri()), Duration::from_secs(60), &TrustRoots::default(), &shutdown)
+            .await
+            .unwrap_err();
         assert!(matches!(error, WaitSignalError::Cancelled { .. }), "{error}");
     }
 
     #[tokio::test]
     async fn unusable_urls_are_rejected_before_sending() {
-        let error = send_wait_signal(&signal("mock://x?k=secret".into()), Duration::ZERO, &CancellationToken::new())
-            .await
-            .unwrap_err();
+        let error = send_wait_signal(
+            &signal("mock://x?k=secret".into()),
+            Duration::ZERO,
+            &TrustRoots::default(),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(error, WaitSignalError::InvalidUrl { .. }));
         assert!(!error.to_string().contains("secret"), "{error}");
     }

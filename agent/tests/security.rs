@@ -4,6 +4,8 @@
 //! the parts that chown run only as root (as the tests do in CI and here).
 
 mod common;
+#[path = "common/tls.rs"]
+mod tls;
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, chown, symlink};
@@ -11,10 +13,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{BINARY, Sandbox, body_json, script_deployment, signal_receiver, signals};
+use common::{BINARY, Sandbox, body_json, run_to_end, script_deployment, signal_receiver, signals};
 use serde_json::json;
+use tls::TlsServer;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// The uid of `nobody`: the attacker.
 const NOBODY: u32 = 65534;
@@ -97,7 +101,7 @@ async fn hook_test_scratch_dir_is_fresh_and_private() {
     let mut command = Command::new(BINARY);
     command.args(["hook-test", "script", "--config"]).arg(sandbox.config_path()).env("TMPDIR", &tmp);
     let deployment = script_deployment("ht", "ht", script, None);
-    let finished = common::run_to_end(command, Some(&deployment.to_string()), Duration::from_secs(30)).await;
+    let finished = run_to_end(command, Some(&deployment.to_string()), Duration::from_secs(30)).await;
     assert!(finished.status.success(), "{}", finished.stderr);
     let payload: serde_json::Value = serde_json::from_str(finished.stdout.trim()).unwrap();
     let uid = fs::metadata(sandbox.root()).unwrap().uid();
@@ -181,7 +185,7 @@ async fn a_hook_others_could_write_is_refused_and_the_deployment_fails() {
 
     let mut command = Command::new(BINARY);
     command.args(["hook-test", "puppet", "--config"]).arg(sandbox.config_path());
-    let finished = common::run_to_end(command, Some(&deployment.to_string()), Duration::from_secs(30)).await;
+    let finished = run_to_end(command, Some(&deployment.to_string()), Duration::from_secs(30)).await;
     assert_eq!(finished.status.code(), Some(1));
     assert!(finished.stderr.contains("is group- and world-writable (mode 0777); refusing"), "{}", finished.stderr);
     assert!(!ran.exists(), "hook-test ran it");
@@ -202,4 +206,77 @@ async fn a_local_document_others_could_write_is_refused() {
     let expected = format!("{}: it is group-writable (mode 0664); refusing to use it", document.display());
     assert!(finished.stderr.contains(&expected), "{}", finished.stderr);
     assert!(!ran.exists());
+}
+
+/// A shim behind HTTPS with a private CA: with the source's `ca_file`, the metadata is read and
+/// the deployment's signal (same server) is delivered too, not retried forever as UnknownIssuer.
+#[tokio::test]
+async fn a_private_ca_serves_metadata_and_signals_alike() {
+    let sandbox = Sandbox::new();
+    let server = TlsServer::start();
+    let deployment = script_deployment("d1", "d1", "#!/bin/sh\necho ok\n", Some(&format!("{}/signal/d1", server.url)));
+    server.set_document(&json!({"deployments": [deployment]}));
+    let ca = sandbox.root().join("ca.pem");
+    fs::write(&ca, &server.ca_pem).unwrap();
+    let source =
+        format!("[[source]]\nkind = \"http\"\nurl = \"{}/metadata\"\nca_file = \"{}\"\n", server.url, ca.display());
+    sandbox.write_config("", &source);
+    let finished = sandbox.once().await;
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert_eq!(server.requests(), ["GET /metadata", "POST /signal/d1"]);
+
+    // The `signal` command: the CA from --ca-file, or from the config's sources.
+    let url = format!("{}/signal/handle", server.url);
+    for trust in [
+        vec!["--ca-file".to_string(), ca.display().to_string()],
+        vec!["--config".to_string(), sandbox.config_path().display().to_string()],
+    ] {
+        let mut command = Command::new(BINARY);
+        command.args(["signal", &url, "--retry-for-secs", "0"]).args(&trust);
+        let finished = run_to_end(command, None, Duration::from_secs(30)).await;
+        assert!(finished.status.success(), "{trust:?}: {}", finished.stderr);
+    }
+    let mut command = Command::new(BINARY);
+    command.args(["signal", &url, "--retry-for-secs", "0"]);
+    let finished = run_to_end(command, None, Duration::from_secs(30)).await;
+    assert_eq!(finished.status.code(), Some(1), "not trusted without the CA: {}", finished.stderr);
+    assert!(finished.stderr.contains("UnknownIssuer"), "{}", finished.stderr);
+    assert_eq!(server.requests().iter().filter(|line| *line == "POST /signal/handle").count(), 2);
+}
+
+/// Proxy variables in the agent's environment are used by no client: metadata requests never
+/// did, and signals (deployment and wait condition) must not either.
+#[tokio::test]
+async fn proxy_variables_are_ignored_by_every_client() {
+    let proxy = MockServer::start().await;
+    Mock::given(wiremock::matchers::any()).respond_with(ResponseTemplate::new(200)).mount(&proxy).await;
+    let receiver = signal_receiver().await;
+    let sandbox = Sandbox::new();
+    sandbox.write_local_config("");
+    let deployment =
+        script_deployment("d1", "d1", "#!/bin/sh\necho ok\n", Some(&format!("{}/signal/d1", receiver.uri())));
+    sandbox.write_local_document("a.json", &json!({"deployments": [deployment]}));
+    let proxy_env: Vec<(&str, String)> =
+        ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+            .into_iter()
+            .map(|name| (name, proxy.uri()))
+            .collect();
+
+    let mut command = Command::new(BINARY);
+    command.args(["once", "--config"]).arg(sandbox.config_path()).envs(proxy_env.clone());
+    let finished = run_to_end(command, None, Duration::from_secs(60)).await;
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let mut command = Command::new(BINARY);
+    command.args(["signal", &format!("{}/signal/handle", receiver.uri()), "--retry-for-secs", "0"]).envs(proxy_env);
+    let finished = run_to_end(command, None, Duration::from_secs(30)).await;
+    assert!(finished.status.success(), "{}", finished.stderr);
+
+    let through_proxy = proxy.received_requests().await.unwrap_or_default();
+    assert!(
+        through_proxy.is_empty(),
+        "sent through the proxy: {:?}",
+        through_proxy.iter().map(|r| r.url.to_string()).collect::<Vec<_>>()
+    );
+    let paths: Vec<String> = signals(&receiver).await.iter().map(|request| request.url.path().to_string()).collect();
+    assert_eq!(paths, ["/signal/d1", "/signal/handle"]);
 }

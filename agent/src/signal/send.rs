@@ -4,13 +4,15 @@
 //! (the outbox does); it never follows redirects, never changes the signal URL, and never logs the
 //! URL's query string, which carries the credentials.
 //!
-//! The HTTP helpers here (client, URL check, response and error classification) are shared with
-//! `waitsignal`, so both commands agree on what is transient.
+//! The HTTP helpers here (URL check, response and error classification) are shared with
+//! `waitsignal`, so both commands agree on what is transient; the client is the agent's one kind
+//! (`httpclient`: the configured CA files, no environment proxy, no redirects).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::outcome::{DeliveryOutcome, signal_id};
+use crate::httpclient::{self, TrustRoots};
 use crate::secret::redact_url;
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
 use anneal_protocol::{HookResult, HttpVerb, SignalTransport};
@@ -45,20 +47,20 @@ pub(crate) enum DeliverError {
 pub(crate) struct SignalSender {
     connect: Duration,
     request: Duration,
+    roots: TrustRoots,
     client: Arc<OnceLock<reqwest::Client>>,
 }
 
-impl Default for SignalSender {
-    /// A sender with the standard timeouts (connect 10 s, whole request 60 s) and no redirects.
-    fn default() -> SignalSender {
-        SignalSender::with_timeouts(CONNECT_TIMEOUT, REQUEST_TIMEOUT)
-    }
-}
-
 impl SignalSender {
-    /// A sender with other timeouts (tests use short ones).
+    /// A sender with the standard timeouts (connect 10 s, whole request 60 s) that trusts `roots`
+    /// (the configured CA files, as the sources do) besides the system's.
+    pub(crate) fn new(roots: TrustRoots) -> SignalSender {
+        SignalSender { roots, ..SignalSender::with_timeouts(CONNECT_TIMEOUT, REQUEST_TIMEOUT) }
+    }
+
+    /// A sender with other timeouts and no extra roots (tests use short ones).
     pub(crate) fn with_timeouts(connect: Duration, request: Duration) -> SignalSender {
-        SignalSender { connect, request, client: Arc::new(OnceLock::new()) }
+        SignalSender { connect, request, roots: TrustRoots::default(), client: Arc::new(OnceLock::new()) }
     }
 
     /// Builds the client now, on a blocking thread (reading the system's CA roots takes
@@ -77,7 +79,8 @@ impl SignalSender {
         if let Some(client) = self.client.get() {
             return Ok(client);
         }
-        let built = build_client(self.connect, self.request).map_err(|source| DeliverError::Client { source })?;
+        let built = httpclient::build(self.connect, Some(self.request), &self.roots)
+            .map_err(|source| DeliverError::Client { source })?;
         Ok(self.client.get_or_init(|| built))
     }
 
@@ -125,18 +128,6 @@ impl SignalSender {
 
 fn unsupported_transport(name: &str) -> String {
     format!("{name} is not supported yet by anneal-agent; the result is kept in the journal")
-}
-
-/// A client that never follows redirects (a redirected signal would go to a URL nobody signed)
-/// with the given timeouts.
-pub(crate) fn build_client(connect: Duration, request: Duration) -> Result<reqwest::Client, reqwest::Error> {
-    // reqwest is built without a default crypto provider; installing ring is idempotent.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(connect)
-        .timeout(request)
-        .build()
 }
 
 /// Parses a signal URL for sending. Heat signs the URL exactly as it publishes it, so a parse

@@ -15,6 +15,7 @@ use super::poll::{Shared, SlotView, poll_source};
 use super::state::{Collected, Slot, collected_from};
 use super::{Fetched, Source, SourceError, Validators, error_chain};
 use crate::config::Config;
+use crate::httpclient::TrustRoots;
 
 /// All sources with their last good documents.
 #[derive(Debug)]
@@ -24,12 +25,13 @@ pub(crate) struct Collector {
 }
 
 impl Collector {
-    /// Builds every source and loads their caches (restoring the HTTP validators with them).
-    pub(crate) fn new(config: &Config) -> Result<Collector, SourceError> {
+    /// Builds every source (http clients trusting `roots` besides the system's) and loads their
+    /// caches (restoring the HTTP validators with them).
+    pub(crate) fn new(config: &Config, roots: &TrustRoots) -> Result<Collector, SourceError> {
         let cache = Cache::open(&config.agent.state_dir)?;
         let mut slots = Vec::with_capacity(config.sources.len());
         for (index, source_config) in config.sources.iter().enumerate() {
-            let mut source = Source::from_config(index, source_config)?;
+            let mut source = Source::from_config(index, source_config, roots)?;
             let cached = cache.load(source.name(), &source.identity());
             let (document, stored_validators) = match cached {
                 Some(cached) => {

@@ -1,7 +1,8 @@
 //! The `http` source: GET a JSON metadata document from any URL (the shim, a Swift temp URL, a
 //! plain web server). Conditional requests (`If-None-Match` / `If-Modified-Since`), long-poll
-//! when the server advertises it (`X-Anneal-Long-Poll`), a bearer token from a file, an extra CA,
-//! a body size limit, and no redirects. The token and the URL's query string never reach a log.
+//! when the server advertises it (`X-Anneal-Long-Poll`), a bearer token from a file, a body size
+//! limit; the client is the agent's one kind (`httpclient`: the configured CA files, no proxy, no
+//! redirects). The token and the URL's query string never reach a log.
 
 use std::fmt;
 use std::fs;
@@ -9,11 +10,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, ETAG, HeaderMap, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
-use reqwest::{Certificate, Client, Response, StatusCode, redirect};
+use reqwest::{Client, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
 use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, Validators, parse_document};
 use crate::config::HttpSourceConfig;
+use crate::httpclient::{self, TrustRoots};
 use crate::secret::{Secret, redact_url};
 
 /// Response header by which a server (the shim) says it holds `?wait=N` requests, up to N seconds.
@@ -51,9 +53,11 @@ impl fmt::Debug for HttpSource {
 }
 
 impl HttpSource {
-    /// Builds the client and reads the token file (an unreadable or empty one is an error).
-    pub(crate) fn new(name: String, config: &HttpSourceConfig) -> Result<HttpSource, SourceError> {
-        let client = build_client(&name, config)?;
+    /// Builds the client (trusting `roots` besides the system's) and reads the token file (an
+    /// unreadable or empty one is an error).
+    pub(crate) fn new(name: String, config: &HttpSourceConfig, roots: &TrustRoots) -> Result<HttpSource, SourceError> {
+        let client = httpclient::build(config.connect_timeout, None, roots)
+            .map_err(|source| SourceError::Client { source_name: name.clone(), source })?;
         let authorization = match &config.token_file {
             Some(path) => Some(read_token(&name, path)?),
             None => None,
@@ -224,40 +228,6 @@ impl HttpSource {
     fn set_body_limit(&mut self, limit: usize) {
         self.body_limit = limit;
     }
-}
-
-fn build_client(name: &str, config: &HttpSourceConfig) -> Result<Client, SourceError> {
-    // reqwest is built without a default crypto provider; installing one twice is harmless.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = Client::builder()
-        .connect_timeout(config.connect_timeout)
-        .redirect(redirect::Policy::none())
-        // Reading HTTP_PROXY and friends would be an environment read outside main; metadata
-        // endpoints are reached directly.
-        .no_proxy()
-        .user_agent(concat!("anneal-agent/", env!("CARGO_PKG_VERSION")));
-    if let Some(ca_file) = &config.ca_file {
-        builder = builder.tls_certs_merge(read_ca(name, ca_file)?);
-    }
-    builder.build().map_err(|source| SourceError::Client { source_name: name.to_string(), source })
-}
-
-fn read_ca(name: &str, path: &Path) -> Result<Vec<Certificate>, SourceError> {
-    let bad = |reason: &str| SourceError::BadFile {
-        source_name: name.to_string(),
-        path: path.to_path_buf(),
-        reason: reason.to_string(),
-    };
-    let pem = fs::read(path).map_err(|source| SourceError::ReadFile {
-        source_name: name.to_string(),
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let certificates = Certificate::from_pem_bundle(&pem).map_err(|_| bad("not a PEM certificate bundle"))?;
-    if certificates.is_empty() {
-        return Err(bad("no PEM certificate found"));
-    }
-    Ok(certificates)
 }
 
 /// Reads and trims the bearer token; returns the whole `Authorization` value, marked sensitive.

@@ -26,6 +26,7 @@ pub(crate) use http::HttpSource;
 pub(crate) use local::LocalSource;
 
 use crate::config::SourceConfig;
+use crate::httpclient::TrustRoots;
 
 /// The largest metadata document (or local file) we accept. Heat's documents are far smaller; the
 /// limit keeps a broken or hostile server from exhausting a small VM's memory.
@@ -123,11 +124,12 @@ impl SourceError {
 }
 
 impl Source {
-    /// Builds source number `index` of the config. Reads an http source's token and CA files.
-    pub(crate) fn from_config(index: usize, config: &SourceConfig) -> Result<Source, SourceError> {
+    /// Builds source number `index` of the config. Reads an http source's token file; its client
+    /// trusts `roots` (every configured CA file) besides the system's.
+    pub(crate) fn from_config(index: usize, config: &SourceConfig, roots: &TrustRoots) -> Result<Source, SourceError> {
         let name = format!("source[{index}] {}", config.kind());
         Ok(match config {
-            SourceConfig::Http(http) => Source::Http(HttpSource::new(name, http)?),
+            SourceConfig::Http(http) => Source::Http(HttpSource::new(name, http, roots)?),
             SourceConfig::Local(local) => Source::Local(LocalSource::new(name, local.path.clone())),
             SourceConfig::HeatLocal(heat_local) => {
                 Source::HeatLocal(HeatLocalSource::new(name, heat_local.path.clone()))
@@ -242,21 +244,26 @@ mod tests {
 
     #[test]
     fn names_are_index_and_kind() {
-        let http = Source::from_config(0, &http_config("http://127.0.0.1:9/m")).unwrap();
+        let http = Source::from_config(0, &http_config("http://127.0.0.1:9/m"), &TrustRoots::default()).unwrap();
         assert_eq!(http.name(), "source[0] http");
-        let local = Source::from_config(1, &SourceConfig::Local(LocalSourceConfig { path: "/l".into() })).unwrap();
+        let local = Source::from_config(
+            1,
+            &SourceConfig::Local(LocalSourceConfig { path: "/l".into() }),
+            &TrustRoots::default(),
+        )
+        .unwrap();
         assert_eq!(local.name(), "source[1] local");
         let heat = SourceConfig::HeatLocal(HeatLocalSourceConfig { path: "/h".into() });
-        assert_eq!(Source::from_config(2, &heat).unwrap().name(), "source[2] heat-local");
+        assert_eq!(Source::from_config(2, &heat, &TrustRoots::default()).unwrap().name(), "source[2] heat-local");
         assert!(!local.can_long_poll());
         assert!(!http.can_long_poll(), "no long-poll before the server advertised it");
     }
 
     #[test]
     fn identity_depends_on_what_is_read() {
-        let one = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s")).unwrap();
-        let same = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s")).unwrap();
-        let other = Source::from_config(0, &http_config("http://127.0.0.1:9/b")).unwrap();
+        let one = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s"), &TrustRoots::default()).unwrap();
+        let same = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s"), &TrustRoots::default()).unwrap();
+        let other = Source::from_config(0, &http_config("http://127.0.0.1:9/b"), &TrustRoots::default()).unwrap();
         assert_eq!(one.identity(), same.identity());
         assert_ne!(one.identity(), other.identity());
         assert_eq!(one.identity().len(), 64);
@@ -265,7 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancelled_before_fetch() {
-        let mut source = Source::from_config(0, &http_config("http://127.0.0.1:9/m")).unwrap();
+        let mut source = Source::from_config(0, &http_config("http://127.0.0.1:9/m"), &TrustRoots::default()).unwrap();
         let shutdown = CancellationToken::new();
         shutdown.cancel();
         assert_eq!(source.fetch(false, &shutdown).await.unwrap(), Fetched::Cancelled);

@@ -98,7 +98,7 @@ async fn collect_once_merges_http_and_local_and_caches() {
     fs::write(local_dir.join("a.json"), json!({"deployments": [deployment("l1", "05_l1")]}).to_string()).unwrap();
     let sources =
         vec![http(&format!("{}/m", server.uri())), SourceConfig::Local(LocalSourceConfig { path: local_dir })];
-    let mut collector = Collector::new(&config(state.path(), sources)).unwrap();
+    let mut collector = Collector::new(&config(state.path(), sources), &TrustRoots::default()).unwrap();
     let collected = collector.collect_once(&CancellationToken::new()).await;
     assert_eq!(ids(&collected), ["r1", "l1"]);
     assert!(collected.failing.is_empty(), "{:?}", collected.failing);
@@ -115,10 +115,10 @@ async fn collect_once_falls_back_to_the_cache_when_the_server_is_down() {
     Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).mount(&server).await;
     let state = tempfile::tempdir().unwrap();
     let settings = config(state.path(), vec![http(&format!("{}/m", server.uri()))]);
-    Collector::new(&settings).unwrap().collect_once(&CancellationToken::new()).await;
+    Collector::new(&settings, &TrustRoots::default()).unwrap().collect_once(&CancellationToken::new()).await;
     drop(server);
 
-    let mut restarted = Collector::new(&settings).unwrap();
+    let mut restarted = Collector::new(&settings, &TrustRoots::default()).unwrap();
     assert_eq!(ids(&restarted.collected()), ["r1"], "the cache is loaded at startup");
     let collected = restarted.collect_once(&CancellationToken::new()).await;
     assert_eq!(ids(&collected), ["r1"]);
@@ -132,7 +132,9 @@ async fn a_failing_source_without_cache_contributes_nothing() {
     let server = MockServer::start().await;
     Mock::given(method("GET")).respond_with(ResponseTemplate::new(503)).mount(&server).await;
     let state = tempfile::tempdir().unwrap();
-    let mut collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    let mut collector =
+        Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))]), &TrustRoots::default())
+            .unwrap();
     let collected = collector.collect_once(&CancellationToken::new()).await;
     assert!(collected.deployments.is_empty());
     assert!(collected.failing[0].1.contains("HTTP 503"), "{:?}", collected.failing);
@@ -150,8 +152,9 @@ async fn restart_sends_cached_validators_and_uses_the_cached_document_on_304() {
     Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).up_to_n_times(1).mount(&server).await;
     let state = tempfile::tempdir().unwrap();
     let settings = config(state.path(), vec![http(&format!("{}/m", server.uri()))]);
-    Collector::new(&settings).unwrap().collect_once(&CancellationToken::new()).await;
-    let collected = Collector::new(&settings).unwrap().collect_once(&CancellationToken::new()).await;
+    Collector::new(&settings, &TrustRoots::default()).unwrap().collect_once(&CancellationToken::new()).await;
+    let collected =
+        Collector::new(&settings, &TrustRoots::default()).unwrap().collect_once(&CancellationToken::new()).await;
     assert_eq!(ids(&collected), ["r1"]);
     assert!(collected.failing.is_empty());
     assert_eq!(server.received_requests().await.unwrap().len(), 2);
@@ -170,7 +173,9 @@ async fn a_failed_cache_write_is_retried_after_the_next_fetch() {
         .await;
     Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).mount(&server).await;
     let state = tempfile::tempdir().unwrap();
-    let mut collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    let mut collector =
+        Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))]), &TrustRoots::default())
+            .unwrap();
     // A file where the cache directory was makes every cache write fail, even for root.
     let sources = state.path().join("sources");
     fs::remove_dir(&sources).unwrap();
@@ -194,9 +199,9 @@ async fn a_cache_for_another_url_is_not_used() {
     let remote = json!({"deployments": [deployment("old", "10_old")]});
     Mock::given(method("GET")).respond_with(document_response(&remote, "\"v1\"")).mount(&server).await;
     let old = config(state.path(), vec![http(&format!("{}/old", server.uri()))]);
-    Collector::new(&old).unwrap().collect_once(&CancellationToken::new()).await;
+    Collector::new(&old, &TrustRoots::default()).unwrap().collect_once(&CancellationToken::new()).await;
     let moved = config(state.path(), vec![http("http://127.0.0.1:9/new")]);
-    assert!(Collector::new(&moved).unwrap().collected().deployments.is_empty());
+    assert!(Collector::new(&moved, &TrustRoots::default()).unwrap().collected().deployments.is_empty());
 }
 
 #[tokio::test]
@@ -205,7 +210,8 @@ async fn corrupt_cache_is_ignored() {
     let sources = state.path().join("sources");
     fs::create_dir_all(&sources).unwrap();
     fs::write(sources.join("source-0-http.json"), "garbage").unwrap();
-    let collector = Collector::new(&config(state.path(), vec![http("http://127.0.0.1:9/m")])).unwrap();
+    let collector =
+        Collector::new(&config(state.path(), vec![http("http://127.0.0.1:9/m")]), &TrustRoots::default()).unwrap();
     assert_eq!(collector.collected(), Collected::default());
 }
 
@@ -216,14 +222,15 @@ async fn construction_errors_name_the_source() {
     if let SourceConfig::Http(settings) = &mut bad {
         settings.token_file = Some(state.path().join("missing-token"));
     }
-    let error = Collector::new(&config(state.path(), vec![bad])).unwrap_err();
+    let error = Collector::new(&config(state.path(), vec![bad]), &TrustRoots::default()).unwrap_err();
     assert!(error.to_string().starts_with("source[0] http: cannot read"), "{error}");
 }
 
 #[tokio::test]
 async fn cancelled_collect_once_marks_sources_not_fetched() {
     let state = tempfile::tempdir().unwrap();
-    let mut collector = Collector::new(&config(state.path(), vec![http("http://127.0.0.1:9/m")])).unwrap();
+    let mut collector =
+        Collector::new(&config(state.path(), vec![http("http://127.0.0.1:9/m")]), &TrustRoots::default()).unwrap();
     let shutdown = CancellationToken::new();
     shutdown.cancel();
     let collected = collector.collect_once(&shutdown).await;
@@ -241,7 +248,9 @@ async fn spawn_delivers_an_update_after_a_change() {
     let first = json!({"deployments": [deployment("a", "10_a")]});
     Mock::given(method("GET")).respond_with(document_response(&first, "\"v1\"")).mount(&server).await;
     let state = tempfile::tempdir().unwrap();
-    let collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    let collector =
+        Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))]), &TrustRoots::default())
+            .unwrap();
     let shutdown = CancellationToken::new();
     let mut receiver = collector.spawn(Duration::from_millis(100), shutdown.clone());
     assert!(receiver.borrow().deployments.is_empty(), "no cache: starts empty");
@@ -269,7 +278,7 @@ async fn spawn_sends_the_first_round_even_when_nothing_changed() {
     let state = tempfile::tempdir().unwrap();
     let missing = state.path().join("absent.d");
     let sources = vec![SourceConfig::Local(LocalSourceConfig { path: missing })];
-    let collector = Collector::new(&config(state.path(), sources)).unwrap();
+    let collector = Collector::new(&config(state.path(), sources), &TrustRoots::default()).unwrap();
     let shutdown = CancellationToken::new();
     let mut receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
     assert_eq!(*next(&mut receiver).await, Collected::default());
@@ -290,7 +299,9 @@ async fn spawn_long_polls_when_the_server_advertises_it() {
     let response = document_response(&first, "\"v1\"").insert_header(LONG_POLL_HEADER, "30");
     Mock::given(method("GET")).respond_with(response).up_to_n_times(1).mount(&server).await;
     let state = tempfile::tempdir().unwrap();
-    let collector = Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))])).unwrap();
+    let collector =
+        Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))]), &TrustRoots::default())
+            .unwrap();
     let shutdown = CancellationToken::new();
     // A poll interval this long shows that the change below arrives through long-poll.
     let mut receiver = collector.spawn(Duration::from_secs(3600), shutdown.clone());

@@ -6,19 +6,6 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
 
-const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
-MIIBiDCCAS+gAwIBAgIUctpZzeczLycUdHwkhadza+YHnjYwCgYIKoZIzj0EAwIw
-GTEXMBUGA1UEAwwOYW5uZWFsLXRlc3QtY2EwIBcNMjYxMTIxMDUyMjQ1WhgPMjEy
-NjEwMjgwNTIyNDVaMBkxFzAVBgNVBAMMDmFubmVhbC10ZXN0LWNhMFkwEwYHKoZI
-zj0CAQYIKoZIzj0DAQcDQgAE1Xdo1F/v5HHlJbhh/vI1moFWBRePgfeFRB8HwxFv
-h8aB9FUnO3aSioNbXJO574J5uosW4D/MbK/a+SGpqrz6SKNTMFEwHQYDVR0OBBYE
-FClR2tWAh/bmetSS+3jzgMgA4vscMB8GA1UdIwQYMBaAFClR2tWAh/bmetSS+3jz
-gMgA4vscMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDRwAwRAIgQcbe9+dD
-xHMxYcOJMSXPFyHHaPMCk5A09QwO1eIFxqgCIHyOpJkhz0XInYWdXrgKfj2Xg4Ca
-YtjL96G0GIZZzm0l
------END CERTIFICATE-----
-";
-
 fn config(url: &str) -> HttpSourceConfig {
     HttpSourceConfig {
         url: url.to_string(),
@@ -31,7 +18,7 @@ fn config(url: &str) -> HttpSourceConfig {
 }
 
 fn source(url: &str) -> HttpSource {
-    HttpSource::new("source[0] http".to_string(), &config(url)).unwrap()
+    HttpSource::new("source[0] http".to_string(), &config(url), &TrustRoots::default()).unwrap()
 }
 
 async fn fetch(source: &mut HttpSource, wait: bool) -> Result<Fetched, SourceError> {
@@ -178,7 +165,7 @@ async fn bearer_token_is_sent_trimmed() {
     fs::write(&token_file, "  s3cret-token\n").unwrap();
     let mut settings = config(&format!("{}/m", server.uri()));
     settings.token_file = Some(token_file);
-    let mut source = HttpSource::new("source[0] http".to_string(), &settings).unwrap();
+    let mut source = HttpSource::new("source[0] http".to_string(), &settings, &TrustRoots::default()).unwrap();
     assert_eq!(fetch(&mut source, false).await.unwrap(), Fetched::Document(json!({})));
     let debug = format!("{source:?}");
     assert!(!debug.contains("s3cret"), "{debug}");
@@ -198,7 +185,7 @@ async fn unauthorized_rereads_a_rotated_token_and_retries_once() {
     fs::write(&token_file, "old").unwrap();
     let mut settings = config(&format!("{}/m", server.uri()));
     settings.token_file = Some(token_file.clone());
-    let mut source = HttpSource::new("source[0] http".to_string(), &settings).unwrap();
+    let mut source = HttpSource::new("source[0] http".to_string(), &settings, &TrustRoots::default()).unwrap();
     let error = fetch(&mut source, false).await.unwrap_err();
     assert!(matches!(error, SourceError::Status { status: 401, .. }), "unchanged token: no retry loop");
     fs::write(&token_file, "new\n").unwrap();
@@ -212,17 +199,17 @@ async fn bad_token_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut settings = config("http://127.0.0.1:9/m");
     settings.token_file = Some(dir.path().join("missing"));
-    let error = HttpSource::new("s".to_string(), &settings).unwrap_err();
+    let error = HttpSource::new("s".to_string(), &settings, &TrustRoots::default()).unwrap_err();
     assert!(matches!(error, SourceError::ReadFile { .. }), "{error:?}");
     let empty = dir.path().join("empty");
     fs::write(&empty, " \n").unwrap();
     settings.token_file = Some(empty);
-    let error = HttpSource::new("s".to_string(), &settings).unwrap_err();
+    let error = HttpSource::new("s".to_string(), &settings, &TrustRoots::default()).unwrap_err();
     assert!(error.to_string().contains("empty"), "{error}");
     let control = dir.path().join("control");
     fs::write(&control, "a\u{1}b").unwrap();
     settings.token_file = Some(control);
-    let error = HttpSource::new("s".to_string(), &settings).unwrap_err();
+    let error = HttpSource::new("s".to_string(), &settings, &TrustRoots::default()).unwrap_err();
     assert!(matches!(error, SourceError::BadFile { .. }), "{error:?}");
     assert!(!error.to_string().contains("a\u{1}b"));
 }
@@ -264,7 +251,7 @@ async fn long_poll_disabled_by_config_or_missing_header() {
     serve(&server, response).await;
     let mut settings = config(&format!("{}/m", server.uri()));
     settings.long_poll = Duration::ZERO;
-    let mut disabled = HttpSource::new("s".to_string(), &settings).unwrap();
+    let mut disabled = HttpSource::new("s".to_string(), &settings, &TrustRoots::default()).unwrap();
     fetch(&mut disabled, true).await.unwrap();
     assert!(!disabled.can_long_poll());
 
@@ -308,7 +295,7 @@ async fn read_timeout_is_a_transient_error() {
     serve(&server, ResponseTemplate::new(200).set_body_json(json!({})).set_delay(Duration::from_secs(5))).await;
     let mut settings = config(&format!("{}/m", server.uri()));
     settings.read_timeout = Duration::from_millis(300);
-    let mut source = HttpSource::new("s".to_string(), &settings).unwrap();
+    let mut source = HttpSource::new("s".to_string(), &settings, &TrustRoots::default()).unwrap();
     let error = fetch(&mut source, false).await.unwrap_err();
     assert!(matches!(&error, SourceError::Request { source, .. } if source.is_timeout()), "{error:?}");
     assert!(error.is_transient());
@@ -328,21 +315,6 @@ async fn shutdown_cancels_a_pending_request() {
     let started = Instant::now();
     assert_eq!(source.fetch(false, &shutdown).await.unwrap(), Fetched::Cancelled);
     assert!(started.elapsed() < Duration::from_secs(5));
-}
-
-#[test]
-fn ca_files_are_loaded_or_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    fs::write(&ca, TEST_CA).unwrap();
-    let mut settings = config("https://127.0.0.1:9/m");
-    settings.ca_file = Some(ca.clone());
-    HttpSource::new("s".to_string(), &settings).unwrap();
-    fs::write(&ca, "not a certificate").unwrap();
-    let error = HttpSource::new("s".to_string(), &settings).unwrap_err();
-    assert!(matches!(error, SourceError::BadFile { .. }), "{error:?}");
-    settings.ca_file = Some(dir.path().join("missing.pem"));
-    assert!(matches!(HttpSource::new("s".to_string(), &settings), Err(SourceError::ReadFile { .. })));
 }
 
 #[test]
