@@ -210,7 +210,12 @@ impl HookedAgent {
             ("json-file", "heat-config-json-file/install.d/hook-json-file.py"),
             ("hiera", "heat-config-hiera/install.d/hook-hiera.py"),
         ] {
-            std::os::unix::fs::symlink(heat_agents.join(hook), agent.hooks_dir().join(group)).expect("install hook");
+            // Copied, not linked: the agent refuses a hook another user could change (see
+            // docs/security.md), and the peers cache may belong to whoever set it up.
+            let installed = agent.hooks_dir().join(group);
+            std::fs::copy(heat_agents.join(hook), &installed).expect("install hook");
+            let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+            std::fs::set_permissions(&installed, executable).expect("chmod hook");
         }
         agent.start();
         HookedAgent { agent, root }
