@@ -9,7 +9,6 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,6 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tracing::{info, warn};
+
+use crate::fsutil::create_new_file;
 
 /// How far the start time of a process may lie from the moment its run marker was written when the
 /// file holds no start time (the agent died between the child's exec and its own write).
@@ -86,23 +87,22 @@ pub(crate) fn find_by_environment(path: &Path) -> Option<RunMarker> {
 
 /// Writes a run marker (after the spawn returned). Not fsync'd: a power loss ends
 /// every hook too, so only an agent crash, which the page cache survives, needs the file. Written
-/// in place with one `write`, without a temp file: an agent that dies in between leaves an empty
-/// file, which reads as no marker, and the hook is then found by its environment as when the
-/// agent died before writing at all.
+/// with one `write` into a new file, without a temp file: an agent that dies in between leaves an
+/// empty file, which reads as no marker, and the hook is then found by its environment as when the
+/// agent died before writing at all. Like every file the agent creates, it is created exclusively
+/// and never through a symbolic link (an older marker of the id is removed first).
 pub(crate) fn write_marker(path: &Path, pid: u32, process_start_time: Option<u64>) -> io::Result<()> {
     let text = match process_start_time {
         Some(start) => format!("{pid} {start}\n"),
         None => format!("{pid}\n"),
     };
-    // Never through a symbolic link: the journal directory is the agent's own, but a write that
-    // follows a link is never what a marker wants.
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(path)?;
+    let mut file = match create_new_file(path, 0o600) {
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+            remove_marker(path)?;
+            create_new_file(path, 0o600)?
+        }
+        created => created?,
+    };
     file.write_all(text.as_bytes())
 }
 

@@ -37,6 +37,19 @@ fn marker_round_trips_and_tolerates_a_missing_start_time() {
 }
 
 #[test]
+fn a_marker_never_writes_through_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, "precious").unwrap();
+    let path = dir.path().join("d1.run");
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    write_marker(&path, 123, Some(99)).unwrap();
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(!fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
+    assert_eq!(read_marker(&path).map(|marker| (marker.pid, marker.process_start_time)), Some((123, Some(99))));
+}
+
+#[test]
 fn settle_stops_the_whole_group_of_a_recognised_run() {
     // The child leaves a grandchild in its group: both must go.
     let mut child = spawn_group("sleep 60 & wait");
