@@ -191,6 +191,28 @@ async fn a_hook_others_could_write_is_refused_and_the_deployment_fails() {
     assert!(!ran.exists(), "hook-test ran it");
 }
 
+/// A deployment that waited for its hook fails once the hook appears but another user could
+/// change it, instead of waiting on as if the hook were still missing.
+#[tokio::test]
+async fn a_waiting_deployment_fails_when_its_hook_appears_unsafe() {
+    let sandbox = Sandbox::new();
+    sandbox.write_local_config("");
+    let mut deployment = script_deployment("id-salt", "s", "", None);
+    deployment["group"] = json!("salt");
+    sandbox.write_local_document("a.json", &json!({"deployments": [deployment]}));
+    let finished = sandbox.once().await;
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert_eq!(Sandbox::status_of(&sandbox.status().await, "id-salt")["state"], "waiting");
+    sandbox.install_hook("salt", "#!/bin/sh\ncat >/dev/null\n");
+    set_mode(&sandbox.hooks().join("salt"), 0o775);
+    let finished = sandbox.once().await;
+    assert_eq!(finished.status.code(), Some(1), "{}", finished.stderr);
+    let rows = sandbox.status().await;
+    let row = Sandbox::status_of(&rows, "id-salt");
+    assert_eq!(row["state"], "signalled", "{row}");
+    assert!(row["outcome"].as_str().unwrap().starts_with("FAILED"), "{row}");
+}
+
 /// A local metadata file another user could write is a fetch error naming the file.
 #[tokio::test]
 async fn a_local_document_others_could_write_is_refused() {

@@ -194,12 +194,16 @@ impl Executor {
             let mut state = self.progress_of(&deployment.id);
             match state {
                 Progress::Pending => self.ensure_seen(deployment)?,
-                Progress::Waiting => {
-                    if let Preparation::Ready { resolved, choice } = self.prepare(deployment, choices) {
+                Progress::Waiting => match self.prepare(deployment, choices) {
+                    Preparation::Ready { resolved, choice } => {
                         ready.insert(index, (resolved, choice));
                         state = Progress::Pending;
                     }
-                }
+                    Preparation::Wait(_) => {}
+                    // The hook appeared but may not be run (another user could change it): the
+                    // deployment is settled (failed, saying why) when the rules reach it.
+                    Preparation::Skip(_) | Preparation::Invalid(_) => state = Progress::Pending,
+                },
                 _ => {}
             }
             progress.push(state);
