@@ -10,7 +10,7 @@ use super::context::Context;
 use super::error::EngineError;
 use super::node::{self, status};
 use super::resources::wait::check_wait_condition;
-use super::secrets::{Purpose, placeholder};
+use super::secrets::{Purpose, neutralise, placeholder};
 use super::traversal::forward;
 use crate::model::{SignalAck, WaitConditionSignal};
 use crate::store::{NodeRow, NodeState, RunOutcome, WaitSignalRow};
@@ -136,9 +136,11 @@ pub fn apply_wait_signal(
 }
 
 /// A copy of `value` in which every token of ours (a run of exactly 64 hex digits whose hash
-/// belongs to a signal, handle or server token) is replaced: by its placeholder where one exists
-/// (so rendering shows it to the operator again), else by `***`. Hooks echo tokens back (a
-/// `set -x` around `curl_cli`), and the store must never hold one in clear.
+/// belongs to a signal, handle or server token) is replaced: by its placeholder where one exists,
+/// else by `***`. Hooks echo tokens back (a `set -x` around `curl_cli`), and the store must never
+/// hold one in clear. Placeholders in the supplied text are neutralised first (see `secrets`), so
+/// the only ones in the copy stand for tokens the sender held; rendering shows none of them
+/// unless the engine placed that token there itself.
 fn scrub_tokens(ctx: &mut Context<'_>, value: Value) -> Result<Value, EngineError> {
     Ok(match value {
         Value::String(text) => Value::String(scrub_text(ctx, &text)?),
@@ -156,6 +158,9 @@ fn scrub_tokens(ctx: &mut Context<'_>, value: Value) -> Result<Value, EngineErro
 }
 
 fn scrub_text(ctx: &mut Context<'_>, text: &str) -> Result<String, EngineError> {
+    // Supplied text never carries a placeholder of its own (see `secrets`); the ones the
+    // scrubber puts in stand for tokens the sender already held.
+    let text = &*neutralise(text);
     let bytes = text.as_bytes();
     let mut scrubbed = String::with_capacity(text.len());
     let (mut copied, mut start) = (0, 0);
