@@ -165,9 +165,13 @@ pub struct NodeRecord {
     /// earlier rows; `None` on a handle stored before it was kept (counted once, then kept).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signals: Option<u64>,
-    /// A handle received a FAILURE signal (its rows then say whether one still stands).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub failure_stored: bool,
+    /// Of those, the ids whose latest signal is a FAILURE (kept beside `signals`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub failures: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// One released deployment in a server's metadata document.
@@ -371,6 +375,8 @@ pub trait Tx {
     fn upsert_wait_signal(&mut self, row: &WaitSignalRow) -> Result<bool, StoreError>;
     /// In the order the signal ids were first received.
     fn wait_signals(&mut self, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError>;
+    /// Whether the stored signal of this id succeeded; `None` when the handle has none of that id.
+    fn wait_signal_success(&mut self, stack: &str, handle: &str, signal_id: &str) -> Result<Option<bool>, StoreError>;
     /// Returns the event's id; ids only grow, even across deleted stacks.
     fn append_event(
         &mut self,

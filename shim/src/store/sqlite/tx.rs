@@ -151,6 +151,9 @@ impl Tx for SqliteTx<'_> {
     fn wait_signals(&mut self, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
         records::wait_signals(self, stack, handle)
     }
+    fn wait_signal_success(&mut self, stack: &str, handle: &str, signal_id: &str) -> Result<Option<bool>, StoreError> {
+        records::wait_signal_success(self, stack, handle, signal_id)
+    }
     fn append_event(
         &mut self,
         stack: &str,
