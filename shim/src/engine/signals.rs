@@ -150,7 +150,7 @@ pub fn apply_wait_signal(
     };
     let new = ctx.tx.upsert_wait_signal(&row)?;
     received += u64::from(new);
-    failures = failures + u64::from(!signal.success) - u64::from(previous == Some(false));
+    failures = (failures + u64::from(!signal.success)).saturating_sub(u64::from(previous == Some(false)));
     (handle.record.signals, handle.record.failures) = (Some(received), failures);
     ctx.tx.update_node(&handle)?;
     let status = if signal.success { "SIGNAL_SUCCESS" } else { "SIGNAL_FAILURE" };
