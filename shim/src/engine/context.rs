@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::error::EngineError;
 use super::secrets::TokenKey;
 use crate::store::{NodeRow, NodeState, StackRow, Tx};
-use crate::template::{EvalError, Expr, Scope};
+use crate::template::{EvalError, Expr, ResourceType, Scope};
 
 /// Attribute names `get_attr` never shows (the engine's own bookkeeping is in `NodeRow::record`;
 /// an output a config declares with such a name stays hidden as it always was).
@@ -23,6 +23,10 @@ pub struct Context<'a> {
     pub now: u64,
     /// Servers whose deployment entries changed; their documents get a new version.
     pub touched_servers: BTreeSet<String>,
+    /// Handles whose token placeholders the evaluations since `evaluate_properties` began
+    /// placed in their values (through `get_attr` on the handle, or on a config that carries
+    /// them): the tokens a value built from them may render (see `secrets`).
+    pub placed_handles: BTreeSet<String>,
 }
 
 impl Context<'_> {
@@ -32,13 +36,18 @@ impl Context<'_> {
     }
 
     /// Evaluates `expression` against the stack's parameters and nodes.
+    /// The handles it reads through are added to `placed_handles`.
     pub fn evaluate(&mut self, stack: &StackRow, expression: &Expr) -> Result<Value, EvalError> {
-        let scope = StackScope { tx: RefCell::new(&mut *self.tx), stack };
-        expression.evaluate(&scope)
+        let scope = StackScope { tx: RefCell::new(&mut *self.tx), stack, placed: RefCell::default() };
+        let value = expression.evaluate(&scope);
+        self.placed_handles.extend(scope.placed.into_inner());
+        value
     }
 
-    /// Evaluates a node's stored properties into a JSON object.
+    /// Evaluates a node's stored properties into a JSON object; `placed_handles` then holds
+    /// the handles placed in them.
     pub fn evaluate_properties(&mut self, stack: &StackRow, node: &NodeRow) -> Result<Map<String, Value>, String> {
+        self.placed_handles.clear();
         let mut values = Map::new();
         let Some(properties) = node.definition.get("properties").and_then(Value::as_object) else {
             return Ok(values);
@@ -64,6 +73,7 @@ impl Context<'_> {
 struct StackScope<'a, 'b> {
     tx: RefCell<&'a mut dyn Tx>,
     stack: &'b StackRow,
+    placed: RefCell<BTreeSet<String>>,
 }
 
 impl StackScope<'_, '_> {
@@ -89,6 +99,13 @@ impl Scope for StackScope<'_, '_> {
             return None;
         }
         let node = self.complete_node(resource)?;
+        let mut placed = self.placed.borrow_mut();
+        // Every attribute of a handle carries its placeholder; a config's carries those its
+        // definition placed. Other attributes hold supplied values, never a placed token.
+        if node.resource_type == ResourceType::WaitConditionHandle.name() {
+            placed.extend(node.record.id.clone());
+        }
+        placed.extend(node.record.placed_handles.iter().cloned());
         Some(node.attributes.get(attribute).cloned().unwrap_or(Value::Null))
     }
 }

@@ -41,3 +41,5 @@ pub use crate::error_chain;
 mod regression_tests;
 #[cfg(test)]
 mod remove_tests;
+#[cfg(test)]
+mod security_tests;

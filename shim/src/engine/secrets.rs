@@ -3,6 +3,10 @@
 //! beside the database; the store keeps only their SHA-256. Values that must carry a token (a
 //! deployment's `deploy_signal_id`, a handle's `curl_cli` pasted into a script by `str_replace`)
 //! are stored with a placeholder, and rendering for an agent or an operator substitutes the token.
+//! Rendering substitutes only the placeholders the engine placed (listed per entry, by kind and
+//! id), and text from outside (signal bodies, handle signals, parameters) has the placeholder
+//! prefix neutralised on the way in: no supplied value can make the shim reveal a token (see
+//! docs/security.md).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -15,6 +19,8 @@ use crate::token;
 
 const PLACEHOLDER_PREFIX: &str = "@@anneal-token:";
 const PLACEHOLDER_SUFFIX: &str = "@@";
+/// What supplied text's placeholder prefix becomes: readable, and never a placeholder.
+const NEUTRALISED_PREFIX: &str = "@@anneal-token(neutralised):";
 
 /// The key behind derived tokens.
 pub struct TokenKey {
@@ -82,15 +88,15 @@ impl TokenKey {
         token::hash_token(&self.token(purpose, id))
     }
 
-    /// Replaces every placeholder in `text` with its token; anything that only looks like one
-    /// is left as it is.
-    pub fn render(&self, text: &str) -> String {
+    /// Replaces each placeholder in `text` that `placed` lists with its token; any other
+    /// placeholder, and anything that only looks like one, is left as it is.
+    pub fn render(&self, text: &str, placed: &[String]) -> String {
         let mut rendered = String::with_capacity(text.len());
         let mut rest = text;
         while let Some(start) = rest.find(PLACEHOLDER_PREFIX) {
             rendered.push_str(&rest[..start]);
             let after = &rest[start + PLACEHOLDER_PREFIX.len()..];
-            match parse_placeholder(after) {
+            match parse_placeholder(after).filter(|(purpose, id, _)| is_placed(placed, *purpose, id)) {
                 Some((purpose, id, consumed)) => {
                     rendered.push_str(&self.token(purpose, id));
                     rest = &after[consumed..];
@@ -103,6 +109,25 @@ impl TokenKey {
         }
         rendered.push_str(rest);
         rendered
+    }
+}
+
+/// The name of a placed token in an entry's list (`signal:<id>`, `handle:<id>`).
+pub fn placed(purpose: Purpose, id: &str) -> String {
+    format!("{}:{id}", purpose.label())
+}
+
+fn is_placed(placed: &[String], purpose: Purpose, id: &str) -> bool {
+    placed.iter().any(|name| name.strip_prefix(purpose.label()).and_then(|rest| rest.strip_prefix(':')) == Some(id))
+}
+
+/// `text` with every placeholder prefix neutralised: for text from outside the engine, which
+/// must never carry a placeholder into a stored value.
+pub fn neutralise(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains(PLACEHOLDER_PREFIX) {
+        std::borrow::Cow::Owned(text.replace(PLACEHOLDER_PREFIX, NEUTRALISED_PREFIX))
+    } else {
+        std::borrow::Cow::Borrowed(text)
     }
 }
 
@@ -138,13 +163,51 @@ mod tests {
         assert_ne!(signal, TokenKey::from_secret(b"other").token(Purpose::Signal, "abc"));
         let stored = format!("curl -X POST http://h/v1/signals/{}", placeholder(Purpose::Signal, "abc"));
         assert!(!stored.contains(&signal));
-        assert_eq!(key.render(&stored), format!("curl -X POST http://h/v1/signals/{signal}"));
+        let abc = [placed(Purpose::Signal, "abc")];
+        assert_eq!(key.render(&stored, &abc), format!("curl -X POST http://h/v1/signals/{signal}"));
         assert_eq!(key.token_hash(Purpose::Signal, "abc"), token::hash_token(&signal));
-        assert_eq!(key.render("a @@anneal-token:bogus:x@@ b"), "a @@anneal-token:bogus:x@@ b");
+        assert_eq!(key.render("a @@anneal-token:bogus:x@@ b", &abc), "a @@anneal-token:bogus:x@@ b");
         assert_eq!(
-            key.render("@@anneal-token:handle:h1@@@@anneal-token:"),
+            key.render("@@anneal-token:handle:h1@@@@anneal-token:", &[placed(Purpose::Handle, "h1")]),
             format!("{}@@anneal-token:", key.token(Purpose::Handle, "h1"))
         );
+    }
+
+    #[test]
+    fn only_placed_tokens_are_rendered() {
+        let key = TokenKey::from_secret(b"k");
+        let text = format!(
+            "{} {} {}",
+            placeholder(Purpose::Signal, "own"),
+            placeholder(Purpose::Signal, "victim"),
+            placeholder(Purpose::Handle, "own")
+        );
+        let rendered = key.render(&text, &[placed(Purpose::Signal, "own")]);
+        assert_eq!(
+            rendered,
+            format!(
+                "{} {} {}",
+                key.token(Purpose::Signal, "own"),
+                placeholder(Purpose::Signal, "victim"),
+                placeholder(Purpose::Handle, "own")
+            )
+        );
+        assert!(!rendered.contains(&key.token(Purpose::Signal, "victim")));
+        assert_eq!(
+            key.render(&placeholder(Purpose::Signal, "wn"), &[placed(Purpose::Signal, "own")]),
+            placeholder(Purpose::Signal, "wn"),
+            "a suffix of a placed id is not placed"
+        );
+    }
+
+    #[test]
+    fn neutralised_text_holds_no_placeholder() {
+        let key = TokenKey::from_secret(b"k");
+        let supplied = format!("x {} y", placeholder(Purpose::Signal, "victim"));
+        let stored = neutralise(&supplied);
+        assert!(!stored.contains(PLACEHOLDER_PREFIX), "{stored}");
+        assert_eq!(key.render(&stored, &[placed(Purpose::Signal, "victim")]), stored);
+        assert_eq!(neutralise("plain @@anneal-token"), "plain @@anneal-token");
     }
 
     #[test]

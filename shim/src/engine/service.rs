@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use super::context::{self, Context, now_millis, rfc3339};
 use super::error::EngineError;
 use super::node::status;
+use super::secrets::{self, Purpose};
 use super::transact::Engine;
 use super::traversal::forward::{self, Checked};
 use super::traversal::reverse;
@@ -27,8 +28,14 @@ use crate::token;
 fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &str) -> Result<Checked, EngineError> {
     let template = template::parse_template(&request.template)
         .map_err(|error| EngineError::Template { problems: error.problems() })?;
-    let mut parameters = template::resolve_parameters(&template, &request.parameters)
-        .map_err(|problems| EngineError::Template { problems })?;
+    // Supplied text never carries a token placeholder into stored values (see `secrets`).
+    let supplied: BTreeMap<String, String> = request
+        .parameters
+        .iter()
+        .map(|(name, value)| (name.clone(), secrets::neutralise(value).into_owned()))
+        .collect();
+    let mut parameters =
+        template::resolve_parameters(&template, &supplied).map_err(|problems| EngineError::Template { problems })?;
     parameters.insert("OS::stack_name".into(), json!(name));
     parameters.insert("OS::stack_id".into(), json!(stack_id));
     parameters.insert("OS::project_id".into(), json!("anneal"));
@@ -95,8 +102,14 @@ fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
     let Ok(template) = template::parse_template(&text) else { return Vec::new() };
     let mut outputs = Vec::new();
     for (name, output) in &template.outputs {
+        ctx.placed_handles.clear();
         let (value, error) = match ctx.evaluate(stack, &output.value) {
-            Ok(value) => (serde_json::from_str(&ctx.key.render(&value.to_string())).unwrap_or(value), None),
+            Ok(value) => {
+                // Only the handles this output reads: supplied values never render a token.
+                let placed: Vec<String> =
+                    ctx.placed_handles.iter().map(|id| secrets::placed(Purpose::Handle, id)).collect();
+                (serde_json::from_str(&ctx.key.render(&value.to_string(), &placed)).unwrap_or(value), None)
+            }
             Err(EvalError::NotReady { resource, .. }) => (Value::Null, Some(format!("{resource} is not complete"))),
             Err(EvalError::Invalid { message }) => (Value::Null, Some(message)),
         };

@@ -1,7 +1,9 @@
 //! Signals: a deployment's heat-config-notify result (Heat's failure and output rules, applied
 //! with one conditional write so a repeated or stale signal changes nothing), and wait-condition
-//! handle signals (stored one row per id; a wait condition fails on any FAILURE and completes when
-//! `count` distinct ids have arrived). What a signal completes continues the forward traversal.
+//! handle signals (stored one row per id, counted on the handle; a wait condition fails on any
+//! FAILURE and completes when `count` distinct ids have arrived). What a signal completes
+//! continues the forward traversal. Supplied text is scrubbed of tokens before it is stored, and
+//! wait signals are bounded in size and number (see docs/http-api.md).
 
 use anneal_protocol::{HookResult, Outcome, OutputDecl, evaluate};
 use serde_json::{Map, Value};
@@ -9,11 +11,11 @@ use serde_json::{Map, Value};
 use super::context::Context;
 use super::error::EngineError;
 use super::node::{self, status};
-use super::resources::wait::check_wait_condition;
-use super::secrets::{Purpose, placeholder};
+use super::resources::wait::{check_wait_condition, signal_counts};
+use super::secrets::{Purpose, neutralise, placeholder};
 use super::traversal::forward;
 use crate::model::{SignalAck, WaitConditionSignal};
-use crate::store::{NodeRow, NodeState, RunOutcome, WaitSignalRow};
+use crate::store::{NodeRow, NodeState, RunOutcome, StackRow, WaitSignalRow};
 use crate::template::ResourceType;
 use crate::token;
 
@@ -43,7 +45,7 @@ pub fn apply_deployment_signal(
         _ => return Ok(Some(SignalAck::Duplicate)),
     };
     let (generation, previous_state) = (node.generation, node.state);
-    let result = HookResult(match scrub_tokens(ctx, body)? {
+    let result = HookResult(match Scrubber::default().value(ctx, body)? {
         Value::Object(map) => map,
         _ => Map::new(),
     });
@@ -92,7 +94,17 @@ fn record_result(node: &mut NodeRow, result: &HookResult) -> (bool, String) {
     (failed, evaluation.status_reason)
 }
 
-/// Records a handle signal and re-checks the wait conditions on that handle. `Ok(None)`: unknown token.
+/// The most a wait-condition signal's `reason` and its `data` (as JSON text) may hold, each.
+pub const MAX_WAIT_SIGNAL_FIELD_BYTES: usize = 64 * 1024;
+/// The longest signal id a handle accepts.
+pub const MAX_WAIT_SIGNAL_ID_BYTES: usize = 1024;
+/// Distinct signal ids one handle stores (a wait condition whose `count` is higher raises it to
+/// that count); a signal with a new id beyond it is refused, a repeated id still replaces.
+pub const MAX_SIGNAL_IDS_PER_HANDLE: u64 = 1000;
+
+/// Records a handle signal and re-checks the wait conditions on that handle. `Ok(None)`: unknown
+/// token. A signal once every wait condition on the handle has completed or failed is answered
+/// `stale` and stored nowhere (see docs/http-api.md).
 pub fn apply_wait_signal(
     ctx: &mut Context<'_>,
     token_text: &str,
@@ -101,18 +113,31 @@ pub fn apply_wait_signal(
     if !token::is_well_formed(token_text) {
         return Ok(None);
     }
-    let Some(handle) = ctx.tx.node_by_signal_hash(&token::hash_token(token_text))? else { return Ok(None) };
+    let Some(mut handle) = ctx.tx.node_by_signal_hash(&token::hash_token(token_text))? else { return Ok(None) };
     if node::resource_type(&handle) != Some(ResourceType::WaitConditionHandle) {
         return Ok(None);
     }
     let Some(stack) = ctx.tx.stack(&handle.stack)? else { return Ok(None) };
-    let existing = ctx.tx.wait_signals(&stack.name, &handle.name)?.len();
-    let signal_id = scrub_text(ctx, &signal.id.unwrap_or_else(|| (existing + 1).to_string()))?;
-    let reason = signal.reason.unwrap_or_else(|| format!("Signal {} received", existing + 1));
-    let reason = scrub_tokens(ctx, Value::String(reason))?.as_str().unwrap_or_default().to_string();
+    check_wait_signal_size(&signal)?;
+    let waits = wait_conditions_on(ctx, &stack, &handle)?;
+    if !waits.is_empty() && waits.iter().all(|wait| matches!(wait.state, NodeState::Complete | NodeState::Failed)) {
+        return Ok(Some(SignalAck::Stale));
+    }
+    let (mut received, mut failures) = signal_counts(ctx, &stack, &handle)?;
+    let mut scrubber = Scrubber::default();
+    let signal_id = scrubber.text(ctx, &signal.id.unwrap_or_else(|| (received + 1).to_string()))?;
+    let previous = ctx.tx.wait_signal_success(&stack.name, &handle.name, &signal_id)?;
+    let cap = waits.iter().filter_map(|wait| wait.record.count).fold(MAX_SIGNAL_IDS_PER_HANDLE, u64::max);
+    if previous.is_none() && received >= cap {
+        return Err(EngineError::Invalid {
+            message: format!("handle {} already holds {cap} signal ids, the most it stores", handle.name),
+        });
+    }
+    let reason = signal.reason.unwrap_or_else(|| format!("Signal {} received", received + 1));
+    let reason = scrubber.text(ctx, &reason)?;
     let signal_data = match signal.data {
-        Some(data) => Some(scrub_tokens(ctx, data)?),
-        None => None,
+        Some(data) => scrubber.value(ctx, data)?,
+        None => Value::Null,
     };
     let row = WaitSignalRow {
         stack: stack.name.clone(),
@@ -120,65 +145,122 @@ pub fn apply_wait_signal(
         signal_id: signal_id.clone(),
         success: signal.success,
         reason: reason.clone(),
-        data: signal_data.unwrap_or(Value::Null),
+        data: signal_data,
         received_at: ctx.now,
     };
     let new = ctx.tx.upsert_wait_signal(&row)?;
+    received += u64::from(new);
+    failures = (failures + u64::from(!signal.success)).saturating_sub(u64::from(previous == Some(false)));
+    (handle.record.signals, handle.record.failures) = (Some(received), failures);
+    ctx.tx.update_node(&handle)?;
     let status = if signal.success { "SIGNAL_SUCCESS" } else { "SIGNAL_FAILURE" };
     ctx.event(&stack.name, &handle.name, status, &format!("{signal_id}: {reason}"))?;
     let mut ready = Vec::new();
-    for successor in ctx.tx.successors(&stack.name, &handle.name)? {
-        let released = check_wait_condition(ctx, &stack, &successor)?;
+    for wait in waits {
+        let released = check_wait_condition(ctx, &stack, &wait.name)?;
         forward::follow(ctx, &stack, released, &mut ready)?;
     }
     forward::settle(ctx, &stack.name, ready)?;
     Ok(Some(if new { SignalAck::Applied } else { SignalAck::Duplicate }))
 }
 
-/// A copy of `value` in which every token of ours (a run of exactly 64 hex digits whose hash
-/// belongs to a signal, handle or server token) is replaced: by its placeholder where one exists
-/// (so rendering shows it to the operator again), else by `***`. Hooks echo tokens back (a
-/// `set -x` around `curl_cli`), and the store must never hold one in clear.
-fn scrub_tokens(ctx: &mut Context<'_>, value: Value) -> Result<Value, EngineError> {
-    Ok(match value {
-        Value::String(text) => Value::String(scrub_text(ctx, &text)?),
-        Value::Array(items) => {
-            Value::Array(items.into_iter().map(|item| scrub_tokens(ctx, item)).collect::<Result<_, _>>()?)
-        }
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                // Keys too: a hook may echo a token as a key of its data.
-                .map(|(key, item)| Ok((scrub_text(ctx, &key)?, scrub_tokens(ctx, item)?)))
-                .collect::<Result<_, EngineError>>()?,
-        ),
-        other => other,
-    })
+/// Refuses a signal whose id, reason or data is over its limit, naming the limit.
+fn check_wait_signal_size(signal: &WaitConditionSignal) -> Result<(), EngineError> {
+    let too_large = |what: &str, limit: usize| EngineError::Invalid {
+        message: format!("the signal's {what} is larger than {limit} bytes, the most a handle accepts"),
+    };
+    if signal.id.as_ref().is_some_and(|id| id.len() > MAX_WAIT_SIGNAL_ID_BYTES) {
+        return Err(too_large("id", MAX_WAIT_SIGNAL_ID_BYTES));
+    }
+    if signal.reason.as_ref().is_some_and(|reason| reason.len() > MAX_WAIT_SIGNAL_FIELD_BYTES) {
+        return Err(too_large("reason", MAX_WAIT_SIGNAL_FIELD_BYTES));
+    }
+    let data_bytes =
+        signal.data.as_ref().map_or(0, |data| serde_json::to_string(data).map_or(usize::MAX, |text| text.len()));
+    if data_bytes > MAX_WAIT_SIGNAL_FIELD_BYTES {
+        return Err(too_large("data", MAX_WAIT_SIGNAL_FIELD_BYTES));
+    }
+    Ok(())
 }
 
-fn scrub_text(ctx: &mut Context<'_>, text: &str) -> Result<String, EngineError> {
-    let bytes = text.as_bytes();
-    let mut scrubbed = String::with_capacity(text.len());
-    let (mut copied, mut start) = (0, 0);
-    while start < bytes.len() {
-        if !bytes[start].is_ascii_hexdigit() {
-            start += 1;
-            continue;
-        }
-        let end = bytes[start..]
-            .iter()
-            .position(|byte| !byte.is_ascii_hexdigit())
-            .map_or(bytes.len(), |length| start + length);
-        if end - start == 64 {
-            if let Some(replacement) = token_replacement(ctx, &text[start..end])? {
-                scrubbed.push_str(&text[copied..start]);
-                scrubbed.push_str(&replacement);
-                copied = end;
+/// The wait conditions that wait on `handle` (its successors of that type).
+fn wait_conditions_on(ctx: &mut Context<'_>, stack: &StackRow, handle: &NodeRow) -> Result<Vec<NodeRow>, EngineError> {
+    let mut waits = Vec::new();
+    for name in ctx.tx.successors(&stack.name, &handle.name)? {
+        if let Some(successor) = ctx.tx.node(&stack.name, &name)? {
+            if node::resource_type(&successor) == Some(ResourceType::WaitCondition) {
+                waits.push(successor);
             }
         }
-        start = end;
     }
-    scrubbed.push_str(&text[copied..]);
-    Ok(scrubbed)
+    Ok(waits)
+}
+
+/// Token lookups one signal body may cost; token-shaped text beyond them is masked unread.
+pub const MAX_TOKEN_LOOKUPS_PER_BODY: usize = 64;
+
+/// Makes a copy of supplied values in which every token of ours (a run of exactly 64 hex digits
+/// whose hash belongs to a signal, handle or server token) is replaced: by its placeholder where
+/// one exists, else by `***`. Hooks echo tokens back (a `set -x` around `curl_cli`), and the store
+/// must never hold one in clear. Placeholders in the supplied text are neutralised first (see
+/// `secrets`), so the only ones in the copy stand for tokens the sender held; rendering shows none
+/// of them unless the engine placed that token there itself. Each lookup costs up to three index
+/// reads, so one body gets `MAX_TOKEN_LOOKUPS_PER_BODY`; any token-shaped run after those is
+/// replaced by `***` without one (it might be a token, and the store must not hold it).
+#[derive(Default)]
+struct Scrubber {
+    lookups: usize,
+}
+
+impl Scrubber {
+    fn value(&mut self, ctx: &mut Context<'_>, value: Value) -> Result<Value, EngineError> {
+        Ok(match value {
+            Value::String(text) => Value::String(self.text(ctx, &text)?),
+            Value::Array(items) => {
+                Value::Array(items.into_iter().map(|item| self.value(ctx, item)).collect::<Result<_, _>>()?)
+            }
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    // Keys too: a hook may echo a token as a key of its data.
+                    .map(|(key, item)| Ok((self.text(ctx, &key)?, self.value(ctx, item)?)))
+                    .collect::<Result<_, EngineError>>()?,
+            ),
+            other => other,
+        })
+    }
+
+    fn text(&mut self, ctx: &mut Context<'_>, text: &str) -> Result<String, EngineError> {
+        let text = &*neutralise(text);
+        let bytes = text.as_bytes();
+        let mut scrubbed = String::with_capacity(text.len());
+        let (mut copied, mut start) = (0, 0);
+        while start < bytes.len() {
+            if !bytes[start].is_ascii_hexdigit() {
+                start += 1;
+                continue;
+            }
+            let end = bytes[start..]
+                .iter()
+                .position(|byte| !byte.is_ascii_hexdigit())
+                .map_or(bytes.len(), |length| start + length);
+            if end - start == 64 {
+                let replacement = if self.lookups < MAX_TOKEN_LOOKUPS_PER_BODY {
+                    self.lookups += 1;
+                    token_replacement(ctx, &text[start..end])?
+                } else {
+                    Some("***".to_string())
+                };
+                if let Some(replacement) = replacement {
+                    scrubbed.push_str(&text[copied..start]);
+                    scrubbed.push_str(&replacement);
+                    copied = end;
+                }
+            }
+            start = end;
+        }
+        scrubbed.push_str(&text[copied..]);
+        Ok(scrubbed)
+    }
 }
 
 fn token_replacement(ctx: &mut Context<'_>, candidate: &str) -> Result<Option<String>, EngineError> {

@@ -386,8 +386,10 @@ async fn components_structured_configs_and_wait_condition_rules() {
     assert!(detail.resources.iter().any(|r| r.name == "wait" && r.status == "CREATE_IN_PROGRESS"));
     let handle_token = {
         let outputs = engine.transact(|ctx| Ok(ctx.tx.node("c", "handle")?.unwrap().attributes)).await.unwrap();
-        let endpoint = outputs["endpoint"].as_str().unwrap().to_string();
-        let rendered = TokenKey::from_secret(b"test key").render(&endpoint);
+        let (endpoint, handle_id) =
+            (outputs["endpoint"].as_str().unwrap().to_string(), outputs["token"].as_str().unwrap());
+        let handle_id = handle_id.trim_start_matches("@@anneal-token:handle:").trim_end_matches("@@");
+        let rendered = TokenKey::from_secret(b"test key").render(&endpoint, &[format!("handle:{handle_id}")]);
         rendered.rsplit('/').next().unwrap().to_string()
     };
     let success = WaitConditionSignal { success: true, reason: None, data: Some(json!(1)), id: None };

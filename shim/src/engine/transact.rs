@@ -79,6 +79,7 @@ impl<S: Store> Engine<S> {
                     public_url: &inner.public_url,
                     now: now_millis(),
                     touched_servers: BTreeSet::new(),
+                    placed_handles: BTreeSet::new(),
                 };
                 let value = work(&mut ctx)?;
                 let published = publish_documents(&mut ctx)?;
@@ -150,27 +151,29 @@ fn publish_documents(ctx: &mut Context<'_>) -> Result<Vec<Published>, EngineErro
     Ok(published)
 }
 
-/// The served document of `row` at its current version, tokens substituted. The stored entries
+/// The served document of `row` at its current version, placed tokens substituted. The stored entries
 /// are JSON texts written by `put_entry`; they are joined as they are (a document is rendered on
 /// every change of its server, and parsing each entry only to print it again was most of that).
 fn render_document(ctx: &mut Context<'_>, row: &ServerRow) -> Result<MetadataDocument, EngineError> {
     let entries = ctx.tx.entry_texts(&row.name)?;
     let trailer = json!({"server": row.name, "version": row.metadata_version}).to_string();
     let mut body =
-        String::with_capacity(entries.iter().map(|entry| entry.len() + 1).sum::<usize>() + trailer.len() + 32);
+        String::with_capacity(entries.iter().map(|entry| entry.entry.len() + 1).sum::<usize>() + trailer.len() + 32);
     body.push_str("{\"deployments\":[");
     for (index, entry) in entries.iter().enumerate() {
         if index > 0 {
             body.push(',');
         }
-        body.push_str(entry);
+        // Only the tokens the engine placed in this entry: a placeholder that arrived inside
+        // a value (a hook's output, a handle's data) stays text (see docs/security.md).
+        body.push_str(&ctx.key.render(&entry.entry, &entry.tokens));
     }
     body.push_str("],\"anneal\":");
     body.push_str(&trailer);
     body.push('}');
     Ok(MetadataDocument {
         version: row.metadata_version,
-        body: Arc::from(ctx.key.render(&body)),
+        body: Arc::from(body),
         last_modified: http_date(row.published_at.max(row.created_at)),
     })
 }

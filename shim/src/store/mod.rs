@@ -157,6 +157,21 @@ pub struct NodeRecord {
     pub expanded: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<String>,
+    /// A config's handles whose token placeholders its definition carries (from `get_attr` on
+    /// them): the deployments publishing it may render those tokens (see docs/security.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placed_handles: Vec<String>,
+    /// A handle's count of distinct signal ids received, kept so a signal need not count the
+    /// earlier rows; `None` on a handle stored before it was kept (counted once, then kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signals: Option<u64>,
+    /// Of those, the ids whose latest signal is a FAILURE (kept beside `signals`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub failures: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// One released deployment in a server's metadata document.
@@ -168,6 +183,16 @@ pub struct EntryRow {
     pub sort_key: String,
     /// Holds inputs and the signal URL (secrets), so `Debug` elides it.
     pub entry: Value,
+    /// The token placeholders the engine placed in `entry` (`signal:<id>`, `handle:<id>`):
+    /// rendering substitutes these and no others (see docs/security.md).
+    pub tokens: Vec<String>,
+}
+
+/// An entry as stored JSON text with its placed tokens: what a document is rendered from.
+#[derive(Clone, PartialEq)]
+pub struct EntryText {
+    pub entry: String,
+    pub tokens: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -307,7 +332,7 @@ pub trait Tx {
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError>;
     /// The same entries as stored JSON text, in the same order: what a document is rendered
     /// from, without parsing each entry only to serialize it again.
-    fn entry_texts(&mut self, server: &str) -> Result<Vec<String>, StoreError>;
+    fn entry_texts(&mut self, server: &str) -> Result<Vec<EntryText>, StoreError>;
     /// False when the name is taken.
     /// Stores a new stack with its template text (kept apart from `StackRow`: the hot paths read
     /// stacks on every signal and must not copy a template of thousands of resources each time).
@@ -350,6 +375,8 @@ pub trait Tx {
     fn upsert_wait_signal(&mut self, row: &WaitSignalRow) -> Result<bool, StoreError>;
     /// In the order the signal ids were first received.
     fn wait_signals(&mut self, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError>;
+    /// Whether the stored signal of this id succeeded; `None` when the handle has none of that id.
+    fn wait_signal_success(&mut self, stack: &str, handle: &str, signal_id: &str) -> Result<Option<bool>, StoreError>;
     /// Returns the event's id; ids only grow, even across deleted stacks.
     fn append_event(
         &mut self,
@@ -451,6 +478,7 @@ impl fmt::Debug for EntryRow {
             .field("node", &self.node)
             .field("sort_key", &self.sort_key)
             .field("entry", &format_args!("<elided>"))
+            .field("tokens", &self.tokens)
             .finish()
     }
 }

@@ -21,6 +21,8 @@ pub fn activate(
     node.record = NodeRecord {
         id: Some(node::stable_id(&node)),
         definition: Some(definition.to_json()),
+        // The properties were evaluated just before (`evaluate_properties`).
+        placed_handles: ctx.placed_handles.iter().cloned().collect(),
         ..NodeRecord::default()
     };
     node.attributes = json!({"config": definition.config});

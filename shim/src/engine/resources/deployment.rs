@@ -9,7 +9,7 @@ use crate::engine::context::{Context, new_uuid, rfc3339};
 use crate::engine::derived::{ConfigDefinition, Publication, SignalTransport, build_entry, fingerprint};
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released};
-use crate::engine::secrets::Purpose;
+use crate::engine::secrets::{Purpose, placed};
 use crate::store::{Action, EntryRow, NodeRow, RunOutcome, StackRow};
 use crate::template::ResourceType;
 
@@ -113,8 +113,15 @@ pub fn publish(
         ctx.touched_servers.insert(previous.to_string());
     }
     let Built { derived_id, sort_key, entry, transport } = built;
-    let row =
-        EntryRow { server: server.to_string(), stack: stack.name.clone(), node: node.name.clone(), sort_key, entry };
+    let tokens = placed_tokens(ctx, stack, &node, &derived_id)?;
+    let row = EntryRow {
+        server: server.to_string(),
+        stack: stack.name.clone(),
+        node: node.name.clone(),
+        sort_key,
+        entry,
+        tokens,
+    };
     ctx.tx.put_entry(&row)?;
     ctx.touched_servers.insert(server.to_string());
     node.server = Some(server.to_string());
@@ -177,6 +184,26 @@ fn build(
     };
     let entry = build_entry(config, &publication)?;
     Ok(Built { derived_id, sort_key, entry, transport })
+}
+
+/// The tokens the engine placed in a deployment's entry: its own signal (`deploy_signal_id`)
+/// and the handles its properties (evaluated just before) and its config read through
+/// `get_attr`. Rendering substitutes these only (see docs/security.md).
+fn placed_tokens(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    node: &NodeRow,
+    derived_id: &str,
+) -> Result<Vec<String>, EngineError> {
+    let mut handles = std::mem::take(&mut ctx.placed_handles);
+    if let Some(config_name) = node::referenced_resource(node, "config") {
+        if let Some(config_node) = ctx.tx.node(&stack.name, &config_name)? {
+            handles.extend(config_node.record.placed_handles);
+        }
+    }
+    let mut tokens = vec![placed(Purpose::Signal, derived_id)];
+    tokens.extend(handles.iter().map(|id| placed(Purpose::Handle, id)));
+    Ok(tokens)
 }
 
 /// The config a deployment's `config: {get_resource: X}` points at.

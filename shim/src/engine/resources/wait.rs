@@ -24,7 +24,9 @@ pub fn activate_handle(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRo
     let signal = json!({"alarm_url": endpoint}).to_string();
     node.attributes = json!({"token": token, "endpoint": endpoint, "curl_cli": curl_cli, "signal": signal});
     node.signal_token_hash = Some(ctx.key.token_hash(Purpose::Handle, &id));
-    node.record = NodeRecord { id: Some(id), ..NodeRecord::default() };
+    // The signals a handle received stay across updates (Heat's rule), and so do their counts.
+    let (signals, failures) = (node.record.signals, node.record.failures);
+    node.record = NodeRecord { id: Some(id), signals, failures, ..NodeRecord::default() };
     node::complete(ctx, stack, node, "state changed")
 }
 
@@ -58,14 +60,31 @@ pub fn activate_wait_condition(
     check_wait_condition(ctx, stack, &node.name)
 }
 
-/// Completes or fails the wait condition `name` if its handle's signals decide it.
+/// The handle's (distinct ids, ids whose latest signal failed): kept on the handle, counted from
+/// its rows once for a handle stored before they were kept.
+pub fn signal_counts(ctx: &mut Context<'_>, stack: &StackRow, handle: &NodeRow) -> Result<(u64, u64), EngineError> {
+    if let Some(received) = handle.record.signals {
+        return Ok((received, handle.record.failures));
+    }
+    let rows = ctx.tx.wait_signals(&stack.name, &handle.name)?;
+    Ok((rows.len() as u64, rows.iter().filter(|row| !row.success).count() as u64))
+}
+
+/// Completes or fails the wait condition `name` if its handle's signals decide it. The handle's
+/// counts say whether they can; only then are its signals read (once: the condition is decided).
 pub fn check_wait_condition(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Result<Released, EngineError> {
     let Some(mut node) = ctx.tx.node(&stack.name, name)? else { return Ok(Released::Nothing) };
     if node.state != NodeState::InProgress || node::resource_type(&node) != Some(ResourceType::WaitCondition) {
         return Ok(Released::Nothing);
     }
     let handle = node.record.handle.clone().unwrap_or_default();
-    let count = node.record.count.unwrap_or(1) as usize;
+    let count = node.record.count.unwrap_or(1);
+    let Some(handle_node) = ctx.tx.node(&stack.name, &handle)? else { return Ok(Released::Nothing) };
+    let (received, failures) = signal_counts(ctx, stack, &handle_node)?;
+    if failures == 0 && received < count {
+        return Ok(Released::Nothing);
+    }
+    let count = count as usize;
     let signals = ctx.tx.wait_signals(&stack.name, &handle)?;
     let failures: Vec<&str> =
         signals.iter().filter(|signal| !signal.success).map(|signal| signal.reason.as_str()).collect();

@@ -48,6 +48,21 @@ pub(super) fn is_retired_signal_hash(tx: &SqliteTx<'_>, hash: &str) -> Result<bo
     Ok(found.is_some())
 }
 
+pub(super) fn wait_signal_success(
+    tx: &SqliteTx<'_>,
+    stack: &str,
+    handle: &str,
+    signal_id: &str,
+) -> Result<Option<bool>, StoreError> {
+    // One lookup in the (stack, handle, signal_id) index and its row: no other signal is read.
+    tx.query_optional(
+        "look up a wait condition signal",
+        "SELECT success FROM wait_signals WHERE stack = ?1 AND handle = ?2 AND signal_id = ?3",
+        [stack, handle, signal_id],
+        |row| column(row, 0),
+    )
+}
+
 pub(super) fn wait_signals(tx: &SqliteTx<'_>, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
     tx.query_all(
         "list wait condition signals",

@@ -20,7 +20,24 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 2, sql: RETIRED_SIGNALS_V2 },
     Migration { version: 3, sql: STACK_TEMPLATES_V3 },
     Migration { version: 4, sql: TYPED_ENGINE_STATE_V4 },
+    Migration { version: 5, sql: ENTRY_TOKENS_V5 },
 ];
+
+/// Each entry lists the token placeholders the engine placed in it; rendering substitutes only
+/// those (see docs/security.md), so a placeholder that reached an entry inside a value (a hook's
+/// output, a handle's data) stays text. An existing entry gets what it could have held: its own
+/// signal and the handles of its stack.
+const ENTRY_TOKENS_V5: &str = "
+ALTER TABLE entries ADD COLUMN tokens TEXT NOT NULL DEFAULT '[]';
+UPDATE entries SET tokens = (
+    SELECT json_group_array(token) FROM (
+        SELECT 'signal:' || json_extract(entries.entry, '$.id') AS token
+        UNION ALL
+        SELECT 'handle:' || json_extract(nodes.record, '$.id') FROM nodes
+        WHERE nodes.stack = entries.stack AND nodes.resource_type = 'OS::Heat::WaitConditionHandle'
+    ) WHERE token IS NOT NULL
+);
+";
 
 /// The engine's private node state leaves the attribute JSON (where `_`-prefixed keys stood
 /// beside what `get_attr` shows) for a `record` column of its own, keys without the `_`; and a

@@ -4,7 +4,7 @@
 use rusqlite::{Row, params};
 
 use super::access::{SqliteTx, Unsigned, column, json_column, optional_unsigned_column, to_json_text, unsigned_column};
-use crate::store::{EntryRow, ServerRow, StoreError};
+use crate::store::{EntryRow, EntryText, ServerRow, StoreError};
 
 /// `SELECT <the ServerRow columns> FROM servers <tail>` as one literal: no allocation per call.
 macro_rules! select_servers {
@@ -91,11 +91,13 @@ pub(super) fn stacks_using(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<String
 
 pub(super) fn put_entry(tx: &SqliteTx<'_>, row: &EntryRow) -> Result<(), StoreError> {
     let entry = to_json_text(&row.entry, "entries.entry")?;
+    let tokens = to_json_text(&row.tokens, "entries.tokens")?;
     tx.execute(
         "store a metadata entry",
-        "INSERT INTO entries (server, stack, node, sort_key, entry) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (server, stack, node) DO UPDATE SET sort_key = excluded.sort_key, entry = excluded.entry",
-        params![row.server, row.stack, row.node, row.sort_key, entry],
+        "INSERT INTO entries (server, stack, node, sort_key, entry, tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (server, stack, node) DO UPDATE SET sort_key = excluded.sort_key, entry = excluded.entry,
+             tokens = excluded.tokens",
+        params![row.server, row.stack, row.node, row.sort_key, entry, tokens],
     )?;
     Ok(())
 }
@@ -112,7 +114,8 @@ pub(super) fn remove_entry(tx: &SqliteTx<'_>, server: &str, stack: &str, node: &
 pub(super) fn entries(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryRow>, StoreError> {
     tx.query_all(
         "list a server's metadata entries",
-        "SELECT server, stack, node, sort_key, entry FROM entries WHERE server = ?1 ORDER BY sort_key, stack, node",
+        "SELECT server, stack, node, sort_key, entry, tokens FROM entries WHERE server = ?1
+         ORDER BY sort_key, stack, node",
         [server],
         |row| {
             Ok(EntryRow {
@@ -121,17 +124,18 @@ pub(super) fn entries(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryRow>, 
                 node: column(row, 2)?,
                 sort_key: column(row, 3)?,
                 entry: json_column(row, 4, "entries.entry")?,
+                tokens: json_column(row, 5, "entries.tokens")?,
             })
         },
     )
 }
 
-pub(super) fn entry_texts(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<String>, StoreError> {
+pub(super) fn entry_texts(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryText>, StoreError> {
     tx.query_all(
         "list a server's metadata entries",
-        "SELECT entry FROM entries WHERE server = ?1 ORDER BY sort_key, stack, node",
+        "SELECT entry, tokens FROM entries WHERE server = ?1 ORDER BY sort_key, stack, node",
         [server],
-        |row| column(row, 0),
+        |row| Ok(EntryText { entry: column(row, 0)?, tokens: json_column(row, 1, "entries.tokens")? }),
     )
 }
 

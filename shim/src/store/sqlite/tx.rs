@@ -3,7 +3,7 @@
 use super::access::SqliteTx;
 use super::{nodes, records, servers, stacks};
 use crate::store::{
-    DeadlineRow, EntryRow, EventRow, NodeRow, NodeState, ServerRow, StackRow, StoreError, Tx, WaitSignalRow,
+    DeadlineRow, EntryRow, EntryText, EventRow, NodeRow, NodeState, ServerRow, StackRow, StoreError, Tx, WaitSignalRow,
 };
 
 impl Tx for SqliteTx<'_> {
@@ -48,7 +48,7 @@ impl Tx for SqliteTx<'_> {
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError> {
         servers::entries(self, server)
     }
-    fn entry_texts(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
+    fn entry_texts(&mut self, server: &str) -> Result<Vec<EntryText>, StoreError> {
         servers::entry_texts(self, server)
     }
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
@@ -150,6 +150,9 @@ impl Tx for SqliteTx<'_> {
     }
     fn wait_signals(&mut self, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
         records::wait_signals(self, stack, handle)
+    }
+    fn wait_signal_success(&mut self, stack: &str, handle: &str, signal_id: &str) -> Result<Option<bool>, StoreError> {
+        records::wait_signal_success(self, stack, handle, signal_id)
     }
     fn append_event(
         &mut self,

@@ -38,7 +38,7 @@ fn version_4_moves_private_keys_and_splits_deadline_keys() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(schema_versions(&path), [1, 2, 3, 4]);
+    assert_eq!(schema_versions(&path), [1, 2, 3, 4, 5]);
     let node = run(&store, |tx| tx.node("app", "n/é")).unwrap();
     let attributes = json!({"config": "echo", "deploy_stdout": "ok", "deploy_stderr": null, "flag": false,
         "nested": {"a": [true, 1.5]}});
@@ -56,6 +56,7 @@ fn version_4_moves_private_keys_and_splits_deadline_keys() {
         count: Some(3),
         expanded: Some(2),
         members: vec!["g/a".to_owned(), "g/b".to_owned()],
+        ..NodeRecord::default()
     };
     assert_eq!(node.record, expected);
     let plain = run(&store, |tx| tx.node("app", "plain")).unwrap();
@@ -66,4 +67,38 @@ fn version_4_moves_private_keys_and_splits_deadline_keys() {
         DeadlineRow { stack: "app".to_owned(), node: Some("n/é".to_owned()), generation: 12, due_at: 200 };
     assert_eq!(deadlines, [stack_deadline, wait_deadline]);
     store.integrity_check().unwrap();
+}
+
+/// Version 5 gives each entry the tokens it may render: its own signal and its stack's handles.
+#[test]
+fn version_5_lists_each_entrys_own_signal_and_its_stacks_handles() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let previous: Vec<Migration> = MIGRATIONS
+        .iter()
+        .filter(|migration| migration.version < 5)
+        .map(|migration| Migration { version: migration.version, sql: migration.sql })
+        .collect();
+    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    raw_connection(&path)
+        .execute_batch(
+            "INSERT INTO servers (name, token_hash, created_at, metadata_version, metadata_body, published_at)
+                 VALUES ('web1', 'h', 1, 1, '', 1);
+             INSERT INTO stacks (name, id, action, state, status_reason, template, parameters,
+                 hidden_parameters, generation, pending, deadline, created_at, updated_at)
+             VALUES ('app', 'id-app', 'CREATE', 'IN_PROGRESS', '', '', '{}', '[]', 1, 1, NULL, 1, 1),
+                    ('other', 'id-other', 'CREATE', 'IN_PROGRESS', '', '', '{}', '[]', 1, 1, NULL, 1, 1);
+             INSERT INTO nodes (stack, name, resource_type, generation, action, state, status_reason,
+                 remaining, definition, attributes, updated_at, record)
+             VALUES ('app', 'handle', 'OS::Heat::WaitConditionHandle', 1, 'CREATE', 'COMPLETE', '', 0, '{}', '{}', 1, '{\"id\": \"h-app\"}'),
+                    ('other', 'handle', 'OS::Heat::WaitConditionHandle', 1, 'CREATE', 'COMPLETE', '', 0, '{}', '{}', 1, '{\"id\": \"h-other\"}');
+             INSERT INTO entries (server, stack, node, sort_key, entry)
+                 VALUES ('web1', 'app', 'deploy', 'a', '{\"id\": \"d-1\"}'),
+                        ('web1', 'other', 'deploy', 'b', '{\"name\": \"no id\"}');",
+        )
+        .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(schema_versions(&path), [1, 2, 3, 4, 5]);
+    let tokens: Vec<Vec<String>> = run(&store, |tx| tx.entries("web1")).into_iter().map(|entry| entry.tokens).collect();
+    assert_eq!(tokens, [vec!["signal:d-1".to_owned(), "handle:h-app".to_owned()], vec!["handle:h-other".to_owned()]]);
 }

@@ -276,6 +276,7 @@ fn foreign_key_violation_fails_the_call() {
         node: "deploy".to_owned(),
         sort_key: String::new(),
         entry: json!({}),
+        tokens: Vec::new(),
     };
     assert!(store.transaction(|tx| tx.put_entry(&orphan_entry)).is_err());
     assert!(run(&store, |tx| tx.server("web1")).is_none());
@@ -386,6 +387,7 @@ fn debug_output_hides_secrets() {
         node: "deploy".to_owned(),
         sort_key: "0001".to_owned(),
         entry: json!({"inputs": [{"name": "deploy_signal_id", "value": "SECRET"}]}),
+        tokens: Vec::new(),
     };
     assert!(!format!("{entry:?}").contains("SECRET"));
 }

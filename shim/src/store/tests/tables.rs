@@ -13,6 +13,7 @@ fn entry_row(server: &str, stack: &str, node: &str, sort_key: &str) -> EntryRow 
         node: node.to_owned(),
         sort_key: sort_key.to_owned(),
         entry: json!({"name": node, "inputs": []}),
+        tokens: vec![format!("signal:{node}")],
     }
 }
 
@@ -89,10 +90,13 @@ fn entries_upsert_order_and_remove() {
     // Upsert by (server, stack, node): moves the entry and replaces its body.
     let mut moved = entry_row("web1", "app", "b", "0000");
     moved.entry = json!({"replaced": true});
+    moved.tokens = vec!["signal:b2".to_owned(), "handle:h".to_owned()];
     run(&store, |tx| tx.put_entry(&moved));
     let entries = run(&store, |tx| tx.entries("web1"));
     assert_eq!(entries.len(), 3);
     assert_eq!(entries[0], moved);
+    let texts = run(&store, |tx| tx.entry_texts("web1"));
+    assert_eq!((texts[0].entry.as_str(), &texts[0].tokens), (r#"{"replaced":true}"#, &moved.tokens));
 
     run(&store, |tx| {
         tx.remove_entry("web1", "app", "a")?;

@@ -1,0 +1,129 @@
+//! The engine's token and wait-signal defences against a real `anneal-shim serve`, as an
+//! attacker on loopback would try them: a server holding only a handle URL posts another server's
+//! deployment placeholder as wait-condition data, and a consumer's document must not then carry
+//! the victim's token (nor anything that completes the victim's deployment); signals after the
+//! wait condition completed are answered `stale`, and oversized data is refused with 400 (see
+//! docs/security.md and docs/http-api.md).
+
+use std::time::Duration;
+
+use anneal_tests::{Shim, capability_token, wait_until};
+use serde_json::{Value, json};
+
+const VICTIM: &str = r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: "#!/bin/sh\n"}
+  victim:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: config}, server: victim}
+"##;
+
+const ATTACK: &str = r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: "#!/bin/sh\n"}
+  handle:
+    type: OS::Heat::WaitConditionHandle
+  notifier:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: config}
+      server: attacker
+      input_values: {wc_notify: {get_attr: [handle, curl_cli]}}
+  wait:
+    type: OS::Heat::WaitCondition
+    properties: {handle: {get_resource: handle}, count: 1, timeout: 600}
+  consumer:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: config}
+      server: consumer
+      input_values: {wait_data: {get_attr: [wait, data]}}
+"##;
+
+/// `server`'s metadata document (read with its token) once it has a deployment.
+async fn document(shim: &Shim, server: &str, token: &str) -> String {
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/servers/{server}/metadata", shim.url());
+    wait_until(Duration::from_secs(30), &format!("a deployment in {server}'s document"), || async {
+        let text = client.get(&url).bearer_auth(token).send().await.ok()?.text().await.ok()?;
+        let document: Value = serde_json::from_str(&text).ok()?;
+        (!document["deployments"].as_array()?.is_empty()).then_some(text)
+    })
+    .await
+}
+
+/// The value of input `name` of the first deployment in `text`.
+fn input(text: &str, name: &str) -> String {
+    let document: Value = serde_json::from_str(text).expect("a JSON document");
+    let inputs = document["deployments"][0]["inputs"].as_array().expect("inputs").clone();
+    let input = inputs.into_iter().find(|input| input["name"] == name).expect("the input");
+    input["value"].as_str().expect("a string").to_string()
+}
+
+async fn post(url: &str, body: &Value) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("a signal answer");
+    (response.status().as_u16(), response.text().await.expect("a body"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_holder_cannot_mint_another_servers_signal_token() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = Shim::start().await;
+    let mut tokens = std::collections::BTreeMap::new();
+    for server in ["victim", "attacker", "consumer"] {
+        let credentials = shim.cli_json(&["server", "add", server, "--format", "json"]).await;
+        tokens.insert(server, credentials["token"].as_str().expect("a server token").to_string());
+    }
+    let victim_template = shim.write_template("victim.yaml", VICTIM);
+    shim.cli_ok(&["stack", "create", "v", "--template", victim_template.to_str().expect("utf-8")]).await;
+    let victim_document = document(&shim, "victim", &tokens["victim"]).await;
+    let victim_token = capability_token(&input(&victim_document, "deploy_signal_id"));
+    let victim_id = serde_json::from_str::<Value>(&victim_document).expect("JSON")["deployments"][0]["id"].clone();
+    let forged = format!("@@anneal-token:signal:{}@@", victim_id.as_str().expect("an id"));
+
+    let attack_template = shim.write_template("attack.yaml", ATTACK);
+    shim.cli_ok(&["stack", "create", "s", "--template", attack_template.to_str().expect("utf-8")]).await;
+    let curl_cli = input(&document(&shim, "attacker", &tokens["attacker"]).await, "wc_notify");
+    let handle_url = curl_cli.rsplit(' ').next().expect("the handle URL").to_string();
+    let (status, answer) = post(&handle_url, &json!({"id": "a", "data": forged, "reason": forged})).await;
+    assert_eq!(status, 200, "{answer}");
+
+    let consumer_document = document(&shim, "consumer", &tokens["consumer"]).await;
+    assert!(!consumer_document.contains(&victim_token), "the consumer's document carries the victim's token");
+    let client = reqwest::Client::new();
+    for candidate in consumer_document.split(|c: char| !c.is_ascii_hexdigit()).filter(|run| run.len() == 64) {
+        let url = format!("{}/v1/signals/{candidate}", shim.url());
+        client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(json!({"deploy_status_code": 0}).to_string())
+            .send()
+            .await
+            .expect("a signal answer");
+    }
+    let resources = shim.stack_resources("v").await;
+    assert_eq!(resources["victim"]["status"], "CREATE_IN_PROGRESS", "the victim's deployment was completed");
+
+    // The wait condition is complete: a new id changes nothing, oversized data is refused.
+    let (status, answer) = post(&handle_url, &json!({"id": "late", "data": "x"})).await;
+    assert_eq!((status, answer.contains("stale")), (200, true), "{answer}");
+    let (status, answer) = post(&handle_url, &json!({"id": "big", "data": "x".repeat(70_000)})).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("larger than 65536 bytes"), "{answer}");
+    let events = shim.cli_json(&["stack", "events", "s", "--json"]).await;
+    let is_signal = |event: &&Value| event["status"].as_str().is_some_and(|status| status.starts_with("SIGNAL_"));
+    let signals = events.as_array().expect("events").iter().filter(is_signal).count();
+    assert_eq!(signals, 1, "one signal event; the late and the refused ones add none: {events:#}");
+}
