@@ -63,14 +63,12 @@ impl ApiError {
         }
     }
 
-    /// A failed read of the request body: 413 over `limit`, 408 when the client stalled, else
+    /// A failed read of the request body: 413 over `limit`, 408 when the client stalled or was too slow, else
     /// 400 (client went away, broken chunking).
     pub fn from_body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge { limit }
-        } else if super::connection::is_stalled(&rejection) {
-            let message =
-                format!("{} (more than {} s)", super::connection::BODY_STALLED, super::BODY_IDLE_TIMEOUT.as_secs());
+        } else if let Some(message) = super::connection::timed_out(&rejection) {
             ApiError::Rejected { status: StatusCode::REQUEST_TIMEOUT, message }
         } else {
             ApiError::Rejected { status: rejection.status(), message: rejection.body_text() }

@@ -259,6 +259,22 @@ impl<S: Store> Service for Engine<S> {
             .collect())
     }
 
+    async fn signal_token_known(&self, token_text: &str) -> Result<bool, ServiceError> {
+        if !token::is_well_formed(token_text) {
+            return Ok(false);
+        }
+        let hash = token::hash_token(token_text);
+        let engine = self.clone();
+        let known = tokio::task::spawn_blocking(move || {
+            engine.store().read(|tx| {
+                Ok::<_, EngineError>(tx.node_by_signal_hash(&hash)?.is_some() || tx.is_retired_signal_hash(&hash)?)
+            })
+        })
+        .await
+        .map_err(|error| EngineError::Worker { detail: error.to_string() })??;
+        Ok(known)
+    }
+
     async fn deployment_signal(
         &self,
         token_text: &str,
