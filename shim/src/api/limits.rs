@@ -32,8 +32,11 @@ pub struct ConnectionLimits {
 const RESERVED_FILES: u64 = 64;
 
 impl ConnectionLimits {
-    pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
-    pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 512;
+    /// Far above what a fleet's agents keep active between their long-polls and signals.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 8192;
+    /// Room for a fleet behind one NAT address whose agents all signal at once, a few times
+    /// over; an attacker needs eight addresses to fill the global cap.
+    pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 1024;
     /// Room for the fleet benchmark's 10,000 agents and as many more.
     pub const DEFAULT_MAX_LONG_POLLS: usize = 20_000;
 
@@ -67,9 +70,38 @@ pub enum Refusal {
     #[error("too many connections to the shim (limit {limit}); retry later")]
     Connections { limit: usize },
     #[error("too many connections from {peer} (limit {limit}); retry later")]
-    PeerConnections { peer: IpAddr, limit: usize },
+    PeerConnections { peer: PeerKey, limit: usize },
     #[error("too many metadata long-polls held (limit {limit}); retry later")]
     LongPolls { limit: usize },
+}
+
+/// What the per-address cap counts by: an IPv4 address, or an IPv6 address's /64 prefix (one
+/// host is routinely given a whole /64, so per address would be no cap at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerKey(IpAddr);
+
+impl PeerKey {
+    pub fn of(address: IpAddr) -> PeerKey {
+        match address {
+            IpAddr::V4(v4) => PeerKey(IpAddr::V4(v4)),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => PeerKey(IpAddr::V4(v4)),
+                None => {
+                    let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                    PeerKey(IpAddr::V6(prefix.into()))
+                }
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for PeerKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            IpAddr::V4(v4) => write!(formatter, "{v4}"),
+            IpAddr::V6(v6) => write!(formatter, "{v6}/64"),
+        }
+    }
 }
 
 /// The counters every connection is admitted through (one per listener).
@@ -82,7 +114,7 @@ pub(super) struct Gate {
 #[derive(Debug, Default)]
 struct Counts {
     active: usize,
-    active_by_peer: HashMap<IpAddr, usize>,
+    active_by_peer: HashMap<PeerKey, usize>,
     held: usize,
 }
 
@@ -92,7 +124,8 @@ impl Gate {
     }
 
     /// Counts a new connection from `peer` as active, or says which cap it is over.
-    pub(super) fn admit(self: &Arc<Gate>, peer: IpAddr) -> Result<Slot, Refusal> {
+    pub(super) fn admit(self: &Arc<Gate>, address: IpAddr) -> Result<Slot, Refusal> {
+        let peer = PeerKey::of(address);
         let mut counts = self.counts();
         if counts.active >= self.limits.max_connections {
             return Err(Refusal::Connections { limit: self.limits.max_connections });
@@ -118,7 +151,7 @@ impl Gate {
         self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn release_active(&self, counts: &mut Counts, peer: IpAddr) {
+    fn release_active(&self, counts: &mut Counts, peer: PeerKey) {
         counts.active = counts.active.saturating_sub(1);
         if let Some(from_peer) = counts.active_by_peer.get_mut(&peer) {
             *from_peer = from_peer.saturating_sub(1);
@@ -137,7 +170,7 @@ pub(super) struct Slot(Arc<Admitted>);
 #[derive(Debug)]
 struct Admitted {
     gate: Arc<Gate>,
-    peer: IpAddr,
+    peer: PeerKey,
 }
 
 impl Drop for Admitted {
@@ -192,7 +225,9 @@ mod tests {
         let gate = Gate::new(ConnectionLimits { max_connections: 3, max_connections_per_peer: 2, max_long_polls: 1 });
         let first = gate.admit(address(1)).unwrap();
         let _second = gate.admit(address(1)).unwrap();
-        assert_eq!(gate.admit(address(1)).unwrap_err(), Refusal::PeerConnections { peer: address(1), limit: 2 });
+        let refusal = gate.admit(address(1)).unwrap_err();
+        assert_eq!(refusal, Refusal::PeerConnections { peer: PeerKey::of(address(1)), limit: 2 });
+        assert_eq!(refusal.to_string(), "too many connections from 127.0.0.1 (limit 2); retry later");
         let _third = gate.admit(address(2)).unwrap();
         assert_eq!(gate.admit(address(3)).unwrap_err(), Refusal::Connections { limit: 3 });
         drop(first);
@@ -215,6 +250,16 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_peers_are_counted_by_their_64_prefix() {
+        let key = |text: &str| PeerKey::of(text.parse().unwrap());
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:bbbb::2"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("2001:db8:1:2:aaaa::1").to_string(), "2001:db8:1:2::/64");
+        assert_eq!(key("::ffff:10.1.2.3"), key("10.1.2.3"));
+        assert_eq!(key("10.1.2.3").to_string(), "10.1.2.3");
+    }
+
+    #[test]
     fn limits_fit_under_the_open_file_limit() {
         let defaults = ConnectionLimits::default();
         assert_eq!(defaults.fit_to_open_files(1 << 20), defaults);
@@ -224,6 +269,6 @@ mod tests {
         assert_eq!(fitted.max_long_polls, 480);
         let fleet = defaults.fit_to_open_files(20_000);
         assert!(fleet.max_long_polls >= 10_000, "{fleet:?}");
-        assert_eq!(fleet.max_connections, 4096);
+        assert_eq!(fleet.max_connections, 8192);
     }
 }

@@ -35,7 +35,7 @@ use crate::model::Service;
 pub use crate::dates::{format_http_date, parse_http_date};
 pub use connection::{BODY_IDLE_TIMEOUT, REQUEST_HEAD_TIMEOUT};
 pub use error::ApiError;
-pub use limits::{ConnectionLimits, Refusal};
+pub use limits::{ConnectionLimits, PeerKey, Refusal};
 pub use routes::{Credential, Endpoint, Method, ROUTES, Route};
 pub use signals::signal_details;
 
