@@ -2,7 +2,8 @@
 //! docs/security.md): a trickled body is cut at the body deadline whatever its pace; a signal
 //! with an unknown token is answered before its body is read and costs no write transaction;
 //! connections over the per-address cap are refused at once while held long-polls do not count
-//! against it; and `anneal-shim serve` raises its open-file soft limit to the hard limit.
+//! against it (and have a cap of their own); and `anneal-shim serve` raises its open-file soft
+//! limit to the hard limit.
 //!
 //! The API runs in process (the real engine on an in-memory store) where a test needs limits
 //! other than the defaults; clients connect from distinct loopback addresses (127.0.0.x) to be
@@ -258,4 +259,37 @@ async fn serve_raises_its_open_file_soft_limit_to_the_hard_limit() {
     assert_eq!(numbers, [hard.as_str(), hard.as_str()], "{line}");
     assert!(daemon.log_text().contains("open-file limit"), "{}", daemon.log_text());
     daemon.terminate(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_polls_over_their_cap_are_refused_with_503() {
+    let limits = ConnectionLimits { max_connections: 64, max_connections_per_peer: 64, max_long_polls: 2 };
+    let served = serve(|config| config.limits = limits).await;
+    let long_poll = format!(
+        "GET /v1/servers/vm1/metadata?wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         If-None-Match: \"0\"\r\n\r\n",
+        served.server_token
+    );
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect_from(1, served.address).await;
+        stream.write_all(long_poll.as_bytes()).await.expect("send a long-poll");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        held.push(stream);
+    }
+    let mut third = connect_from(1, served.address).await;
+    third.write_all(long_poll.as_bytes()).await.expect("send a long-poll");
+    let (status, body) = response(&mut third, Duration::from_secs(3)).await.expect("answered at once");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("too many metadata long-polls held (limit 2)"), "{body}");
+    // A poll that is not held is still served.
+    let poll = format!(
+        "GET /v1/servers/vm1/metadata HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+        served.server_token
+    );
+    let mut plain = connect_from(1, served.address).await;
+    plain.write_all(poll.as_bytes()).await.expect("send a poll");
+    let (status, body) = response(&mut plain, Duration::from_secs(3)).await.expect("served");
+    assert_eq!(status, 200, "{body}");
+    drop(held);
 }

@@ -97,7 +97,8 @@ impl IntoResponse for ApiError {
         let status = self.status();
         if let ApiError::Service(ServiceError::Store(source)) = &self {
             tracing::error!(error = %error_chain(source.as_ref()), "storage failure while answering a request");
-        } else if status.is_server_error() {
+        } else if status.is_server_error() && !matches!(self, ApiError::Rejected { .. }) {
+            // (A `Rejected` 5xx is a refusal chosen on purpose, such as a limit's 503.)
             tracing::error!(error = %self, "internal error while answering a request");
         }
         let mut error = json!({"code": status.as_u16(), "message": self.to_string()});

@@ -115,9 +115,9 @@ async fn wait_for_change<S: Service>(
     slot: Option<Extension<Slot>>,
 ) -> Result<Option<MetadataDocument>, ApiError> {
     let _held = match slot {
-        Some(Extension(slot)) => Some(slot.hold().map_err(|refusal| ApiError::Rejected {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: refusal.to_string(),
+        Some(Extension(slot)) => Some(slot.hold().map_err(|refusal| {
+            tracing::debug!(server, %refusal, "long-poll refused");
+            ApiError::Rejected { status: StatusCode::SERVICE_UNAVAILABLE, message: refusal.to_string() }
         })?),
         None => None,
     };
