@@ -9,6 +9,8 @@
 //!   then trickle the body (answered 404 before the body, then opened again a second later);
 //! - bursts of 200 concurrent signals with well-formed unknown tokens every 2 s.
 //!
+//! The shim starts with a soft open-file limit of 256 (a distribution's service default is often
+//! 1024, its hard limit far higher), which the attack alone would exceed: the shim must raise it.
 //! The poll's p99 must stay under 100 ms while it runs (see docs/http-api.md, "Limits").
 
 use std::net::SocketAddr;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anneal_tests::Shim;
+use anneal_tests::{Daemon, run_command, shim_binary, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinSet;
@@ -136,6 +138,40 @@ async fn flood(address: SocketAddr, until: Instant, tally: Arc<Tally>) {
     }
 }
 
+/// `anneal-shim serve` on 127.0.0.1 with its soft open-file limit lowered to `soft_limit` (the
+/// shell lowers it, then becomes the shim); stopped with its process group when dropped.
+async fn start_shim(dir: &std::path::Path, soft_limit: u32) -> (Daemon, String) {
+    let stdout = dir.join("shim.out");
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .args(["-c", "ulimit -Sn \"$1\" && exec \"$0\" serve --listen 127.0.0.1:0 --db \"$2\""])
+        .arg(shim_binary())
+        .arg(soft_limit.to_string())
+        .arg(format!("sqlite://{}", dir.join("shim.db").display()))
+        .env_remove("ANNEAL_TOKEN")
+        .env("ANNEAL_LOG", "info");
+    let daemon = Daemon::spawn(command, &stdout, &dir.join("shim.log"));
+    let url = wait_until(Duration::from_secs(20), "anneal-shim serve prints its URL", || async {
+        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+        let line = text.lines().find(|line| line.contains("listening on"))?;
+        line.split_whitespace().find(|word| word.starts_with("http://")).map(str::to_string)
+    })
+    .await;
+    (daemon, url)
+}
+
+/// `anneal-shim server add NAME --format json` against the shim at `url`.
+async fn add_server(dir: &std::path::Path, url: &str, name: &str) -> serde_json::Value {
+    let mut command = tokio::process::Command::new(shim_binary());
+    command
+        .args(["server", "add", name, "--format", "json", "--url", url, "--token-file"])
+        .arg(dir.join("admin.token"))
+        .env_remove("ANNEAL_TOKEN")
+        .env_remove("ANNEAL_URL");
+    let stdout = run_command(command, Duration::from_secs(60)).await.expect_success("anneal-shim server add");
+    serde_json::from_str(&stdout).expect("server add prints JSON")
+}
+
 /// The agent's poll: GET of its metadata with its token, on a new connection, timed.
 async fn poll_once(metadata_url: &str, token: &str) -> Duration {
     let client = reqwest::Client::builder().pool_max_idle_per_host(0).no_proxy().build().expect("client");
@@ -155,11 +191,12 @@ async fn poll_once(metadata_url: &str, token: &str) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metadata_polls_stay_fast_under_a_slowloris_and_bad_token_flood() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let shim = Shim::start().await;
-    let credentials = shim.cli_json(&["server", "add", "vm1", "--format", "json"]).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (shim, url) = start_shim(dir.path(), 256).await;
+    let credentials = add_server(dir.path(), &url, "vm1").await;
     let token = credentials["token"].as_str().expect("token").to_string();
     let metadata_url = credentials["metadata_url"].as_str().expect("metadata_url").to_string();
-    let address: SocketAddr = shim.url().trim_start_matches("http://").parse().expect("the shim's address");
+    let address: SocketAddr = url.trim_start_matches("http://").parse().expect("the shim's address");
     let quiet: Vec<Duration> = {
         let mut quiet = Vec::new();
         for _ in 0..20 {
@@ -209,4 +246,5 @@ async fn metadata_polls_stay_fast_under_a_slowloris_and_bad_token_flood() {
     assert!(flooded >= BURST, "the flood did not run: {summary}");
     assert!(p99 < P99_LIMIT, "the metadata poll slowed down under attack: {summary}");
     assert!(shim.log_text().lines().all(|line| !line.contains("Too many open files")), "{}", shim.log_text());
+    drop(shim);
 }
