@@ -253,6 +253,10 @@ pub trait Service: Send + Sync + 'static {
     fn show_stack(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
     fn stack_events(&self, name: &str) -> impl Future<Output = Result<Vec<Event>, ServiceError>> + Send;
 
+    /// Whether `token` may be a signal or wait condition handle token: one the engine knows (a
+    /// retired deployment token included). A read, never a write transaction: the HTTP layer
+    /// asks before it reads a signal's body, so an unknown token costs neither.
+    fn signal_token_known(&self, token: &str) -> impl Future<Output = Result<bool, ServiceError>> + Send;
     /// A heat-config-notify body for the deployment whose signal token this is. `Ok(None)`:
     /// unknown token (404).
     fn deployment_signal(

@@ -1,6 +1,7 @@
 //! `anneal-shim serve` (a module of the binary): wires the service together (store, admin token,
-//! token key, engine, sweeper, HTTP API), prints where it listens, and serves until SIGTERM or
-//! SIGINT. `main` passes in what it read from the environment. See docs/cli.md.
+//! token key, engine, sweeper, HTTP API), raises its open-file limit, prints where it listens,
+//! and serves until SIGTERM or SIGINT. `main` passes in what it read from the environment. See
+//! docs/cli.md.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -66,7 +67,14 @@ pub async fn serve(
         if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
     println!("anneal-shim listening on http://{address} (public URL {public_url}); admin token: {token_source}");
     let _ = std::io::stdout().flush();
-    let config = ApiConfig::new(token::hash_token(&admin_token));
+    let mut config = ApiConfig::new(token::hash_token(&admin_token));
+    config.limits = config.limits.fit_to_open_files(raise_open_file_limit());
+    tracing::info!(
+        max_connections = config.limits.max_connections,
+        max_connections_per_peer = config.limits.max_connections_per_peer,
+        max_long_polls = config.limits.max_long_polls,
+        "connection limits"
+    );
     let served = api::serve(listener, Arc::new(engine), config, shutdown.clone()).await;
     shutdown.cancel();
     let _ = sweeper.await;
@@ -92,4 +100,32 @@ fn admin_token(environment_token: Option<&str>, path: &Path) -> std::io::Result<
     file.write_all(fresh.as_bytes())?;
     file.sync_all()?;
     Ok(fresh)
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (every held long-poll is a file descriptor,
+/// and distributions start services with a soft limit as low as 1024) and returns the soft
+/// limit now in force, which the connection caps are fitted under.
+fn raise_open_file_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(limits) => limits,
+        Err(error) => {
+            tracing::warn!(error = %error, "cannot read the open-file limit; assuming 1024");
+            return 1024;
+        }
+    };
+    if soft >= hard {
+        tracing::info!(open_files = soft, "open-file limit");
+        return soft;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => {
+            tracing::info!(open_files = hard, was = soft, "raised the open-file limit to its hard limit");
+            hard
+        }
+        Err(error) => {
+            tracing::warn!(error = %error, open_files = soft, "cannot raise the open-file limit");
+            soft
+        }
+    }
 }

@@ -63,14 +63,12 @@ impl ApiError {
         }
     }
 
-    /// A failed read of the request body: 413 over `limit`, 408 when the client stalled, else
+    /// A failed read of the request body: 413 over `limit`, 408 when the client stalled or was too slow, else
     /// 400 (client went away, broken chunking).
     pub fn from_body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge { limit }
-        } else if super::connection::is_stalled(&rejection) {
-            let message =
-                format!("{} (more than {} s)", super::connection::BODY_STALLED, super::BODY_IDLE_TIMEOUT.as_secs());
+        } else if let Some(message) = super::connection::timed_out(&rejection) {
             ApiError::Rejected { status: StatusCode::REQUEST_TIMEOUT, message }
         } else {
             ApiError::Rejected { status: rejection.status(), message: rejection.body_text() }
@@ -99,7 +97,8 @@ impl IntoResponse for ApiError {
         let status = self.status();
         if let ApiError::Service(ServiceError::Store(source)) = &self {
             tracing::error!(error = %error_chain(source.as_ref()), "storage failure while answering a request");
-        } else if status.is_server_error() {
+        } else if status.is_server_error() && !matches!(self, ApiError::Rejected { .. }) {
+            // (A `Rejected` 5xx is a refusal chosen on purpose, such as a limit's 503.)
             tracing::error!(error = %self, "internal error while answering a request");
         }
         let mut error = json!({"code": status.as_u16(), "message": self.to_string()});

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::conditional::{entity_tag, if_none_match, not_modified_since};
+use super::limits::Slot;
 use super::peer::Peer;
 use super::{ApiError, AppState, auth};
 use crate::model::{MetadataDocument, Service};
@@ -32,6 +33,7 @@ pub(super) async fn server_metadata<S: Service>(
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<MetadataQuery>, QueryRejection>,
     peer: Option<Extension<Peer>>,
+    slot: Option<Extension<Slot>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let Path(name) = path?;
@@ -49,12 +51,14 @@ pub(super) async fn server_metadata<S: Service>(
     // read buffer they point into, which would otherwise stay allocated while the poll is held.
     drop(headers);
     let document = match wait {
-        Some(wait) => match wait_for_change(&state, &name, document, wait, peer.map(|Extension(peer)| peer)).await? {
-            Some(document) => document,
-            // The server was removed while the poll was held: its token is dead (a server added
-            // again under the name gets a new one), so the answer is what a dead token gets.
-            None => return Err(ApiError::Forbidden { resource: format!("the metadata of server {name}") }),
-        },
+        Some(wait) => {
+            match wait_for_change(&state, &name, document, wait, peer.map(|Extension(peer)| peer), slot).await? {
+                Some(document) => document,
+                // The server was removed while the poll was held: its token is dead (a server added
+                // again under the name gets a new one), so the answer is what a dead token gets.
+                None => return Err(ApiError::Forbidden { resource: format!("the metadata of server {name}") }),
+            }
+        }
         None => document,
     };
     let status = if document.version == client_version { StatusCode::NOT_MODIFIED } else { StatusCode::OK };
@@ -99,14 +103,24 @@ pub(super) fn parse_wait(wait: Option<&str>, long_poll_max: Duration) -> Result<
 /// Holds the request until the server's document is no longer at `current.version`, the wait
 /// ends, or the shim shuts down; returns the document to answer with, or `None` when the
 /// server was removed (its document's publisher went away). When the client hangs up, the
-/// request ends at once (`ApiError::ClientGone`; nobody reads the answer).
+/// request ends at once (`ApiError::ClientGone`; nobody reads the answer). While held, the
+/// connection counts under the long-poll cap instead of the active ones (see `limits`); 503
+/// when that cap is reached.
 async fn wait_for_change<S: Service>(
     state: &AppState<S>,
     server: &str,
     current: MetadataDocument,
     wait: Duration,
     peer: Option<Peer>,
+    slot: Option<Extension<Slot>>,
 ) -> Result<Option<MetadataDocument>, ApiError> {
+    let _held = match slot {
+        Some(Extension(slot)) => Some(slot.hold().map_err(|refusal| {
+            tracing::debug!(server, %refusal, "long-poll refused");
+            ApiError::Rejected { status: StatusCode::SERVICE_UNAVAILABLE, message: refusal.to_string() }
+        })?),
+        None => None,
+    };
     let deadline = Instant::now() + wait;
     let mut versions = state.service.watch_metadata(server).await?;
     // Served by `api::serve`, every request knows its connection; a router used on its own

@@ -10,6 +10,7 @@ mod conditional;
 mod connection;
 mod error;
 mod extract;
+mod limits;
 mod metadata;
 mod peer;
 mod routes;
@@ -34,6 +35,7 @@ use crate::model::Service;
 pub use crate::dates::{format_http_date, parse_http_date};
 pub use connection::{BODY_IDLE_TIMEOUT, REQUEST_HEAD_TIMEOUT};
 pub use error::ApiError;
+pub use limits::{ConnectionLimits, PeerKey, Refusal};
 pub use routes::{Credential, Endpoint, Method, ROUTES, Route};
 pub use signals::signal_details;
 
@@ -46,6 +48,10 @@ pub struct ApiConfig {
     pub long_poll_max: Duration,
     /// The largest request body accepted; larger ones get 413.
     pub body_limit: usize,
+    /// A request body must have arrived whole this long after its request's head, else 408.
+    pub body_deadline: Duration,
+    /// Caps on concurrent connections (applied by [`serve`]).
+    pub limits: ConnectionLimits,
 }
 
 impl ApiConfig {
@@ -53,10 +59,19 @@ impl ApiConfig {
     pub const DEFAULT_LONG_POLL_MAX: Duration = Duration::from_secs(60);
     /// Heat's `max_json_body_size`.
     pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+    /// Time for a whole body: the 1 MiB limit at 35 KB/s, far beyond what an agent's signal
+    /// needs, and short enough that a trickling client frees its connection soon.
+    pub const DEFAULT_BODY_DEADLINE: Duration = Duration::from_secs(30);
 
     /// The defaults above for the given admin token hash.
     pub fn new(admin_token_hash: String) -> ApiConfig {
-        ApiConfig { admin_token_hash, long_poll_max: Self::DEFAULT_LONG_POLL_MAX, body_limit: Self::DEFAULT_BODY_LIMIT }
+        ApiConfig {
+            admin_token_hash,
+            long_poll_max: Self::DEFAULT_LONG_POLL_MAX,
+            body_limit: Self::DEFAULT_BODY_LIMIT,
+            body_deadline: Self::DEFAULT_BODY_DEADLINE,
+            limits: ConnectionLimits::default(),
+        }
     }
 }
 
@@ -87,6 +102,7 @@ pub fn router<S: Service>(service: Arc<S>, config: ApiConfig) -> Router {
 /// The whole API; held long-polls answer 304 as soon as `shutdown` is cancelled.
 pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shutdown: CancellationToken) -> Router {
     let body_limit = config.body_limit;
+    let body_times = connection::BodyTimes { idle: BODY_IDLE_TIMEOUT, whole: config.body_deadline };
     let state = AppState { service, config: Arc::new(config), shutdown };
     let served =
         ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, routes::method_router(route)));
@@ -95,21 +111,24 @@ pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shut
         .method_not_allowed_fallback(error::method_not_allowed)
         .fallback(error::no_route)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::middleware::from_fn(connection::limit_body_pauses))
+        .layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+            connection::limit_body_time(request, next, body_times)
+        }))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
 }
 
-/// Serves the API on `listener` until `shutdown` is cancelled, then stops accepting, ends the
-/// held long-polls and waits for the requests in flight.
+/// Serves the API on `listener`, within `config.limits`, until `shutdown` is cancelled, then
+/// stops accepting, ends the held long-polls and waits for the requests in flight.
 pub async fn serve<S: Service>(
     listener: tokio::net::TcpListener,
     service: Arc<S>,
     config: ApiConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let gate = limits::Gate::new(config.limits);
     let app = router_with_shutdown(service, config, shutdown.clone());
-    connection::serve_connections(listener, app, shutdown).await
+    connection::serve_connections(listener, app, gate, shutdown).await
 }
 
 /// One debug line per request, with tokens masked.

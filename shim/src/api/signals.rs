@@ -1,13 +1,15 @@
 //! Signals from inside servers, authenticated by the capability token in their URL:
 //! heat-config-notify deployment results (`POST|PUT /v1/signals/{token}`, read with Heat's
 //! body acceptance rule) and wait-condition handle signals in both of Heat's styles
-//! (`POST /v1/waitconditions/{token}` OS::Heat, `PUT` AWS/cfn-signal).
+//! (`POST /v1/waitconditions/{token}` OS::Heat, `PUT` AWS/cfn-signal). The token is looked up
+//! (a read, see `Service::signal_token_known`) before the body is read: an unknown token is
+//! answered 404 at once, whatever its client is still sending.
 
 use anneal_protocol::waitcondition::{AwsWaitSignal, HeatWaitSignal, WaitStatus};
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, header};
 use serde_json::{Value, json};
 
@@ -23,10 +25,10 @@ pub(super) async fn deployment<S: Service>(
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let token = capability_token(path?, "signal")?;
-    let body = body.map_err(|rejection| ApiError::from_body_rejection(rejection, state.config.body_limit))?;
+    let token = known_token(&state, path?, "signal").await?;
+    let body = read_body(&state, request).await?;
     let content_type = headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("unreadable"));
     let details = signal_details(content_type, &body)?;
     let signal_id = signal_id(&headers)?;
@@ -39,10 +41,10 @@ pub(super) async fn deployment<S: Service>(
 pub(super) async fn wait_condition_heat<S: Service>(
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
+    request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let token = capability_token(path?, "wait condition handle")?;
-    let body = body.map_err(|rejection| ApiError::from_body_rejection(rejection, state.config.body_limit))?;
+    let token = known_token(&state, path?, "wait condition handle").await?;
+    let body = read_body(&state, request).await?;
     require_object_or_empty(&body)?;
     let signal = HeatWaitSignal::from_body(&body).map_err(metadata_format_invalid)?;
     let signal = WaitConditionSignal {
@@ -59,10 +61,10 @@ pub(super) async fn wait_condition_heat<S: Service>(
 pub(super) async fn wait_condition_aws<S: Service>(
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
+    request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let token = capability_token(path?, "wait condition handle")?;
-    let body = body.map_err(|rejection| ApiError::from_body_rejection(rejection, state.config.body_limit))?;
+    let token = known_token(&state, path?, "wait condition handle").await?;
+    let body = read_body(&state, request).await?;
     require_object_or_empty(&body)?;
     let signal: AwsWaitSignal = serde_json::from_slice(&body).map_err(metadata_format_invalid)?;
     let signal = WaitConditionSignal {
@@ -102,9 +104,25 @@ pub(super) fn is_json_content_type(content_type: Option<&str>) -> bool {
         || media_type.get(..10).is_some_and(|prefix| prefix.eq_ignore_ascii_case("text/plain"))
 }
 
-/// The path's token, or 404 when it cannot be one of ours (no lookup needed for that).
-fn capability_token(Path(token): Path<String>, what: &str) -> Result<String, ApiError> {
-    if is_well_formed(&token) { Ok(token) } else { Err(ApiError::NotFound { what: format!("{what} token") }) }
+/// The path's token, or 404 when it is not one the engine knows (no lookup for one that
+/// cannot be one of ours). The signal itself checks the token again: it may be gone by then.
+async fn known_token<S: Service>(
+    state: &AppState<S>,
+    Path(token): Path<String>,
+    what: &str,
+) -> Result<String, ApiError> {
+    if is_well_formed(&token) && state.service.signal_token_known(&token).await? {
+        Ok(token)
+    } else {
+        Err(ApiError::NotFound { what: format!("{what} token") })
+    }
+}
+
+/// The request's body, within the body limit and deadlines (413, 408).
+async fn read_body<S: Service>(state: &AppState<S>, request: Request) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| ApiError::from_body_rejection(rejection, state.config.body_limit))
 }
 
 fn signal_id(headers: &HeaderMap) -> Result<Option<String>, ApiError> {

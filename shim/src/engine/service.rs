@@ -19,7 +19,7 @@ use crate::model::{
     AddServer, Event, MetadataDocument, ResourceSummary, ServerCredentials, ServerSummary, Service, ServiceError,
     SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, WaitConditionSignal,
 };
-use crate::store::{NodeState, ServerRow, StackRow, Store};
+use crate::store::{NodeState, ServerRow, StackRow, Store, StoreError, Tx};
 use crate::template::{self, EvalError};
 use crate::token;
 
@@ -118,6 +118,18 @@ fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
     outputs
 }
 
+/// Runs a lookup with `Store::read` on the blocking pool: no write transaction, no group commit.
+async fn read<S: Store, T: Send + 'static>(
+    engine: &Engine<S>,
+    work: impl FnOnce(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, EngineError> {
+    let engine = engine.clone();
+    tokio::task::spawn_blocking(move || engine.store().read(work))
+        .await
+        .map_err(|error| EngineError::Worker { detail: error.to_string() })?
+        .map_err(EngineError::from)
+}
+
 impl<S: Store> Service for Engine<S> {
     async fn add_server(&self, request: AddServer) -> Result<ServerCredentials, ServiceError> {
         valid_name("server", &request.name)?;
@@ -175,7 +187,8 @@ impl<S: Store> Service for Engine<S> {
             return Ok(None);
         }
         let hash = token::hash_token(token_text);
-        Ok(self.transact(move |ctx| Ok(ctx.tx.server_by_token_hash(&hash)?.map(|row| row.name))).await?)
+        // A read, not a transaction: every metadata poll asks, and so may anyone with a made-up token.
+        Ok(read(self, move |tx| Ok(tx.server_by_token_hash(&hash)?.map(|row| row.name))).await?)
     }
 
     fn touch_server(&self, name: &str) {
@@ -270,6 +283,15 @@ impl<S: Store> Service for Engine<S> {
                 reason: row.reason,
             })
             .collect())
+    }
+
+    async fn signal_token_known(&self, token_text: &str) -> Result<bool, ServiceError> {
+        if !token::is_well_formed(token_text) {
+            return Ok(false);
+        }
+        let hash = token::hash_token(token_text);
+        Ok(read(self, move |tx| Ok(tx.node_by_signal_hash(&hash)?.is_some() || tx.is_retired_signal_hash(&hash)?))
+            .await?)
     }
 
     async fn deployment_signal(

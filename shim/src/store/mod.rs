@@ -400,6 +400,13 @@ pub trait Store: Send + Sync + 'static {
     /// Blocking: async callers use `tokio::task::spawn_blocking` (the engine does that).
     /// Must not be called again from inside `work` (the connection is held: it would deadlock).
     fn transaction<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E>;
+    /// Runs `work`, which must only read, without a write transaction: no write lock, no
+    /// commit, nothing to wait for but the connection (lookups on behalf of unauthenticated
+    /// callers use it). It may see writes of a group commit still open. Blocking, like
+    /// `transaction`; by default it is one.
+    fn read<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
+        self.transaction(work)
+    }
     /// Statements executed since open (instrumentation for the benchmarks).
     fn statements(&self) -> u64;
 }

@@ -177,6 +177,13 @@ impl Store for SqliteStore {
         batch::run(self, work)
     }
 
+    /// The statements run as they are on the connection: in autocommit mode each SELECT reads
+    /// a snapshot of the WAL and takes no write lock; inside an open batch they read through it.
+    fn read<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
+        let shared = self.lock();
+        work(&mut access::SqliteTx::new(&shared.connection, &self.statements))
+    }
+
     /// Includes the BEGIN, COMMIT and SAVEPOINT statements around the work; excludes opening.
     fn statements(&self) -> u64 {
         self.statements.load(Ordering::Relaxed)

@@ -237,6 +237,10 @@ impl Service for FakeService {
         }])
     }
 
+    async fn signal_token_known(&self, token: &str) -> Result<bool, ServiceError> {
+        Ok(signal_ack(token).is_some())
+    }
+
     async fn deployment_signal(
         &self,
         token: &str,

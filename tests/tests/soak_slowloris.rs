@@ -1,0 +1,250 @@
+//! Soak (bounded: about 25 s, loopback only): a real `anneal-shim serve` under a slowloris and
+//! flood mix from clients without credentials, while an agent's metadata poll (GET of its
+//! server's metadata with its bearer token, on a fresh connection each time) is timed. The
+//! attack, from addresses of its own (127.0.0.2 and up):
+//!
+//! - 150 connections that send a request head a byte a second and never finish it (cut by the
+//!   10 s head timeout, then opened again);
+//! - 150 connections that send a signal head with an unknown token and a 1 MiB Content-Length,
+//!   then trickle the body (answered 404 before the body, then opened again a second later);
+//! - bursts of 200 concurrent signals with well-formed unknown tokens every 2 s.
+//!
+//! The shim starts with a soft open-file limit of 256 (a distribution's service default is often
+//! 1024, its hard limit far higher), which the attack alone would exceed: the shim must raise it.
+//! The poll's p99 must stay under 100 ms while it runs (see docs/http-api.md, "Limits").
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anneal_tests::{Daemon, run_command, shim_binary, wait_until};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::task::JoinSet;
+
+const ATTACK: Duration = Duration::from_secs(20);
+const HEAD_DRIPPERS: usize = 150;
+const BODY_TRICKLERS: usize = 150;
+const BURST: usize = 200;
+const BURST_EVERY: Duration = Duration::from_secs(2);
+const POLL_EVERY: Duration = Duration::from_millis(50);
+const P99_LIMIT: Duration = Duration::from_millis(100);
+
+/// What the attack did, to check that it ran.
+#[derive(Default)]
+struct Tally {
+    slow_connections: AtomicUsize,
+    answered_early: AtomicUsize,
+    flood_answers: AtomicUsize,
+}
+
+async fn connect_from(last: u8, address: SocketAddr) -> Option<TcpStream> {
+    let socket = TcpSocket::new_v4().ok()?;
+    socket.bind(SocketAddr::from(([127, 0, 0, last], 0))).ok()?;
+    socket.connect(address).await.ok()
+}
+
+/// A token-shaped path segment nobody holds, different per call.
+fn unknown_token(index: usize) -> String {
+    format!("{:064x}", index as u128 * 0x9e37_79b9_7f4a_7c15 + 1)
+}
+
+/// Sends a head a byte a second, never finishing it, until the shim cuts the connection.
+async fn drip_head(last: u8, address: SocketAddr, until: Instant, tally: Arc<Tally>) {
+    let head = b"POST /v1/signals/0000000000000000000000000000000000000000000000000000000000000000 HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    while Instant::now() < until {
+        let Some(mut stream) = connect_from(last, address).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        tally.slow_connections.fetch_add(1, Ordering::Relaxed);
+        for byte in head.iter().chain(std::iter::repeat(&b'a')) {
+            if Instant::now() >= until || stream.write_all(&[*byte]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Sends a signal head with an unknown token, then trickles its 1 MiB body.
+async fn trickle_body(last: u8, address: SocketAddr, index: usize, until: Instant, tally: Arc<Tally>) {
+    while Instant::now() < until {
+        let Some(stream) = connect_from(last, address).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        tally.slow_connections.fetch_add(1, Ordering::Relaxed);
+        let (mut reader, mut writer) = stream.into_split();
+        let head = format!(
+            "POST /v1/signals/{} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{{",
+            unknown_token(index)
+        );
+        if writer.write_all(head.as_bytes()).await.is_err() {
+            continue;
+        }
+        let answered = async {
+            let mut byte = [0u8; 1];
+            reader.read(&mut byte).await
+        };
+        let trickle = async {
+            while writer.write_all(b" ").await.is_ok() {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        };
+        let remaining = until.saturating_duration_since(Instant::now());
+        tokio::select! {
+            _ = answered => { tally.answered_early.fetch_add(1, Ordering::Relaxed); }
+            () = trickle => {}
+            () = tokio::time::sleep(remaining) => {}
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// One signal with an unknown token on a fresh connection; counts an answer.
+async fn bad_signal(last: u8, address: SocketAddr, index: usize, tally: Arc<Tally>) {
+    let Some(mut stream) = connect_from(last, address).await else { return };
+    let body = r#"{"deploy_status_code": 0, "deploy_stdout": "flood"}"#;
+    let request = format!(
+        "POST /v1/signals/{} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        unknown_token(index),
+        body.len()
+    );
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return;
+    }
+    let mut answer = Vec::new();
+    if tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await.is_ok()
+        && answer.starts_with(b"HTTP/1.1 404")
+    {
+        tally.flood_answers.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+async fn flood(address: SocketAddr, until: Instant, tally: Arc<Tally>) {
+    let mut round = 0;
+    while Instant::now() < until {
+        let mut burst = JoinSet::new();
+        for index in 0..BURST {
+            // Spread over 127.0.0.20-27 so that no address is over its connection cap.
+            let last = 20 + u8::try_from(index % 8).unwrap_or(0);
+            burst.spawn(bad_signal(last, address, round * BURST + index, Arc::clone(&tally)));
+        }
+        while burst.join_next().await.is_some() {}
+        round += 1;
+        tokio::time::sleep(BURST_EVERY).await;
+    }
+}
+
+/// `anneal-shim serve` on 127.0.0.1 with its soft open-file limit lowered to `soft_limit` (the
+/// shell lowers it, then becomes the shim); stopped with its process group when dropped.
+async fn start_shim(dir: &std::path::Path, soft_limit: u32) -> (Daemon, String) {
+    let stdout = dir.join("shim.out");
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .args(["-c", "ulimit -Sn \"$1\" && exec \"$0\" serve --listen 127.0.0.1:0 --db \"$2\""])
+        .arg(shim_binary())
+        .arg(soft_limit.to_string())
+        .arg(format!("sqlite://{}", dir.join("shim.db").display()))
+        .env_remove("ANNEAL_TOKEN")
+        .env("ANNEAL_LOG", "info");
+    let daemon = Daemon::spawn(command, &stdout, &dir.join("shim.log"));
+    let url = wait_until(Duration::from_secs(20), "anneal-shim serve prints its URL", || async {
+        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+        let line = text.lines().find(|line| line.contains("listening on"))?;
+        line.split_whitespace().find(|word| word.starts_with("http://")).map(str::to_string)
+    })
+    .await;
+    (daemon, url)
+}
+
+/// `anneal-shim server add NAME --format json` against the shim at `url`.
+async fn add_server(dir: &std::path::Path, url: &str, name: &str) -> serde_json::Value {
+    let mut command = tokio::process::Command::new(shim_binary());
+    command
+        .args(["server", "add", name, "--format", "json", "--url", url, "--token-file"])
+        .arg(dir.join("admin.token"))
+        .env_remove("ANNEAL_TOKEN")
+        .env_remove("ANNEAL_URL");
+    let stdout = run_command(command, Duration::from_secs(60)).await.expect_success("anneal-shim server add");
+    serde_json::from_str(&stdout).expect("server add prints JSON")
+}
+
+/// The agent's poll: GET of its metadata with its token, on a new connection, timed.
+async fn poll_once(metadata_url: &str, token: &str) -> Duration {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).no_proxy().build().expect("client");
+    let started = Instant::now();
+    let response = client
+        .get(metadata_url)
+        .bearer_auth(token)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("the metadata poll was answered");
+    assert_eq!(response.status(), 200, "metadata poll");
+    response.bytes().await.expect("the document");
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metadata_polls_stay_fast_under_a_slowloris_and_bad_token_flood() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (shim, url) = start_shim(dir.path(), 256).await;
+    let credentials = add_server(dir.path(), &url, "vm1").await;
+    let token = credentials["token"].as_str().expect("token").to_string();
+    let metadata_url = credentials["metadata_url"].as_str().expect("metadata_url").to_string();
+    let address: SocketAddr = url.trim_start_matches("http://").parse().expect("the shim's address");
+    let quiet: Vec<Duration> = {
+        let mut quiet = Vec::new();
+        for _ in 0..20 {
+            quiet.push(poll_once(&metadata_url, &token).await);
+        }
+        quiet
+    };
+
+    let tally = Arc::new(Tally::default());
+    let until = Instant::now() + ATTACK;
+    let mut attack = JoinSet::new();
+    for index in 0..HEAD_DRIPPERS {
+        let last = 2 + u8::try_from(index % 3).unwrap_or(0);
+        attack.spawn(drip_head(last, address, until, Arc::clone(&tally)));
+    }
+    for index in 0..BODY_TRICKLERS {
+        let last = 5 + u8::try_from(index % 3).unwrap_or(0);
+        attack.spawn(trickle_body(last, address, index, until, Arc::clone(&tally)));
+    }
+    attack.spawn(flood(address, until, Arc::clone(&tally)));
+
+    // Let the crowd gather, then poll until the attack ends.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut during = Vec::new();
+    while Instant::now() + Duration::from_secs(1) < until {
+        during.push(poll_once(&metadata_url, &token).await);
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(15), async { while attack.join_next().await.is_some() {} });
+    assert!(ended.await.is_ok(), "the attack did not stop by itself");
+
+    during.sort();
+    let p99 = during[(during.len() * 99).div_ceil(100) - 1];
+    let p50 = during[during.len() / 2];
+    let slow = tally.slow_connections.load(Ordering::Relaxed);
+    let early = tally.answered_early.load(Ordering::Relaxed);
+    let flooded = tally.flood_answers.load(Ordering::Relaxed);
+    let summary = format!(
+        "{} polls under attack: p50 {p50:?}, p99 {p99:?}, max {:?} (quiet max {:?}); {slow} slow connections, \
+         {early} trickled signals answered before their body, {flooded} flood signals answered 404",
+        during.len(),
+        during.last().copied().unwrap_or_default(),
+        quiet.iter().max().copied().unwrap_or_default(),
+    );
+    println!("{summary}");
+    assert!(slow >= HEAD_DRIPPERS + BODY_TRICKLERS, "the slowloris did not gather: {summary}");
+    assert!(flooded >= BURST, "the flood did not run: {summary}");
+    assert!(p99 < P99_LIMIT, "the metadata poll slowed down under attack: {summary}");
+    assert!(shim.log_text().lines().all(|line| !line.contains("Too many open files")), "{}", shim.log_text());
+    drop(shim);
+}
