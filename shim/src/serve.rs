@@ -31,6 +31,9 @@ pub async fn serve(
         Err(error) => return fail(2, &error),
     };
     let directory = database.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    if let Err(error) = check_secret_files(&directory, &database, environment_token.as_deref()) {
+        return fail(1, &error);
+    }
     if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory) {
         eprintln!("anneal-shim: cannot create {}: {error}", directory.display());
         return ExitCode::from(1);
@@ -74,6 +77,24 @@ pub async fn serve(
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(1, &error),
     }
+}
+
+/// Refuses secrets others can read: an existing database, `admin.token` or `shim.key` that is
+/// not private to this user, a database directory others may write, and a short
+/// `ANNEAL_TOKEN`. See docs/security.md.
+fn check_secret_files(
+    directory: &Path,
+    database: &Path,
+    environment_token: Option<&str>,
+) -> Result<(), token::PrivateFileError> {
+    if let Some(environment_token) = environment_token {
+        token::check_admin_token_length(environment_token.trim())?;
+    }
+    token::check_private_directory(directory)?;
+    for file in [database, &directory.join("admin.token"), &directory.join("shim.key")] {
+        token::check_private_file(file)?;
+    }
+    Ok(())
 }
 
 /// ANNEAL_TOKEN, else the token file (created 0600 with a fresh token on first start).
