@@ -1,5 +1,6 @@
 //! Who may call what: the admin bearer token (compared by hash, in constant time) for the
-//! management routes, and a server's own bearer token for its metadata. Capability tokens in
+//! management routes, and a server's own bearer token for its metadata (its previous one, after
+//! a rotation, during the grace period). Capability tokens in
 //! signal and os-collect-config URLs are checked by the engine's lookup, after a cheap shape
 //! check here.
 
@@ -51,8 +52,23 @@ pub(super) async fn authorize_server<S: Service>(
     let owner = if is_well_formed(token) { state.service.server_for_token(token).await? } else { None };
     match owner {
         Some(owner) if owner == server => Ok(()),
-        _ => Err(ApiError::Forbidden { resource: format!("the metadata of server {server}") }),
+        Some(_) => Err(ApiError::Forbidden { resource: format!("the metadata of server {server}") }),
+        None => Err(expired_or_forbidden(state, token, server).await?),
     }
+}
+
+/// 401 for this server's own token replaced by a rotation whose grace is over, so that its agent
+/// re-reads its token file (see docs/security.md); 403 for any other token.
+async fn expired_or_forbidden<S: Service>(
+    state: &AppState<S>,
+    token: &str,
+    server: &str,
+) -> Result<ApiError, ApiError> {
+    let owner = if is_well_formed(token) { state.service.server_for_expired_token(token).await? } else { None };
+    Ok(match owner {
+        Some(owner) if owner == server => ApiError::TokenExpired,
+        _ => ApiError::Forbidden { resource: format!("the metadata of server {server}") },
+    })
 }
 
 /// The server whose token `token` is (for os-collect-config's token-in-URL route); 404 for

@@ -65,6 +65,9 @@ pub enum ServerCommand {
     List(ListArgs),
     /// Remove a server and revoke its token (refused while a stack deploys to it).
     Delete(ServerDeleteArgs),
+    /// Give a server a new token and print its agent configuration again; the old token keeps
+    /// working for --grace-secs so the agent can be given the new one.
+    RotateToken(ServerRotateTokenArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,6 +112,18 @@ pub enum AgentConfigFormat {
 #[derive(Debug, Clone, Args)]
 pub struct ServerAddArgs {
     pub name: String,
+    #[arg(long, value_enum, default_value_t = AgentConfigFormat::Toml)]
+    pub format: AgentConfigFormat,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServerRotateTokenArgs {
+    pub name: String,
+    /// How long the old token stays valid [default: 3600; at most a week].
+    #[arg(long, value_name = "SECS")]
+    pub grace_secs: Option<u64>,
     #[arg(long, value_enum, default_value_t = AgentConfigFormat::Toml)]
     pub format: AgentConfigFormat,
     #[command(flatten)]
@@ -214,6 +229,7 @@ impl ClientCommand {
         match self {
             ClientCommand::Server(ServerCommand::Add(args)) => &args.connection,
             ClientCommand::Server(ServerCommand::Delete(args)) => &args.connection,
+            ClientCommand::Server(ServerCommand::RotateToken(args)) => &args.connection,
             ClientCommand::Server(ServerCommand::List(args)) | ClientCommand::Stack(StackCommand::List(args)) => {
                 &args.connection
             }

@@ -20,7 +20,20 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 2, sql: RETIRED_SIGNALS_V2 },
     Migration { version: 3, sql: STACK_TEMPLATES_V3 },
     Migration { version: 4, sql: TYPED_ENGINE_STATE_V4 },
+    Migration { version: 5, sql: PREVIOUS_SERVER_TOKENS_V5 },
 ];
+
+/// A server's token before its last rotation (`server rotate-token`): valid until
+/// `expires_at`, then kept so that its holder is told to re-read its token file (401) rather
+/// than refused as a stranger (403). Gone with the server.
+const PREVIOUS_SERVER_TOKENS_V5: &str = "
+CREATE TABLE server_previous_tokens (
+    name TEXT NOT NULL PRIMARY KEY REFERENCES servers (name) ON DELETE CASCADE,
+    token_hash TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX server_previous_tokens_hash ON server_previous_tokens (token_hash);
+";
 
 /// The engine's private node state leaves the attribute JSON (where `_`-prefixed keys stood
 /// beside what `get_attr` shows) for a `record` column of its own, keys without the `_`; and a
