@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anneal_runtime::cancel_on_signal;
+use anneal_shim::api::tls::{self, TlsFiles};
 use anneal_shim::api::{self, ApiConfig};
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
 use anneal_shim::store::{self, SqliteStore};
@@ -22,6 +23,7 @@ pub async fn serve(
     listen: &str,
     database_url: &str,
     public_url: Option<String>,
+    tls: Option<TlsFiles>,
     environment_token: Option<String>,
 ) -> ExitCode {
     let shutdown = CancellationToken::new();
@@ -54,6 +56,12 @@ pub async fn serve(
         Ok(key) => key,
         Err(error) => return fail(1, &error),
     };
+    // TLS (see docs/security.md): the files are read before anything listens.
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let acceptor = match tls.map(|files| tls::start(files, shutdown.clone())).transpose() {
+        Ok(acceptor) => acceptor,
+        Err(error) => return fail(1, &error),
+    };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -62,15 +70,18 @@ pub async fn serve(
         }
     };
     let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_else(|_| listen.to_string());
-    let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
+    let public_url = public_url.unwrap_or_else(|| format!("{scheme}://{address}"));
+    if let Some(warning) = tls::plain_http_warning(&public_url) {
+        tracing::warn!("{warning}");
+    }
     let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone() });
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
     let token_source =
         if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
-    println!("anneal-shim listening on http://{address} (public URL {public_url}); admin token: {token_source}");
+    println!("anneal-shim listening on {scheme}://{address} (public URL {public_url}); admin token: {token_source}");
     let _ = std::io::stdout().flush();
     let config = ApiConfig::new(token::hash_token(&admin_token));
-    let served = api::serve(listener, Arc::new(engine), config, shutdown.clone()).await;
+    let served = api::serve_with_tls(listener, Arc::new(engine), config, acceptor, shutdown.clone()).await;
     shutdown.cancel();
     let _ = sweeper.await;
     match served {

@@ -21,13 +21,15 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use super::peer::SharedStream;
+use super::peer::{Peer, SharedStream};
 
 /// How long a client may take to send a request's line and headers.
 pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,6 +42,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(200);
 pub(super) async fn serve_connections(
     listener: TcpListener,
     app: Router,
+    tls: Option<TlsAcceptor>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let mut connections = JoinSet::new();
@@ -57,7 +60,7 @@ pub(super) async fn serve_connections(
                 }
             },
         };
-        connections.spawn(serve_one(stream, app.clone(), shutdown.clone()));
+        connections.spawn(serve_one(stream, app.clone(), tls.clone(), shutdown.clone()));
     }
     while connections.join_next().await.is_some() {}
     Ok(())
@@ -69,8 +72,24 @@ fn is_per_connection(error: &std::io::Error) -> bool {
     matches!(error.kind(), ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset)
 }
 
-async fn serve_one(stream: tokio::net::TcpStream, app: Router, shutdown: CancellationToken) {
+async fn serve_one(stream: tokio::net::TcpStream, app: Router, tls: Option<TlsAcceptor>, shutdown: CancellationToken) {
     let (stream, peer) = SharedStream::new(stream);
+    // TLS (see `tls`): the handshake first, within its own deadline; `peer` still watches the
+    // TCP socket underneath.
+    match tls {
+        None => serve_http(stream, peer, app, shutdown).await,
+        Some(acceptor) => {
+            if let Some(stream) = super::tls::handshake(&acceptor, stream).await {
+                serve_http(stream, peer, app, shutdown).await;
+            }
+        }
+    }
+}
+
+async fn serve_http<I>(stream: I, peer: Peer, app: Router, shutdown: CancellationToken)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = TowerToHyperService::new(app.map_request(move |mut request: Request<Incoming>| {
         request.extensions_mut().insert(peer.clone());
         request

@@ -18,6 +18,7 @@ mod signals;
 mod stacks;
 #[cfg(test)]
 mod tests;
+pub mod tls;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -108,8 +109,19 @@ pub async fn serve<S: Service>(
     config: ApiConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    serve_with_tls(listener, service, config, None, shutdown).await
+}
+
+/// [`serve`], with TLS on every connection when `tls` is given (see `tls`).
+pub async fn serve_with_tls<S: Service>(
+    listener: tokio::net::TcpListener,
+    service: Arc<S>,
+    config: ApiConfig,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let app = router_with_shutdown(service, config, shutdown.clone());
-    connection::serve_connections(listener, app, shutdown).await
+    connection::serve_connections(listener, app, tls, shutdown).await
 }
 
 /// One debug line per request, with tokens masked.

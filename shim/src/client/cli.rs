@@ -41,9 +41,16 @@ pub enum Command {
         /// Database URL (sqlite:///path).
         #[arg(long, default_value = DEFAULT_DATABASE_URL)]
         db: String,
-        /// Base URL agents use to reach this service [default: http://<listen>].
+        /// Base URL agents use to reach this service [default: http://<listen>, https://<listen>
+        /// with --tls-cert].
         #[arg(long)]
         public_url: Option<String>,
+        /// Serve HTTPS with this certificate chain (PEM, leaf first); re-read on SIGHUP.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert; re-read on SIGHUP.
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Register servers and print their agent configuration.
     Server {
@@ -97,6 +104,10 @@ pub struct ConnectionArgs {
     /// File holding the admin token (ANNEAL_TOKEN, when set, wins).
     #[arg(long, value_name = "FILE", default_value = DEFAULT_TOKEN_FILE)]
     pub token_file: PathBuf,
+    /// CA certificate (PEM) to trust for an https URL; `server add` and `server rotate-token`
+    /// also put it in the agent config they print (as `ca_file`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -353,7 +364,7 @@ mod tests {
     fn serve_defaults_and_global_log_format() {
         let cli = parse(&["serve", "--log-format", "json"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
-        let Command::Serve { listen, db, public_url } = cli.command else { panic!("not serve") };
+        let Command::Serve { listen, db, public_url, .. } = cli.command else { panic!("not serve") };
         assert_eq!((listen.as_str(), db.as_str(), public_url), (DEFAULT_LISTEN, DEFAULT_DATABASE_URL, None));
         let cli = parse(&["stack", "list", "--json", "--log-format", "json", "--token-file", "/t"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);

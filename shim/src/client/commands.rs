@@ -58,12 +58,13 @@ async fn server_add(
     let client = AdminClient::new(context)?;
     let body = to_value(&AddServer { name: args.name.clone() });
     let value = client.request(Method::POST, &["v1", "servers"], Some(&body)).await?;
+    let ca = client.trusted_ca();
     let text = match args.format {
         AgentConfigFormat::Json => pretty(&value),
         AgentConfigFormat::Toml => {
-            formats::agent_config_with_token_note(&decode::<ServerCredentials>(value, "servers")?)
+            formats::agent_config_with_token_note(&decode::<ServerCredentials>(value, "servers")?, ca)
         }
-        AgentConfigFormat::CloudInit => formats::cloud_init(&decode::<ServerCredentials>(value, "servers")?),
+        AgentConfigFormat::CloudInit => formats::cloud_init(&decode::<ServerCredentials>(value, "servers")?, ca),
     };
     write(out, &text)?;
     Ok(ExitStatus::Success)
@@ -85,9 +86,9 @@ async fn server_rotate_token(
     }
     let rotated = decode::<RotatedCredentials>(value, "servers")?;
     let mut text = match args.format {
-        AgentConfigFormat::CloudInit => formats::cloud_init(&rotated.credentials),
+        AgentConfigFormat::CloudInit => formats::cloud_init(&rotated.credentials, client.trusted_ca()),
         AgentConfigFormat::Toml | AgentConfigFormat::Json => {
-            formats::agent_config_with_token_note(&rotated.credentials)
+            formats::agent_config_with_token_note(&rotated.credentials, client.trusted_ca())
         }
     };
     text.push_str(&format!(
