@@ -46,6 +46,14 @@ pub const DEFAULT_TOKEN_GRACE_SECS: u64 = 3600;
 /// by much.
 pub const MAX_TOKEN_GRACE_SECS: u64 = 7 * 24 * 3600;
 
+/// The server a token belongs to (`Service::token_owner`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenOwner {
+    pub server: String,
+    /// A token replaced by a rotation whose grace period is over.
+    pub expired: bool,
+}
+
 /// What `server rotate-token` prints: the new credentials, and until when the old token works.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RotatedCredentials {
@@ -268,12 +276,9 @@ pub trait Service: Send + Sync + 'static {
         name: &str,
         grace_secs: u64,
     ) -> impl Future<Output = Result<RotatedCredentials, ServiceError>> + Send;
-    /// The server whose replaced token this is, once its grace period is over (`None` for any
-    /// other token): its agent is told to re-read its token file (401) instead of 403.
-    fn server_for_expired_token(
-        &self,
-        token: &str,
-    ) -> impl Future<Output = Result<Option<String>, ServiceError>> + Send;
+    /// Whose server token this is, current or replaced (`None` for an unknown or malformed
+    /// token); one lookup for the bearer route, which answers an expired one 401.
+    fn token_owner(&self, token: &str) -> impl Future<Output = Result<Option<TokenOwner>, ServiceError>> + Send;
     /// Records that the server's agent asked for metadata (liveness).
     fn touch_server(&self, name: &str);
     /// The current document of a server (O(1), from memory after the first read).

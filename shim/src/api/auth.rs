@@ -42,33 +42,21 @@ impl<S: Service> FromRequestParts<AppState<S>> for Admin {
     }
 }
 
-/// 401 without a bearer token; 403 unless the token is `server`'s own.
+/// 401 without a bearer token, or with `server`'s own token replaced by a rotation whose grace
+/// is over (so its agent re-reads its token file, see docs/security.md); 403 unless the token is
+/// `server`'s own.
 pub(super) async fn authorize_server<S: Service>(
     state: &AppState<S>,
     headers: &HeaderMap,
     server: &str,
 ) -> Result<(), ApiError> {
     let token = bearer_token(headers)?;
-    let owner = if is_well_formed(token) { state.service.server_for_token(token).await? } else { None };
+    let owner = if is_well_formed(token) { state.service.token_owner(token).await? } else { None };
     match owner {
-        Some(owner) if owner == server => Ok(()),
-        Some(_) => Err(ApiError::Forbidden { resource: format!("the metadata of server {server}") }),
-        None => Err(expired_or_forbidden(state, token, server).await?),
+        Some(owner) if owner.server == server && !owner.expired => Ok(()),
+        Some(owner) if owner.server == server => Err(ApiError::TokenExpired),
+        _ => Err(ApiError::Forbidden { resource: format!("the metadata of server {server}") }),
     }
-}
-
-/// 401 for this server's own token replaced by a rotation whose grace is over, so that its agent
-/// re-reads its token file (see docs/security.md); 403 for any other token.
-async fn expired_or_forbidden<S: Service>(
-    state: &AppState<S>,
-    token: &str,
-    server: &str,
-) -> Result<ApiError, ApiError> {
-    let owner = if is_well_formed(token) { state.service.server_for_expired_token(token).await? } else { None };
-    Ok(match owner {
-        Some(owner) if owner == server => ApiError::TokenExpired,
-        _ => ApiError::Forbidden { resource: format!("the metadata of server {server}") },
-    })
 }
 
 /// The server whose token `token` is (for os-collect-config's token-in-URL route); 404 for

@@ -16,7 +16,7 @@ use super::traversal::reverse;
 use super::{removal, signals};
 use crate::model::{
     AddServer, Event, MAX_TOKEN_GRACE_SECS, MetadataDocument, ResourceSummary, RotatedCredentials, ServerCredentials,
-    ServerSummary, Service, ServiceError, SignalAck, StackDetail, StackOutput, StackRequest, StackSummary,
+    ServerSummary, Service, ServiceError, SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, TokenOwner,
     WaitConditionSignal,
 };
 use crate::store::{NodeState, ServerRow, StackRow, Store};
@@ -159,6 +159,10 @@ impl<S: Store> Service for Engine<S> {
     }
 
     async fn server_for_token(&self, token_text: &str) -> Result<Option<String>, ServiceError> {
+        Ok(self.token_owner(token_text).await?.filter(|owner| !owner.expired).map(|owner| owner.server))
+    }
+
+    async fn token_owner(&self, token_text: &str) -> Result<Option<TokenOwner>, ServiceError> {
         if !token::is_well_formed(token_text) {
             return Ok(None);
         }
@@ -166,11 +170,11 @@ impl<S: Store> Service for Engine<S> {
         Ok(self
             .transact(move |ctx| {
                 if let Some(row) = ctx.tx.server_by_token_hash(&hash)? {
-                    return Ok(Some(row.name));
+                    return Ok(Some(TokenOwner { server: row.name, expired: false }));
                 }
-                // A replaced token still works during its grace period (docs/security.md).
+                // A replaced token works during its grace period (docs/security.md).
                 let previous = ctx.tx.server_by_previous_token_hash(&hash)?;
-                Ok(previous.filter(|(_, expires_at)| ctx.now < *expires_at).map(|(name, _)| name))
+                Ok(previous.map(|(server, expires_at)| TokenOwner { server, expired: ctx.now >= expires_at }))
             })
             .await?)
     }
@@ -198,19 +202,6 @@ impl<S: Store> Service for Engine<S> {
             token,
         };
         Ok(RotatedCredentials { credentials, previous_token_expires_at: rfc3339(expires_at) })
-    }
-
-    async fn server_for_expired_token(&self, token_text: &str) -> Result<Option<String>, ServiceError> {
-        if !token::is_well_formed(token_text) {
-            return Ok(None);
-        }
-        let hash = token::hash_token(token_text);
-        Ok(self
-            .transact(move |ctx| {
-                let previous = ctx.tx.server_by_previous_token_hash(&hash)?;
-                Ok(previous.filter(|(_, expires_at)| ctx.now >= *expires_at).map(|(name, _)| name))
-            })
-            .await?)
     }
 
     fn touch_server(&self, name: &str) {

@@ -187,8 +187,9 @@ impl Service for FakeService {
         Ok(RotatedCredentials { credentials, previous_token_expires_at: "2026-11-21T06:00:00Z".to_string() })
     }
 
-    async fn server_for_expired_token(&self, _token: &str) -> Result<Option<String>, ServiceError> {
-        Ok(None)
+    async fn token_owner(&self, token: &str) -> Result<Option<TokenOwner>, ServiceError> {
+        let server = self.server_for_token(token).await?;
+        Ok(server.map(|server| TokenOwner { server, expired: false }))
     }
 
     fn touch_server(&self, name: &str) {
