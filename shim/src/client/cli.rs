@@ -372,4 +372,18 @@ mod tests {
         let client = ClientCommand::from(command);
         assert_eq!(client.connection().token_file, PathBuf::from("/t"));
     }
+
+    #[test]
+    fn tls_flags_come_in_pairs_and_rotation_takes_a_grace() {
+        let cli = parse(&["serve", "--tls-cert", "/c.pem", "--tls-key", "/k.pem"]).unwrap();
+        let Command::Serve { tls_cert, tls_key, .. } = cli.command else { panic!("not serve") };
+        assert_eq!((tls_cert, tls_key), (Some(PathBuf::from("/c.pem")), Some(PathBuf::from("/k.pem"))));
+        assert_eq!(parse(&["serve", "--tls-cert", "/c.pem"]).unwrap_err().exit_code(), 2);
+        assert_eq!(parse(&["serve", "--tls-key", "/k.pem"]).unwrap_err().exit_code(), 2);
+        let cli = parse(&["server", "rotate-token", "web1", "--grace-secs", "60", "--tls-ca", "/ca.pem"]).unwrap();
+        let Command::Server { command: ServerCommand::RotateToken(args) } = cli.command else { panic!("not rotate") };
+        assert_eq!((args.name.as_str(), args.grace_secs), ("web1", Some(60)));
+        assert_eq!(args.connection.tls_ca, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(parse(&["server", "rotate-token"]).unwrap_err().exit_code(), 2);
+    }
 }
