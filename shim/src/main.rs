@@ -7,6 +7,7 @@ mod serve;
 use std::process::ExitCode;
 
 use anneal_runtime::{LOG_FILTER_VARIABLE, init_logging};
+use anneal_shim::api::tls::TlsFiles;
 use anneal_shim::client::{self, Cli, ClientCommand, ClientContext, Command};
 use anneal_shim::{error_chain, store};
 use clap::Parser;
@@ -35,9 +36,10 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { listen, db, public_url } => {
+        Command::Serve { listen, db, public_url, tls_cert, tls_key } => {
             let environment_token = std::env::var("ANNEAL_TOKEN").ok();
-            runtime.block_on(serve::serve(&listen, &db, public_url, environment_token))
+            let tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
+            runtime.block_on(serve::serve(&listen, &db, public_url, tls, environment_token))
         }
         Command::Server { command } => runtime.block_on(client_main(command.into())),
         Command::Stack { command } => runtime.block_on(client_main(command.into())),

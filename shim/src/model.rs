@@ -30,6 +30,39 @@ pub struct ServerCredentials {
     pub request_url: String,
 }
 
+/// `POST /v1/servers/{name}/token` body (may be empty: `{}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateToken {
+    /// How long the replaced token stays valid [default: `DEFAULT_TOKEN_GRACE_SECS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_secs: Option<u64>,
+}
+
+/// How long a replaced server token stays valid by default: long enough for an agent to be
+/// given the new one in its token file.
+pub const DEFAULT_TOKEN_GRACE_SECS: u64 = 3600;
+/// The longest grace a rotation accepts (a week): a stolen token must not outlive its rotation
+/// by much.
+pub const MAX_TOKEN_GRACE_SECS: u64 = 7 * 24 * 3600;
+
+/// The server a token belongs to (`Service::token_owner`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenOwner {
+    pub server: String,
+    /// A token replaced by a rotation whose grace period is over.
+    pub expired: bool,
+}
+
+/// What `server rotate-token` prints: the new credentials, and until when the old token works.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RotatedCredentials {
+    #[serde(flatten)]
+    pub credentials: ServerCredentials,
+    /// RFC 3339; after it the old token gets 401 (re-read the token file).
+    pub previous_token_expires_at: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerSummary {
     pub name: String,
@@ -233,8 +266,19 @@ pub trait Service: Send + Sync + 'static {
     /// Removes a server and with it its token (at once: held long-polls of its agent end).
     /// `NotFound` for an unknown name; `InUse` while a stack has a deployment published to it.
     fn remove_server(&self, name: &str) -> impl Future<Output = Result<(), ServiceError>> + Send;
-    /// The server whose token this is (`None` for an unknown or malformed token).
+    /// The server whose token this is (`None` for an unknown or malformed token). A token
+    /// replaced by `rotate_server_token` still counts until its grace period is over.
     fn server_for_token(&self, token: &str) -> impl Future<Output = Result<Option<String>, ServiceError>> + Send;
+    /// Gives the server a new token; the old one stays valid for `grace_secs` (at most
+    /// `MAX_TOKEN_GRACE_SECS`, else `Invalid`). `NotFound` for an unknown server.
+    fn rotate_server_token(
+        &self,
+        name: &str,
+        grace_secs: u64,
+    ) -> impl Future<Output = Result<RotatedCredentials, ServiceError>> + Send;
+    /// Whose server token this is, current or replaced (`None` for an unknown or malformed
+    /// token); one lookup for the bearer route, which answers an expired one 401.
+    fn token_owner(&self, token: &str) -> impl Future<Output = Result<Option<TokenOwner>, ServiceError>> + Send;
     /// Records that the server's agent asked for metadata (liveness).
     fn touch_server(&self, name: &str);
     /// The current document of a server (O(1), from memory after the first read).

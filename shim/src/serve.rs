@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anneal_runtime::cancel_on_signal;
+use anneal_shim::api::tls::{self, TlsFiles};
 use anneal_shim::api::{self, ApiConfig};
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
 use anneal_shim::store::{self, SqliteStore};
@@ -23,6 +24,7 @@ pub async fn serve(
     listen: &str,
     database_url: &str,
     public_url: Option<String>,
+    tls: Option<TlsFiles>,
     environment_token: Option<String>,
 ) -> ExitCode {
     let shutdown = CancellationToken::new();
@@ -32,6 +34,9 @@ pub async fn serve(
         Err(error) => return fail(2, &error),
     };
     let directory = database.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    if let Err(error) = check_secret_files(&directory, &database, environment_token.as_deref()) {
+        return fail(1, &error);
+    }
     if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory) {
         eprintln!("anneal-shim: cannot create {}: {error}", directory.display());
         return ExitCode::from(1);
@@ -52,6 +57,12 @@ pub async fn serve(
         Ok(key) => key,
         Err(error) => return fail(1, &error),
     };
+    // TLS (see docs/security.md): the files are read before anything listens.
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let acceptor = match tls.map(|files| tls::start(files, shutdown.clone())).transpose() {
+        Ok(acceptor) => acceptor,
+        Err(error) => return fail(1, &error),
+    };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -60,12 +71,15 @@ pub async fn serve(
         }
     };
     let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_else(|_| listen.to_string());
-    let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
+    let public_url = public_url.unwrap_or_else(|| format!("{scheme}://{address}"));
+    if let Some(warning) = tls::plain_http_warning(&public_url) {
+        tracing::warn!("{warning}");
+    }
     let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone() });
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
     let token_source =
         if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
-    println!("anneal-shim listening on http://{address} (public URL {public_url}); admin token: {token_source}");
+    println!("anneal-shim listening on {scheme}://{address} (public URL {public_url}); admin token: {token_source}");
     let _ = std::io::stdout().flush();
     let mut config = ApiConfig::new(token::hash_token(&admin_token));
     config.limits = config.limits.fit_to_open_files(raise_open_file_limit());
@@ -75,13 +89,31 @@ pub async fn serve(
         max_long_polls = config.limits.max_long_polls,
         "connection limits"
     );
-    let served = api::serve(listener, Arc::new(engine), config, shutdown.clone()).await;
+    let served = api::serve_with_tls(listener, Arc::new(engine), config, acceptor, shutdown.clone()).await;
     shutdown.cancel();
     let _ = sweeper.await;
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(1, &error),
     }
+}
+
+/// Refuses secrets others can read: an existing database, `admin.token` or `shim.key` that is
+/// not private to this user, a database directory others may write, and a short
+/// `ANNEAL_TOKEN`. See docs/security.md.
+fn check_secret_files(
+    directory: &Path,
+    database: &Path,
+    environment_token: Option<&str>,
+) -> Result<(), token::PrivateFileError> {
+    if let Some(environment_token) = environment_token {
+        token::check_admin_token_length(environment_token.trim())?;
+    }
+    token::check_private_directory(directory)?;
+    for file in [database, &directory.join("admin.token"), &directory.join("shim.key")] {
+        token::check_private_file(file)?;
+    }
+    Ok(())
 }
 
 /// ANNEAL_TOKEN, else the token file (created 0600 with a fresh token on first start).

@@ -1,6 +1,11 @@
 //! Bearer tokens: 256 random bits as hex, stored only as their SHA-256 (hex), compared in
 //! constant time. Server tokens, signal tokens, wait-condition handle tokens and the admin token
-//! all follow these rules.
+//! all follow these rules. Also the checks that the files holding secrets (`admin.token`,
+//! `shim.key`, the database directory) are private, and the admin token's minimum length.
+//! See docs/security.md.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use rand::TryRngCore;
 use sha2::{Digest, Sha256};
@@ -43,6 +48,68 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     text
 }
 
+/// The shortest admin token `serve` accepts from `ANNEAL_TOKEN` (a generated one has 64).
+pub const MIN_ADMIN_TOKEN_LEN: usize = 32;
+
+/// A file or directory holding secrets that is not private to the user running the shim.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateFileError {
+    #[error("cannot inspect {path}")]
+    Inspect {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("group or others may {access} {path} (mode {mode:03o}); run `chmod {fix} {path}`")]
+    Shared { path: PathBuf, mode: u32, access: &'static str, fix: &'static str },
+    #[error("{path} is owned by uid {owner}, not by uid {uid} that runs the shim; run `chown {uid} {path}`")]
+    Owner { path: PathBuf, owner: u32, uid: u32 },
+    #[error(
+        "ANNEAL_TOKEN is {length} characters long; the admin token needs at least {MIN_ADMIN_TOKEN_LEN} (unset it to have a random one made in admin.token)"
+    )]
+    ShortAdminToken { length: usize },
+}
+
+/// Refuses an existing secret file (`admin.token`, `shim.key`, the database) that group or
+/// others may read or write: whoever reads one holds the admin API, can forge every signal URL
+/// or reads hidden parameters. A missing file is fine (it is created 0600).
+pub fn check_private_file(path: &Path) -> Result<(), PrivateFileError> {
+    check_private(path, 0o066, "read or write", "600")
+}
+
+/// Refuses an existing database directory that group or others may write (they could replace
+/// the files above) or that another user owns. Listing it shows only file names, so a 0755
+/// directory is accepted; a new one is created 0700.
+pub fn check_private_directory(path: &Path) -> Result<(), PrivateFileError> {
+    check_private(path, 0o022, "write", "700")
+}
+
+fn check_private(path: &Path, forbidden: u32, access: &'static str, fix: &'static str) -> Result<(), PrivateFileError> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(PrivateFileError::Inspect { path: path.to_path_buf(), source }),
+    };
+    let mode = metadata.permissions().mode() & 0o777;
+    if mode & forbidden != 0 {
+        return Err(PrivateFileError::Shared { path: path.to_path_buf(), mode, access, fix });
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    if metadata.uid() != uid {
+        return Err(PrivateFileError::Owner { path: path.to_path_buf(), owner: metadata.uid(), uid });
+    }
+    Ok(())
+}
+
+/// Refuses an `ANNEAL_TOKEN` too short to resist guessing.
+pub fn check_admin_token_length(token: &str) -> Result<(), PrivateFileError> {
+    let length = token.chars().count();
+    if length < MIN_ADMIN_TOKEN_LEN {
+        return Err(PrivateFileError::ShortAdminToken { length });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +140,37 @@ mod tests {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn secret_files_must_be_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("admin.token");
+        assert!(check_private_file(&file).is_ok(), "a missing file is created private later");
+        std::fs::write(&file, "x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        check_private_file(&file).unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            let message = check_private_file(&file).unwrap_err().to_string();
+            assert!(message.contains(&file.display().to_string()) && message.contains("chmod 600"), "{message}");
+        }
+        for mode in [0o775, 0o757] {
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+            let message = check_private_directory(dir.path()).unwrap_err().to_string();
+            assert!(message.contains("chmod 700"), "{message}");
+        }
+        for mode in [0o700, 0o755] {
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+            check_private_directory(dir.path()).unwrap();
+        }
+    }
+
+    #[test]
+    fn short_admin_tokens_are_refused() {
+        let message = check_admin_token_length("short").unwrap_err().to_string();
+        assert!(message.contains("ANNEAL_TOKEN") && message.contains("32"), "{message}");
+        check_admin_token_length(&"a".repeat(32)).unwrap();
     }
 }

@@ -300,7 +300,7 @@ fn credentials(tokens: &Tokens) -> Vec<Credential> {
 }
 
 /// Every route of `anneal_shim::api::ROUTES`, in an order whose admin successes build on each other
-/// (vm3 is registered again, then removed; the scratch stack is created, read, updated, and
+/// (vm3 is registered again, its token rotated, then removed; the scratch stack is created, read, updated, and
 /// deleted last), and `HEAD` before each `GET`.
 fn routes() -> Vec<Route> {
     let server = json!({"name": "vm3"}).to_string();
@@ -321,6 +321,7 @@ fn routes() -> Vec<Route> {
         ("/v1/servers", "/v1/servers/{name}", "/v1/servers/{name}/metadata", "/v1/metadata/{token}");
     let (stacks, stack, events) = ("/v1/stacks", "/v1/stacks/{name}", "/v1/stacks/{name}/events");
     let (signals, waitconditions) = ("/v1/signals/{token}", "/v1/waitconditions/{token}");
+    let (rotate, rotation) = ("/v1/servers/{name}/token", json!({"grace_secs": 60}).to_string());
     let listed = vec![
         route("POST", servers, servers, Some(&server), Access::Admin, 201),
         route("GET", servers, servers, None, Access::Admin, 200),
@@ -331,6 +332,8 @@ fn routes() -> Vec<Route> {
         route("GET", url_metadata, url_metadata, None, Access::ServerToken, 200),
         // vm3 again, with a token no credential holds: its revoked token opens nothing.
         route("GET", server_metadata, "/v1/servers/vm3/metadata", None, Access::ServerMetadata("vm3"), 200),
+        route("POST", rotate, "/v1/servers/vm3/token", Some(&rotation), Access::Admin, 200),
+        route("POST", rotate, "/v1/servers/nosuch/token", Some(&rotation), Access::Admin, 404),
         route("DELETE", named_server, "/v1/servers/vm3", None, Access::Admin, 204),
         route("DELETE", named_server, "/v1/servers/nosuch", None, Access::Admin, 404),
         // The stack `access` deploys to vm1.

@@ -1,5 +1,6 @@
 //! Who may call what: the admin bearer token (compared by hash, in constant time) for the
-//! management routes, and a server's own bearer token for its metadata. Capability tokens in
+//! management routes, and a server's own bearer token for its metadata (its previous one, after
+//! a rotation, during the grace period). Capability tokens in
 //! signal and os-collect-config URLs are checked by the engine's lookup, after a cheap shape
 //! check here.
 
@@ -41,16 +42,19 @@ impl<S: Service> FromRequestParts<AppState<S>> for Admin {
     }
 }
 
-/// 401 without a bearer token; 403 unless the token is `server`'s own.
+/// 401 without a bearer token, or with `server`'s own token replaced by a rotation whose grace
+/// is over (so its agent re-reads its token file, see docs/security.md); 403 unless the token is
+/// `server`'s own.
 pub(super) async fn authorize_server<S: Service>(
     state: &AppState<S>,
     headers: &HeaderMap,
     server: &str,
 ) -> Result<(), ApiError> {
     let token = bearer_token(headers)?;
-    let owner = if is_well_formed(token) { state.service.server_for_token(token).await? } else { None };
+    let owner = if is_well_formed(token) { state.service.token_owner(token).await? } else { None };
     match owner {
-        Some(owner) if owner == server => Ok(()),
+        Some(owner) if owner.server == server && !owner.expired => Ok(()),
+        Some(owner) if owner.server == server => Err(ApiError::TokenExpired),
         _ => Err(ApiError::Forbidden { resource: format!("the metadata of server {server}") }),
     }
 }

@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
@@ -50,6 +51,7 @@ pub(super) async fn serve_connections(
     listener: TcpListener,
     app: Router,
     gate: Arc<Gate>,
+    tls: Option<TlsAcceptor>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let mut connections = JoinSet::new();
@@ -70,7 +72,7 @@ pub(super) async fn serve_connections(
         };
         match gate.admit(address.ip()) {
             Ok(slot) => {
-                connections.spawn(serve_tcp(stream, slot, app.clone(), shutdown.clone()));
+                connections.spawn(serve_tcp(stream, slot, app.clone(), tls.clone(), shutdown.clone()));
             }
             Err(refusal) => {
                 refuse(&stream, &refusal);
@@ -120,9 +122,19 @@ impl RefusalLog {
     }
 }
 
-async fn serve_tcp(stream: TcpStream, slot: Slot, app: Router, shutdown: CancellationToken) {
+async fn serve_tcp(stream: TcpStream, slot: Slot, app: Router, tls: Option<TlsAcceptor>, shutdown: CancellationToken) {
     let (stream, peer) = SharedStream::new(stream);
-    serve_connection(stream, ConnectionContext { peer: Some(peer), slot }, app, shutdown).await;
+    let context = ConnectionContext { peer: Some(peer), slot };
+    // TLS (see `tls`): the handshake first, within its own deadline; `peer` still watches the
+    // TCP socket underneath.
+    match tls {
+        None => serve_connection(stream, context, app, shutdown).await,
+        Some(acceptor) => {
+            if let Some(stream) = super::tls::handshake(&acceptor, stream).await {
+                serve_connection(stream, context, app, shutdown).await;
+            }
+        }
+    }
 }
 
 /// What every request of a connection carries as extensions: the socket to watch during a

@@ -16,6 +16,10 @@ pub enum ApiError {
     /// 401: no credentials, or not in the `Bearer <token>` form.
     #[error("missing or malformed Authorization header: expected `Bearer <token>`")]
     Unauthenticated,
+    /// 401: the server's own token, replaced by a rotation whose grace period is over; its
+    /// agent re-reads its token file on a 401.
+    #[error("the token was replaced (server rotate-token) and its grace period is over; use the new one")]
+    TokenExpired,
     /// 403: credentials given, but not ones that open this resource.
     #[error("the token does not grant access to {resource}")]
     Forbidden { resource: String },
@@ -46,7 +50,7 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthenticated | ApiError::TokenExpired => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,

@@ -19,6 +19,7 @@ mod signals;
 mod stacks;
 #[cfg(test)]
 mod tests;
+pub mod tls;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -126,9 +127,20 @@ pub async fn serve<S: Service>(
     config: ApiConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    serve_with_tls(listener, service, config, None, shutdown).await
+}
+
+/// [`serve`], with TLS on every connection when `tls` is given (see `tls`).
+pub async fn serve_with_tls<S: Service>(
+    listener: tokio::net::TcpListener,
+    service: Arc<S>,
+    config: ApiConfig,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let gate = limits::Gate::new(config.limits);
     let app = router_with_shutdown(service, config, shutdown.clone());
-    connection::serve_connections(listener, app, gate, shutdown).await
+    connection::serve_connections(listener, app, gate, tls, shutdown).await
 }
 
 /// One debug line per request, with tokens masked.

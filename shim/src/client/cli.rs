@@ -41,9 +41,16 @@ pub enum Command {
         /// Database URL (sqlite:///path).
         #[arg(long, default_value = DEFAULT_DATABASE_URL)]
         db: String,
-        /// Base URL agents use to reach this service [default: http://<listen>].
+        /// Base URL agents use to reach this service [default: http://<listen>, https://<listen>
+        /// with --tls-cert].
         #[arg(long)]
         public_url: Option<String>,
+        /// Serve HTTPS with this certificate chain (PEM, leaf first); re-read on SIGHUP.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert; re-read on SIGHUP.
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Register servers and print their agent configuration.
     Server {
@@ -65,6 +72,9 @@ pub enum ServerCommand {
     List(ListArgs),
     /// Remove a server and revoke its token (refused while a stack deploys to it).
     Delete(ServerDeleteArgs),
+    /// Give a server a new token and print its agent configuration again; the old token keeps
+    /// working for --grace-secs so the agent can be given the new one.
+    RotateToken(ServerRotateTokenArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +104,10 @@ pub struct ConnectionArgs {
     /// File holding the admin token (ANNEAL_TOKEN, when set, wins).
     #[arg(long, value_name = "FILE", default_value = DEFAULT_TOKEN_FILE)]
     pub token_file: PathBuf,
+    /// CA certificate (PEM) to trust for an https URL; `server add` and `server rotate-token`
+    /// also put it in the agent config they print (as `ca_file`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,6 +123,18 @@ pub enum AgentConfigFormat {
 #[derive(Debug, Clone, Args)]
 pub struct ServerAddArgs {
     pub name: String,
+    #[arg(long, value_enum, default_value_t = AgentConfigFormat::Toml)]
+    pub format: AgentConfigFormat,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServerRotateTokenArgs {
+    pub name: String,
+    /// How long the old token stays valid [default: 3600; at most a week].
+    #[arg(long, value_name = "SECS")]
+    pub grace_secs: Option<u64>,
     #[arg(long, value_enum, default_value_t = AgentConfigFormat::Toml)]
     pub format: AgentConfigFormat,
     #[command(flatten)]
@@ -214,6 +240,7 @@ impl ClientCommand {
         match self {
             ClientCommand::Server(ServerCommand::Add(args)) => &args.connection,
             ClientCommand::Server(ServerCommand::Delete(args)) => &args.connection,
+            ClientCommand::Server(ServerCommand::RotateToken(args)) => &args.connection,
             ClientCommand::Server(ServerCommand::List(args)) | ClientCommand::Stack(StackCommand::List(args)) => {
                 &args.connection
             }
@@ -337,12 +364,26 @@ mod tests {
     fn serve_defaults_and_global_log_format() {
         let cli = parse(&["serve", "--log-format", "json"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
-        let Command::Serve { listen, db, public_url } = cli.command else { panic!("not serve") };
+        let Command::Serve { listen, db, public_url, .. } = cli.command else { panic!("not serve") };
         assert_eq!((listen.as_str(), db.as_str(), public_url), (DEFAULT_LISTEN, DEFAULT_DATABASE_URL, None));
         let cli = parse(&["stack", "list", "--json", "--log-format", "json", "--token-file", "/t"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
         let Command::Stack { command } = cli.command else { panic!("not stack") };
         let client = ClientCommand::from(command);
         assert_eq!(client.connection().token_file, PathBuf::from("/t"));
+    }
+
+    #[test]
+    fn tls_flags_come_in_pairs_and_rotation_takes_a_grace() {
+        let cli = parse(&["serve", "--tls-cert", "/c.pem", "--tls-key", "/k.pem"]).unwrap();
+        let Command::Serve { tls_cert, tls_key, .. } = cli.command else { panic!("not serve") };
+        assert_eq!((tls_cert, tls_key), (Some(PathBuf::from("/c.pem")), Some(PathBuf::from("/k.pem"))));
+        assert_eq!(parse(&["serve", "--tls-cert", "/c.pem"]).unwrap_err().exit_code(), 2);
+        assert_eq!(parse(&["serve", "--tls-key", "/k.pem"]).unwrap_err().exit_code(), 2);
+        let cli = parse(&["server", "rotate-token", "web1", "--grace-secs", "60", "--tls-ca", "/ca.pem"]).unwrap();
+        let Command::Server { command: ServerCommand::RotateToken(args) } = cli.command else { panic!("not rotate") };
+        assert_eq!((args.name.as_str(), args.grace_secs), ("web1", Some(60)));
+        assert_eq!(args.connection.tls_ca, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(parse(&["server", "rotate-token"]).unwrap_err().exit_code(), 2);
     }
 }

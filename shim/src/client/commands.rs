@@ -13,14 +13,15 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::cli::{
-    AgentConfigFormat, ClientCommand, ListArgs, Param, ServerAddArgs, ServerCommand, ServerDeleteArgs, StackCommand,
-    StackDeleteArgs, StackReadArgs, StackWriteArgs,
+    AgentConfigFormat, ClientCommand, ListArgs, Param, ServerAddArgs, ServerCommand, ServerDeleteArgs,
+    ServerRotateTokenArgs, StackCommand, StackDeleteArgs, StackReadArgs, StackWriteArgs,
 };
 use super::http::AdminClient;
 use super::wait::{WaitRequest, wait_for_stack};
 use super::{ClientContext, ClientError, ExitStatus, formats, render, write};
 use crate::model::{
-    Action, AddServer, Event, ServerCredentials, ServerSummary, StackDetail, StackOutput, StackRequest, StackSummary,
+    Action, AddServer, Event, RotateToken, RotatedCredentials, ServerCredentials, ServerSummary, StackDetail,
+    StackOutput, StackRequest, StackSummary,
 };
 
 /// `run` with the `--wait` poll interval as a parameter (tests poll faster).
@@ -34,6 +35,7 @@ pub(crate) async fn execute(
         ClientCommand::Server(ServerCommand::Add(args)) => server_add(&args, context, out).await,
         ClientCommand::Server(ServerCommand::List(args)) => server_list(&args, context, out).await,
         ClientCommand::Server(ServerCommand::Delete(args)) => server_delete(&args, context, out).await,
+        ClientCommand::Server(ServerCommand::RotateToken(args)) => server_rotate_token(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Create(args)) => {
             stack_write(&args, Action::Create, context, interval, out).await
         }
@@ -56,13 +58,43 @@ async fn server_add(
     let client = AdminClient::new(context)?;
     let body = to_value(&AddServer { name: args.name.clone() });
     let value = client.request(Method::POST, &["v1", "servers"], Some(&body)).await?;
+    let ca = client.trusted_ca();
     let text = match args.format {
         AgentConfigFormat::Json => pretty(&value),
         AgentConfigFormat::Toml => {
-            formats::agent_config_with_token_note(&decode::<ServerCredentials>(value, "servers")?)
+            formats::agent_config_with_token_note(&decode::<ServerCredentials>(value, "servers")?, ca)
         }
-        AgentConfigFormat::CloudInit => formats::cloud_init(&decode::<ServerCredentials>(value, "servers")?),
+        AgentConfigFormat::CloudInit => formats::cloud_init(&decode::<ServerCredentials>(value, "servers")?, ca),
     };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+/// `POST /v1/servers/{name}/token`: the new credentials, printed as `server add` prints them,
+/// and until when the old token works.
+async fn server_rotate_token(
+    args: &ServerRotateTokenArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let client = AdminClient::new(context)?;
+    let body = to_value(&RotateToken { grace_secs: args.grace_secs });
+    let value = client.request(Method::POST, &["v1", "servers", &args.name, "token"], Some(&body)).await?;
+    if args.format == AgentConfigFormat::Json {
+        write(out, &pretty(&value))?;
+        return Ok(ExitStatus::Success);
+    }
+    let rotated = decode::<RotatedCredentials>(value, "servers")?;
+    let mut text = match args.format {
+        AgentConfigFormat::CloudInit => formats::cloud_init(&rotated.credentials, client.trusted_ca()),
+        AgentConfigFormat::Toml | AgentConfigFormat::Json => {
+            formats::agent_config_with_token_note(&rotated.credentials, client.trusted_ca())
+        }
+    };
+    text.push_str(&format!(
+        "# the previous token works until {}; a running agent re-reads its token file after that\n",
+        render::printable(&rotated.previous_token_expires_at)
+    ));
     write(out, &text)?;
     Ok(ExitStatus::Success)
 }

@@ -1,7 +1,8 @@
 //! The admin API client: one `reqwest::Client`, the base URL and the bearer header. It turns
 //! transport failures and the API's `{"error": {...}}` bodies into `ClientError`s and answers
 //! JSON values; it does not know what the commands do with them. The token is kept in a
-//! sensitive header value and never appears in messages or `Debug` output.
+//! sensitive header value and never appears in messages or `Debug` output. With `--tls-ca` it
+//! trusts that CA (besides the system's roots) for an https URL.
 
 use std::fmt;
 use std::fs;
@@ -11,6 +12,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, Url};
 use serde_json::Value;
 
+use super::formats::TrustedCa;
 use super::render::printable;
 use super::{ClientContext, ClientError};
 
@@ -25,6 +27,8 @@ pub(crate) struct AdminClient {
     /// The URL as given, for messages.
     display_url: String,
     authorization: HeaderValue,
+    /// `--tls-ca`, as read.
+    trusted_ca: Option<TrustedCa>,
 }
 
 impl fmt::Debug for AdminClient {
@@ -41,14 +45,26 @@ impl AdminClient {
         // reqwest is built with rustls but without a default crypto provider; installing one
         // twice is harmless (the second call reports that one is already installed).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             // The library reads no environment, and the admin API is not meant to be proxied.
-            .no_proxy()
-            .build()
-            .map_err(|source| ClientError::BuildClient { source })?;
-        Ok(AdminClient { http, base, display_url: context.url.clone(), authorization })
+            .no_proxy();
+        let trusted_ca = match &context.ca_file {
+            Some(path) => {
+                let (ca, certificates) = read_ca(path)?;
+                builder = builder.tls_certs_merge(certificates);
+                Some(ca)
+            }
+            None => None,
+        };
+        let http = builder.build().map_err(|source| ClientError::BuildClient { source })?;
+        Ok(AdminClient { http, base, display_url: context.url.clone(), authorization, trusted_ca })
+    }
+
+    /// The CA given with `--tls-ca`, for the agent configs the commands print.
+    pub(crate) fn trusted_ca(&self) -> Option<&TrustedCa> {
+        self.trusted_ca.as_ref()
     }
 
     /// `GET <base>/<segments...>`.
@@ -118,6 +134,18 @@ pub(crate) fn parse_base_url(text: &str) -> Result<Url, ClientError> {
         return Err(invalid_url(text, "it must not have a query or fragment"));
     }
     Ok(url)
+}
+
+/// The PEM bundle at `path`, as text and as certificates; at least one certificate.
+fn read_ca(path: &std::path::Path) -> Result<(TrustedCa, Vec<reqwest::Certificate>), ClientError> {
+    let bad = |reason: &str| ClientError::BadCa { path: path.to_path_buf(), reason: reason.to_string() };
+    let pem = fs::read_to_string(path).map_err(|source| ClientError::ReadCa { path: path.to_path_buf(), source })?;
+    let certificates =
+        reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|_| bad("not a PEM certificate bundle"))?;
+    if certificates.is_empty() {
+        return Err(bad("no PEM certificate found"));
+    }
+    Ok((TrustedCa { path: path.display().to_string(), pem }, certificates))
 }
 
 fn invalid_url(url: &str, reason: &str) -> ClientError {
@@ -214,6 +242,7 @@ mod tests {
             url: "http://127.0.0.1:1".to_string(),
             token: Some("admintoken".to_string()),
             token_file: "/nonexistent".into(),
+            ca_file: None,
         };
         let client = AdminClient::new(&context).unwrap();
         assert!(!format!("{client:?}").contains("admintoken"));

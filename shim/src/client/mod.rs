@@ -33,6 +33,8 @@ pub struct ClientContext {
     /// `ANNEAL_TOKEN`: wins over the token file when set.
     pub token: Option<String>,
     pub token_file: PathBuf,
+    /// `--tls-ca`: a CA to trust for an https URL (and to put in printed agent configs).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl ClientContext {
@@ -48,7 +50,7 @@ impl ClientContext {
             .or(environment_url.filter(|url| !url.trim().is_empty()))
             .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
         let token = environment_token.map(|token| token.trim().to_string()).filter(|token| !token.is_empty());
-        ClientContext { url, token, token_file: connection.token_file.clone() }
+        ClientContext { url, token, token_file: connection.token_file.clone(), ca_file: connection.tls_ca.clone() }
     }
 }
 
@@ -59,6 +61,7 @@ impl fmt::Debug for ClientContext {
             .field("url", &self.url)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("token_file", &self.token_file)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -93,6 +96,14 @@ pub enum ClientError {
     },
     #[error("cannot use the admin token file {path}: {reason}")]
     BadToken { path: PathBuf, reason: String },
+    #[error("cannot read the CA file {path}")]
+    ReadCa {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot use the CA file {path}: {reason}")]
+    BadCa { path: PathBuf, reason: String },
     #[error("cannot read template file {path}")]
     ReadTemplate {
         path: PathBuf,
@@ -123,13 +134,15 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// 2 for usage and local configuration problems (bad URL, token or template file, repeated
+    /// 2 for usage and local configuration problems (bad URL, token, CA or template file, repeated
     /// parameter); 1 for everything that involved the server (unreachable, error answers).
     pub fn exit_code(&self) -> u8 {
         match self {
             ClientError::InvalidUrl { .. }
             | ClientError::ReadTokenFile { .. }
             | ClientError::BadToken { .. }
+            | ClientError::ReadCa { .. }
+            | ClientError::BadCa { .. }
             | ClientError::ReadTemplate { .. }
             | ClientError::DuplicateParameter { .. } => 2,
             ClientError::BuildClient { .. }

@@ -34,7 +34,12 @@ fn client_command(arguments: &[&str]) -> ClientCommand {
 }
 
 fn context(url: &str) -> ClientContext {
-    ClientContext { url: url.to_string(), token: Some(ADMIN_TOKEN.to_string()), token_file: "/nonexistent".into() }
+    ClientContext {
+        url: url.to_string(),
+        token: Some(ADMIN_TOKEN.to_string()),
+        token_file: "/nonexistent".into(),
+        ca_file: None,
+    }
 }
 
 /// Runs a command against `server` with the admin token from the context; returns the result and stdout.
@@ -115,10 +120,10 @@ fn report_includes_the_cause_chain() {
 #[test]
 fn context_prefers_flags_then_environment_then_defaults() {
     use super::cli::ConnectionArgs;
-    let flags = ConnectionArgs { url: Some("http://flag:1".to_string()), token_file: "/t".into() };
+    let flags = ConnectionArgs { url: Some("http://flag:1".to_string()), token_file: "/t".into(), tls_ca: None };
     let context = ClientContext::new(&flags, Some("http://env:2".to_string()), Some(" tok \n".to_string()));
     assert_eq!((context.url.as_str(), context.token.as_deref()), ("http://flag:1", Some("tok")));
-    let no_flag = ConnectionArgs { url: None, token_file: "/t".into() };
+    let no_flag = ConnectionArgs { url: None, token_file: "/t".into(), tls_ca: None };
     let context = ClientContext::new(&no_flag, Some("http://env:2".to_string()), Some(String::new()));
     assert_eq!((context.url.as_str(), context.token), ("http://env:2", None));
     let context = ClientContext::new(&no_flag, None, None);

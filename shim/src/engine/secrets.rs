@@ -51,7 +51,10 @@ impl Purpose {
 
 impl TokenKey {
     /// Reads the key at `path`, creating it (32 random bytes, hex, mode 0600) on first start.
+    /// An existing key that group or others may read, or another user owns, is refused (see
+    /// `token::check_private_file`).
     pub fn load_or_create(path: &Path) -> std::io::Result<TokenKey> {
+        token::check_private_file(path).map_err(|error| std::io::Error::other(crate::error_chain(&error)))?;
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -221,5 +224,9 @@ mod tests {
         assert_eq!(first.token(Purpose::Handle, "x"), second.token(Purpose::Handle, "x"));
         std::fs::write(&path, "garbage").unwrap();
         assert!(TokenKey::load_or_create(&path).is_err());
+        std::fs::write(&path, token::new_token().unwrap()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let message = TokenKey::load_or_create(&path).unwrap_err().to_string();
+        assert!(message.contains("shim.key") && message.contains("chmod 600"), "{message}");
     }
 }

@@ -16,8 +16,9 @@ use super::traversal::forward::{self, Checked};
 use super::traversal::reverse;
 use super::{removal, signals};
 use crate::model::{
-    AddServer, Event, MetadataDocument, ResourceSummary, ServerCredentials, ServerSummary, Service, ServiceError,
-    SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, WaitConditionSignal,
+    AddServer, Event, MAX_TOKEN_GRACE_SECS, MetadataDocument, ResourceSummary, RotatedCredentials, ServerCredentials,
+    ServerSummary, Service, ServiceError, SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, TokenOwner,
+    WaitConditionSignal,
 };
 use crate::store::{NodeState, ServerRow, StackRow, Store, StoreError, Tx};
 use crate::template::{self, EvalError};
@@ -183,12 +184,50 @@ impl<S: Store> Service for Engine<S> {
     }
 
     async fn server_for_token(&self, token_text: &str) -> Result<Option<String>, ServiceError> {
+        Ok(self.token_owner(token_text).await?.filter(|owner| !owner.expired).map(|owner| owner.server))
+    }
+
+    async fn token_owner(&self, token_text: &str) -> Result<Option<TokenOwner>, ServiceError> {
         if !token::is_well_formed(token_text) {
             return Ok(None);
         }
         let hash = token::hash_token(token_text);
         // A read, not a transaction: every metadata poll asks, and so may anyone with a made-up token.
-        Ok(read(self, move |tx| Ok(tx.server_by_token_hash(&hash)?.map(|row| row.name))).await?)
+        let now = now_millis();
+        Ok(read(self, move |tx| {
+            if let Some(row) = tx.server_by_token_hash(&hash)? {
+                return Ok(Some(TokenOwner { server: row.name, expired: false }));
+            }
+            // A replaced token works during its grace period (docs/security.md).
+            let previous = tx.server_by_previous_token_hash(&hash)?;
+            Ok(previous.map(|(server, expires_at)| TokenOwner { server, expired: now >= expires_at }))
+        })
+        .await?)
+    }
+
+    async fn rotate_server_token(&self, name: &str, grace_secs: u64) -> Result<RotatedCredentials, ServiceError> {
+        if grace_secs > MAX_TOKEN_GRACE_SECS {
+            let message = format!("grace_secs is {grace_secs}; the longest grace is {MAX_TOKEN_GRACE_SECS} s");
+            return Err(ServiceError::Invalid { message });
+        }
+        let token = token::new_token().map_err(|error| ServiceError::Store(Box::new(error)))?;
+        let (server, hash) = (name.to_string(), token::hash_token(&token));
+        let expires_at = self
+            .transact(move |ctx| {
+                let expires_at = ctx.now.saturating_add(grace_secs.saturating_mul(1000));
+                Ok(ctx.tx.rotate_server_token(&server, &hash, expires_at)?.then_some(expires_at))
+            })
+            .await?
+            .ok_or_else(|| ServiceError::NotFound { what: format!("server {name}") })?;
+        tracing::info!(server = %name, grace_secs, "server token rotated");
+        let base = &self.inner.public_url;
+        let credentials = ServerCredentials {
+            metadata_url: format!("{base}/v1/servers/{name}/metadata"),
+            request_url: format!("{base}/v1/metadata/{token}"),
+            name: name.to_string(),
+            token,
+        };
+        Ok(RotatedCredentials { credentials, previous_token_expires_at: rfc3339(expires_at) })
     }
 
     fn touch_server(&self, name: &str) {

@@ -320,6 +320,14 @@ pub trait Tx {
         published_at: u64,
     ) -> Result<(), StoreError>;
     fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError>;
+    /// Gives the server `new_hash` as its token hash and keeps the one it replaces as its
+    /// previous token, valid until `previous_expires_at` (unix ms) and recognised after that
+    /// (until the next rotation or the server's removal) so its holder can be told it expired.
+    /// False when there is no such server.
+    fn rotate_server_token(&mut self, name: &str, new_hash: &str, previous_expires_at: u64)
+    -> Result<bool, StoreError>;
+    /// The server whose previous token hash this is, and when that token expires (unix ms).
+    fn server_by_previous_token_hash(&mut self, hash: &str) -> Result<Option<(String, u64)>, StoreError>;
     /// Deletes the server (and with it its token hash) and any entries of its document; false
     /// when there was no such server.
     fn delete_server(&mut self, name: &str) -> Result<bool, StoreError>;

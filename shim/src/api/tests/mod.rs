@@ -173,6 +173,25 @@ impl Service for FakeService {
         Ok(servers.iter().find(|(_, server)| server.token == token).map(|(name, _)| name.clone()))
     }
 
+    async fn rotate_server_token(&self, name: &str, _grace_secs: u64) -> Result<RotatedCredentials, ServiceError> {
+        if !self.servers.lock().unwrap().contains_key(name) {
+            return Err(ServiceError::NotFound { what: format!("server {name}") });
+        }
+        let base = "http://127.0.0.1:8080/v1";
+        let credentials = ServerCredentials {
+            metadata_url: format!("{base}/servers/{name}/metadata"),
+            request_url: format!("{base}/metadata/{UNKNOWN_TOKEN}"),
+            name: name.to_string(),
+            token: UNKNOWN_TOKEN.to_string(),
+        };
+        Ok(RotatedCredentials { credentials, previous_token_expires_at: "2026-11-21T06:00:00Z".to_string() })
+    }
+
+    async fn token_owner(&self, token: &str) -> Result<Option<TokenOwner>, ServiceError> {
+        let server = self.server_for_token(token).await?;
+        Ok(server.map(|server| TokenOwner { server, expired: false }))
+    }
+
     fn touch_server(&self, name: &str) {
         self.calls.lock().unwrap().touches.push(name.to_string());
     }

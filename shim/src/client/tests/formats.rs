@@ -3,7 +3,9 @@
 
 use yaml_rust2::{Yaml, YamlLoader};
 
-use crate::client::formats::{AGENT_TOKEN_PATH, agent_config, agent_config_with_token_note, cloud_init};
+use crate::client::formats::{
+    AGENT_CA_PATH, AGENT_TOKEN_PATH, TrustedCa, agent_config, agent_config_with_token_note, cloud_init,
+};
 use crate::model::ServerCredentials;
 use toml::{Table, Value as TomlValue};
 
@@ -66,7 +68,7 @@ fn check_agent_config(text: &str) -> Table {
 
 #[test]
 fn toml_is_a_complete_agent_config_then_the_token_note() {
-    let text = agent_config_with_token_note(&credentials("http://shim:8080/v1/servers/web1/metadata"));
+    let text = agent_config_with_token_note(&credentials("http://shim:8080/v1/servers/web1/metadata"), None);
     let source = check_agent_config(&text);
     assert_eq!(string(&source, "url"), "http://shim:8080/v1/servers/web1/metadata");
     assert!(text.ends_with("\n# token: write srv_tok-123 to /etc/anneal/token (mode 0600)\n"), "{text}");
@@ -76,14 +78,14 @@ fn toml_is_a_complete_agent_config_then_the_token_note() {
 #[test]
 fn toml_strings_are_escaped() {
     let url = "http://shim:8080/v1/servers/we\"b\\1/metadata\u{7}";
-    let source = check_agent_config(&agent_config(&credentials(url)));
+    let source = check_agent_config(&agent_config(&credentials(url), None));
     assert_eq!(string(&source, "url"), url);
 }
 
 #[test]
 fn cloud_init_writes_config_and_token_and_starts_the_agent() {
     let credentials = credentials("http://shim:8080/v1/servers/web1/metadata");
-    let text = cloud_init(&credentials);
+    let text = cloud_init(&credentials, None);
     assert!(text.starts_with("#cloud-config\n"), "{text}");
     let documents = YamlLoader::load_from_str(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
     let document = &documents[0];
@@ -92,7 +94,7 @@ fn cloud_init_writes_config_and_token_and_starts_the_agent() {
     assert_eq!(files[0]["path"].as_str(), Some("/etc/anneal/agent.toml"));
     assert_eq!(files[0]["permissions"].as_str(), Some("0600"));
     let config = files[0]["content"].as_str().expect("config content");
-    assert_eq!(config, agent_config(&credentials));
+    assert_eq!(config, agent_config(&credentials, None));
     check_agent_config(config);
     assert_eq!(files[1]["path"].as_str(), Some(AGENT_TOKEN_PATH));
     assert_eq!(files[1]["permissions"].as_str(), Some("0600"));
@@ -105,9 +107,26 @@ fn cloud_init_writes_config_and_token_and_starts_the_agent() {
 fn cloud_init_survives_odd_strings() {
     let mut credentials = credentials("http://shim:8080/v1/servers/x/metadata?a=\"b\"#: - [c]");
     credentials.token = "to\"ken: #1".to_string();
-    let documents = YamlLoader::load_from_str(&cloud_init(&credentials)).unwrap();
+    let documents = YamlLoader::load_from_str(&cloud_init(&credentials, None)).unwrap();
     let files = documents[0]["write_files"].as_vec().unwrap();
     let source = check_agent_config(files[0]["content"].as_str().unwrap());
     assert_eq!(string(&source, "url"), credentials.metadata_url);
     assert_eq!(files[1]["content"].as_str(), Some("to\"ken: #1\n"));
+}
+
+#[test]
+fn a_ca_goes_into_the_source_and_the_cloud_config() {
+    let credentials = credentials("https://shim:8443/v1/servers/web1/metadata");
+    let ca = TrustedCa {
+        path: "/srv/pki/ca.pem".to_string(),
+        pem: "-----BEGIN CERTIFICATE-----\nAB==\n-----END CERTIFICATE-----\n".to_string(),
+    };
+    let text = agent_config_with_token_note(&credentials, Some(&ca));
+    assert_eq!(string(&check_agent_config(&text), "ca_file"), AGENT_CA_PATH);
+    assert!(text.contains("# ca: copy /srv/pki/ca.pem to /etc/anneal/ca.pem"), "{text}");
+    let documents = YamlLoader::load_from_str(&cloud_init(&credentials, Some(&ca))).unwrap();
+    let files = documents[0]["write_files"].as_vec().unwrap();
+    assert_eq!(string(&check_agent_config(files[0]["content"].as_str().unwrap()), "ca_file"), AGENT_CA_PATH);
+    assert_eq!(files[2]["path"].as_str(), Some(AGENT_CA_PATH));
+    assert_eq!(files[2]["content"].as_str(), Some(ca.pem.as_str()));
 }

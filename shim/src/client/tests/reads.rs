@@ -259,7 +259,7 @@ async fn token_comes_from_the_file_when_the_environment_has_none() {
         .await;
     let dir = tempfile::tempdir().unwrap();
     let token_file = write_file(dir.path(), "admin.token", "  filetoken\n");
-    let context = ClientContext { url: server.uri(), token: None, token_file: token_file.into() };
+    let context = ClientContext { url: server.uri(), token: None, token_file: token_file.into(), ca_file: None };
     let (result, out) = run_with(&context, &["stack", "list"]).await;
     assert_eq!(result.unwrap(), ExitStatus::Success);
     assert_eq!(out, "NAME  STATUS  CREATED  UPDATED  REASON\n");
@@ -269,7 +269,12 @@ async fn token_comes_from_the_file_when_the_environment_has_none() {
 async fn token_problems_are_configuration_errors_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.token");
-    let context = ClientContext { url: "http://127.0.0.1:9".to_string(), token: None, token_file: missing.clone() };
+    let context = ClientContext {
+        url: "http://127.0.0.1:9".to_string(),
+        token: None,
+        token_file: missing.clone(),
+        ca_file: None,
+    };
     let error = run_with(&context, &["stack", "list"]).await.0.unwrap_err();
     assert_eq!(error.exit_code(), 2);
     assert!(error.report().contains(missing.to_str().unwrap()), "{}", error.report());

@@ -21,6 +21,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 3, sql: STACK_TEMPLATES_V3 },
     Migration { version: 4, sql: TYPED_ENGINE_STATE_V4 },
     Migration { version: 5, sql: ENTRY_TOKENS_V5 },
+    Migration { version: 6, sql: PREVIOUS_SERVER_TOKENS_V6 },
 ];
 
 /// Each entry lists the token placeholders the engine placed in it; rendering substitutes only
@@ -37,6 +38,18 @@ UPDATE entries SET tokens = (
         WHERE nodes.stack = entries.stack AND nodes.resource_type = 'OS::Heat::WaitConditionHandle'
     ) WHERE token IS NOT NULL
 );
+";
+
+/// A server's token before its last rotation (`server rotate-token`): valid until
+/// `expires_at`, then kept so that its holder is told to re-read its token file (401) rather
+/// than refused as a stranger (403). Gone with the server.
+const PREVIOUS_SERVER_TOKENS_V6: &str = "
+CREATE TABLE server_previous_tokens (
+    name TEXT NOT NULL PRIMARY KEY REFERENCES servers (name) ON DELETE CASCADE,
+    token_hash TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX server_previous_tokens_hash ON server_previous_tokens (token_hash);
 ";
 
 /// The engine's private node state leaves the attribute JSON (where `_`-prefixed keys stood

@@ -71,6 +71,37 @@ pub(super) fn touch(tx: &SqliteTx<'_>, name: &str, at: u64) -> Result<(), StoreE
     require_changed(changed, name)
 }
 
+pub(super) fn rotate_token(
+    tx: &SqliteTx<'_>,
+    name: &str,
+    new_hash: &str,
+    previous_expires_at: u64,
+) -> Result<bool, StoreError> {
+    // One previous token per server: a second rotation ends the first one's grace at once.
+    tx.execute(
+        "keep a server's previous token",
+        "INSERT INTO server_previous_tokens (name, token_hash, expires_at)
+         SELECT name, token_hash, ?2 FROM servers WHERE name = ?1
+         ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, expires_at = excluded.expires_at",
+        params![name, Unsigned(previous_expires_at)],
+    )?;
+    let changed = tx.execute(
+        "replace a server's token",
+        "UPDATE servers SET token_hash = ?2 WHERE name = ?1",
+        params![name, new_hash],
+    )?;
+    Ok(changed == 1)
+}
+
+pub(super) fn by_previous_token_hash(tx: &SqliteTx<'_>, hash: &str) -> Result<Option<(String, u64)>, StoreError> {
+    tx.query_optional(
+        "find a server by its previous token",
+        "SELECT name, expires_at FROM server_previous_tokens WHERE token_hash = ?1",
+        [hash],
+        |row| Ok((column(row, 0)?, unsigned_column(row, 1)?)),
+    )
+}
+
 pub(super) fn delete(tx: &SqliteTx<'_>, name: &str) -> Result<bool, StoreError> {
     // Entries first: they reference the server (without a cascade, so a forgotten one fails
     // loudly instead of vanishing).

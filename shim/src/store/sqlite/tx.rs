@@ -31,6 +31,17 @@ impl Tx for SqliteTx<'_> {
     fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError> {
         servers::touch(self, name, at)
     }
+    fn rotate_server_token(
+        &mut self,
+        name: &str,
+        new_hash: &str,
+        previous_expires_at: u64,
+    ) -> Result<bool, StoreError> {
+        servers::rotate_token(self, name, new_hash, previous_expires_at)
+    }
+    fn server_by_previous_token_hash(&mut self, hash: &str) -> Result<Option<(String, u64)>, StoreError> {
+        servers::by_previous_token_hash(self, hash)
+    }
     fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
         // Whatever the deletion cascades to, no node read before it is trusted after it.
         self.node_rows.clear();

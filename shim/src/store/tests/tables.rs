@@ -411,3 +411,23 @@ fn delete_server_takes_its_token_and_entries_and_names_its_users() {
     assert!(run(&store, |tx| tx.insert_server(&again)));
     assert_eq!(run(&store, |tx| tx.server_by_token_hash("hash-of-web1")), None);
 }
+
+#[test]
+fn server_tokens_rotate_keep_one_previous_token_and_go_with_the_server() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    assert!(run(&store, |tx| tx.insert_server(&server_row("web1"))));
+    assert!(!run(&store, |tx| tx.rotate_server_token("nobody", "h", 10)), "no such server");
+    assert!(run(&store, |tx| tx.rotate_server_token("web1", "second", 1_000)));
+    run(&store, |tx| {
+        assert_eq!(tx.server_by_token_hash("second")?.map(|row| row.name).as_deref(), Some("web1"));
+        assert_eq!(tx.server_by_token_hash("hash-of-web1")?, None);
+        assert_eq!(tx.server_by_previous_token_hash("hash-of-web1")?, Some(("web1".to_owned(), 1_000)));
+        Ok(())
+    });
+    // A second rotation replaces the previous token: only one stays recognised.
+    assert!(run(&store, |tx| tx.rotate_server_token("web1", "third", 2_000)));
+    assert_eq!(run(&store, |tx| tx.server_by_previous_token_hash("hash-of-web1")), None);
+    assert_eq!(run(&store, |tx| tx.server_by_previous_token_hash("second")), Some(("web1".to_owned(), 2_000)));
+    assert!(run(&store, |tx| tx.delete_server("web1")));
+    assert_eq!(run(&store, |tx| tx.server_by_previous_token_hash("second")), None, "gone with the server");
+}
