@@ -35,9 +35,9 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { listen, db, public_url } => {
+        Command::Serve { listen, db, public_url, retention } => {
             let environment_token = std::env::var("ANNEAL_TOKEN").ok();
-            runtime.block_on(serve::serve(&listen, &db, public_url, environment_token))
+            runtime.block_on(serve::serve(&listen, &db, public_url, environment_token, retention))
         }
         Command::Server { command } => runtime.block_on(client_main(command.into())),
         Command::Stack { command } => runtime.block_on(client_main(command.into())),

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use anneal_runtime::cancel_on_signal;
 use anneal_shim::api::{self, ApiConfig};
+use anneal_shim::client::cli::RetentionArgs;
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
-use anneal_shim::store::{self, SqliteStore};
+use anneal_shim::store::{self, HistoryRetention, SqliteStore};
 use anneal_shim::token;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +24,7 @@ pub async fn serve(
     database_url: &str,
     public_url: Option<String>,
     environment_token: Option<String>,
+    retention: RetentionArgs,
 ) -> ExitCode {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
@@ -62,6 +64,12 @@ pub async fn serve(
     let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
     let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone() });
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
+    let history = tokio::spawn(engine::retention::run(
+        engine.clone(),
+        history_retention(retention),
+        engine::retention::RETENTION_INTERVAL,
+        shutdown.clone(),
+    ));
     let token_source =
         if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
     println!("anneal-shim listening on http://{address} (public URL {public_url}); admin token: {token_source}");
@@ -70,9 +78,20 @@ pub async fn serve(
     let served = api::serve(listener, Arc::new(engine), config, shutdown.clone()).await;
     shutdown.cancel();
     let _ = sweeper.await;
+    let _ = history.await;
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(1, &error),
+    }
+}
+
+/// The store's retention from the flags: 0 keeps everything of that kind.
+fn history_retention(args: RetentionArgs) -> HistoryRetention {
+    let positive = |value: u64| (value > 0).then_some(value);
+    HistoryRetention {
+        max_events_per_stack: positive(args.max_events_per_stack),
+        deleted_stack_events_ms: positive(args.deleted_stack_events_secs.saturating_mul(1000)),
+        retired_signals_ms: positive(args.retired_signals_secs.saturating_mul(1000)),
     }
 }
 

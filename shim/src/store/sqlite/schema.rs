@@ -20,7 +20,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 2, sql: RETIRED_SIGNALS_V2 },
     Migration { version: 3, sql: STACK_TEMPLATES_V3 },
     Migration { version: 4, sql: TYPED_ENGINE_STATE_V4 },
+    Migration { version: 5, sql: RETIRED_AT_V5 },
 ];
+
+/// When each signal token hash was retired (Unix ms), so retention can let the oldest go; the
+/// hashes retired before this version count as retired now. The index serves that pruning.
+const RETIRED_AT_V5: &str = "
+ALTER TABLE retired_signals ADD COLUMN retired_at INTEGER NOT NULL DEFAULT 0;
+UPDATE retired_signals SET retired_at = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
+CREATE INDEX retired_signals_retired_at ON retired_signals (retired_at);
+";
 
 /// The engine's private node state leaves the attribute JSON (where `_`-prefixed keys stood
 /// beside what `get_attr` shows) for a `record` column of its own, keys without the `_`; and a
