@@ -126,6 +126,7 @@ async fn collect_once_falls_back_to_the_cache_when_the_server_is_down() {
     assert_eq!(collected.failing.len(), 1);
     assert_eq!(collected.failing[0].0, "source[0] http");
     assert!(collected.failing[0].1.contains("GET"), "{}", collected.failing[0].1);
+    assert!(collected.complete, "its last good document still lists everything the engine listed");
 }
 
 #[tokio::test]
@@ -137,6 +138,7 @@ async fn a_failing_source_without_cache_contributes_nothing() {
     let collected = collector.collect_once(&CancellationToken::new()).await;
     assert!(collected.deployments.is_empty());
     assert!(collected.failing[0].1.contains("HTTP 503"), "{:?}", collected.failing);
+    assert!(!collected.complete, "no document: journal retention must not read the empty list as departures");
 }
 
 #[tokio::test]
