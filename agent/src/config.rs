@@ -21,6 +21,8 @@ pub(crate) const DEFAULT_STATE_DIR: &str = "/var/lib/anneal";
 pub(crate) const DEFAULT_HEAT_LOCAL_PATH: &str = "/var/lib/heat-cfntools/cfn-init-data";
 /// The most deployments we allow to run at once: more would only thrash a VM.
 pub(crate) const MAX_PARALLEL: u64 = 64;
+/// How long the journal keeps the entry of a deployment that left the metadata: 7 days.
+pub(crate) const DEFAULT_JOURNAL_RETENTION_SECS: u64 = 7 * 86_400;
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +46,9 @@ pub struct AgentSettings {
     pub parallel: usize,
     /// Extra environment variables given to every hook.
     pub hook_env: BTreeMap<String, String>,
+    /// How long the journal entry (and script and output files) of a deployment that left the
+    /// metadata is kept once it owes nothing; `None` (`journal_retention_secs = 0`) keeps them all.
+    pub journal_retention: Option<Duration>,
 }
 
 /// One `[[source]]` table, chosen by its `kind`.
@@ -159,6 +164,7 @@ struct RawAgent {
     hook_timeout_secs: Option<u64>,
     hook_kill_grace_secs: Option<u64>,
     parallel: Option<u64>,
+    journal_retention_secs: Option<u64>,
     #[serde(default)]
     hook_env: BTreeMap<String, String>,
 }
@@ -229,6 +235,10 @@ fn validate_agent(raw: RawAgent) -> Result<AgentSettings, Problem> {
         // Safe: `parallel` was checked to be at most 64 above.
         parallel: usize::try_from(parallel).unwrap_or(1),
         hook_env: raw.hook_env,
+        journal_retention: match raw.journal_retention_secs.unwrap_or(DEFAULT_JOURNAL_RETENTION_SECS) {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        },
     })
 }
 

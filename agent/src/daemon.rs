@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::clock::now_millis;
 use crate::config::Config;
 use crate::error_chain;
 use crate::executor::{Executor, ExecutorError, RunCounts};
@@ -130,6 +131,7 @@ pub async fn once(
         |deployment: &Deployment| matches!(deployment.signal_transport(), SignalTransport::Http { .. });
     let client_ready = collected.deployments.iter().any(signals_over_http).then(|| outbox.warm_up());
     executor.converge(&collected.deployments, &shutdown).await?;
+    prune(&mut executor, &collected, config);
     let waiting = executor.waiting(&collected.deployments).count();
     if let Some(client_ready) = client_ready {
         let _ = client_ready.await;
@@ -173,13 +175,14 @@ pub async fn run(
                 }
                 current = updates.borrow_and_update().clone();
                 log_collected(&current);
+                prune(&mut executor, &current, config);
             }
             Some(finished) = executor.finish_next(), if !executor.is_idle() => {
                 if let Err(error) = finished {
                     error!(error = %error_chain(&error), "cannot record a hook result; will retry");
                 }
             }
-            _ = recheck.tick() => {}
+            _ = recheck.tick() => prune(&mut executor, &current, config),
             () = tokio::time::sleep(JOURNAL_RETRY), if retry_after_error => retry_after_error = false,
         }
     }
@@ -192,6 +195,14 @@ pub async fn run(
     let _ = outbox_task.await;
     info!("agent stopped");
     Ok(())
+}
+
+/// Journal retention (see docs/journal.md, "Retention"), only from a complete view of the
+/// metadata: an id missing because a source has no document yet may still be listed.
+fn prune(executor: &mut Executor, collected: &Collected, config: &Config) {
+    if collected.complete {
+        executor.prune(&collected.deployments, config.agent.journal_retention, now_millis());
+    }
 }
 
 fn log_collected(collected: &Collected) {

@@ -2,20 +2,25 @@
 //! (directory 0700, files 0600), each replaced atomically and, from `started` on, fsync'd before
 //! the step it records is acted on, so a restarted agent knows exactly what ran, what finished and
 //! what was signalled (see docs/journal.md). Beside a running deployment's entry, `<id>.run` names
-//! the hook's process (see `orphan`). This module stores and loads entries; it does not decide what
-//! to run or when to deliver.
+//! the hook's process (see `orphan`). This module stores and loads entries, keeps the index of
+//! undelivered signals (`index`) and removes the entries retention gives up (`retention`); it does
+//! not decide what to run or when to deliver.
 
 mod entry;
+mod index;
+pub(crate) mod retention;
 
 use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anneal_protocol::deployment::is_safe_id;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use entry::Entry;
+pub(crate) use index::Owed;
 
 use crate::fsutil::{self, Durability, Spares};
 
@@ -76,6 +81,12 @@ pub enum JournalError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot remove journal entry {path}")]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot write journal entry {path}")]
     Write {
         path: PathBuf,
@@ -105,6 +116,10 @@ pub(crate) struct Journal {
     dir: PathBuf,
     /// Durable writes go through spare files (see `fsutil::Spares`).
     spares: Spares,
+    /// The entries that still owe a signal, so the outbox reads only those (see `index`).
+    undelivered: index::Undelivered,
+    /// How many entry files were read, for the tests that check the outbox reads only its own.
+    reads: AtomicUsize,
 }
 
 impl Journal {
@@ -112,7 +127,12 @@ impl Journal {
     pub(crate) fn open(state_dir: &Path) -> Result<Journal, JournalError> {
         let dir = Journal::dir_in(state_dir);
         fsutil::ensure_private_dir(&dir).map_err(|source| JournalError::CreateDir { path: dir.clone(), source })?;
-        Ok(Journal { spares: Spares::new(&dir), dir })
+        Ok(Journal {
+            spares: Spares::new(&dir),
+            dir,
+            undelivered: index::Undelivered::default(),
+            reads: AtomicUsize::new(0),
+        })
     }
 
     /// Where the journal of `state_dir` lives.
@@ -153,7 +173,61 @@ impl Journal {
             }
         }
         entries.sort_by(|left, right| (left.seen_at, &left.id).cmp(&(right.seen_at, &right.id)));
+        self.undelivered.record_scan(&entries);
         Ok(entries)
+    }
+
+    /// The entries that owe `owed` (see `index`), in id order, read from their files: only these
+    /// files are read, once the journal was scanned in this process (a first call scans it).
+    pub(crate) fn load_undelivered(&self, owed: Owed) -> Result<Vec<Entry>, JournalError> {
+        if !self.undelivered.scanned() {
+            self.load_all()?;
+        }
+        let mut entries = Vec::new();
+        for id in self.undelivered.ids(owed) {
+            let path = self.path_of(&id)?;
+            match self.read_entry(&id, &path)? {
+                Some(entry) => {
+                    // Corrects the index should the file say otherwise (it never should).
+                    self.undelivered.record(&entry);
+                    if index::owed_by(&entry) == Some(owed) {
+                        entries.push(entry);
+                    }
+                }
+                None => self.undelivered.forget(&id),
+            }
+        }
+        Ok(entries)
+    }
+
+    /// How many signals the engine refused for good (entries `finished` with a permanent failure).
+    pub(crate) fn refused_count(&self) -> Result<usize, JournalError> {
+        if !self.undelivered.scanned() {
+            self.load_all()?;
+        }
+        Ok(self.undelivered.ids(Owed::Refused).len())
+    }
+
+    /// Removes the entry of `id` and its run marker, if any (see `retention` for which entries
+    /// may go). Not fsync'd: a power loss can only bring the entry back, to be removed again.
+    pub(crate) fn remove(&self, id: &str) -> Result<(), JournalError> {
+        let entry = self.path_of(id)?;
+        let marker = self.dir.join(format!("{id}.run"));
+        for path in [entry, marker] {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => return Err(JournalError::Remove { path, source }),
+            }
+        }
+        self.undelivered.forget(id);
+        Ok(())
+    }
+
+    /// How many entry files this journal has read so far.
+    #[cfg(test)]
+    pub(crate) fn entries_read(&self) -> usize {
+        self.reads.load(Ordering::Relaxed)
     }
 
     /// The entry of `id`, `None` if there is none (or it was corrupt and has been quarantined).
@@ -178,7 +252,9 @@ impl Journal {
             State::Seen | State::Waiting | State::Skipped => Durability::Volatile,
             State::Started | State::Finished | State::Signalled => Durability::Durable,
         };
-        self.replace(&path, &bytes, durability)
+        self.replace(&path, &bytes, durability)?;
+        self.undelivered.record(entry);
+        Ok(())
     }
 
     /// The outbox's write of a delivery attempt over a durable `finished` entry: the file is
@@ -189,7 +265,9 @@ impl Journal {
         let path = self.path_of(&entry.id)?;
         let bytes =
             serde_json::to_vec_pretty(entry).map_err(|source| JournalError::Encode { id: entry.id.clone(), source })?;
-        self.replace(&path, &bytes, Durability::DataOnly)
+        self.replace(&path, &bytes, Durability::DataOnly)?;
+        self.undelivered.record(entry);
+        Ok(())
     }
 
     fn replace(&self, path: &Path, bytes: &[u8], durability: Durability) -> Result<(), JournalError> {
@@ -201,6 +279,7 @@ impl Journal {
     }
 
     fn read_entry(&self, id: &str, path: &Path) -> Result<Option<Entry>, JournalError> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let bytes = match fs::read(path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -244,114 +323,4 @@ fn quarantine(path: &Path, reason: &str) {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::fsutil::sorted_names as names;
-    use std::os::unix::fs::PermissionsExt;
-
-    use anneal_protocol::{Deployment, HookResult};
-    use serde_json::json;
-
-    use super::*;
-
-    fn deployment(id: &str) -> Deployment {
-        serde_json::from_value(json!({"id": id, "name": format!("n-{id}"), "group": "script", "config": "x"})).unwrap()
-    }
-
-    #[test]
-    fn open_creates_a_private_directory() {
-        let state = tempfile::tempdir().unwrap();
-        let journal = Journal::open(&state.path().join("nested")).unwrap();
-        assert_eq!(journal.dir(), state.path().join("nested/journal"));
-        assert_eq!(fs::metadata(journal.dir()).unwrap().permissions().mode() & 0o777, 0o700);
-        assert!(journal.load_all().unwrap().is_empty());
-    }
-
-    #[test]
-    fn write_then_load_round_trips_atomically() {
-        let state = tempfile::tempdir().unwrap();
-        let journal = Journal::open(state.path()).unwrap();
-        let mut entry = Entry::seen(&deployment("abc-1"), 5);
-        journal.write(&entry).unwrap();
-        entry.started(6).unwrap();
-        entry.finished(HookResult::from_process("ok", "", 0), 7).unwrap();
-        journal.write(&entry).unwrap();
-        assert_eq!(journal.load("abc-1").unwrap(), Some(entry));
-        let path = journal.dir().join("abc-1.json");
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(journal.load("other").unwrap(), None);
-        // The durable write left its spare file (the previous version's inode) for the next one,
-        // and nothing else; the spare goes with the journal.
-        let listed = names(journal.dir());
-        assert_eq!(listed.len(), 2, "{listed:?}");
-        assert!(listed[0].starts_with(fsutil::SPARE_PREFIX) && listed[1] == "abc-1.json", "{listed:?}");
-        let dir = journal.dir().to_path_buf();
-        drop(journal);
-        assert_eq!(names(&dir), ["abc-1.json"], "no temp or spare file is left behind");
-    }
-
-    #[test]
-    fn unsafe_ids_are_refused() {
-        let state = tempfile::tempdir().unwrap();
-        let journal = Journal::open(state.path()).unwrap();
-        assert!(matches!(journal.load("../etc/passwd"), Err(JournalError::UnsafeId { .. })));
-        let mut entry = Entry::seen(&deployment("ok"), 0);
-        entry.id = "a/b".into();
-        assert!(matches!(journal.write(&entry), Err(JournalError::UnsafeId { .. })));
-    }
-
-    #[test]
-    fn load_all_orders_skips_temp_files_and_quarantines_corrupt_ones() {
-        let state = tempfile::tempdir().unwrap();
-        let journal = Journal::open(state.path()).unwrap();
-        journal.write(&Entry::seen(&deployment("late"), 20)).unwrap();
-        journal.write(&Entry::seen(&deployment("early"), 10)).unwrap();
-        let dir = journal.dir();
-        fs::write(dir.join(".early.json.tmp.99"), "{half").unwrap();
-        fs::write(dir.join("notes.txt"), "hello").unwrap();
-        fs::write(dir.join("broken.json"), "{not json").unwrap();
-        let misfiled = serde_json::to_vec(&Entry::seen(&deployment("someone-else"), 1)).unwrap();
-        fs::write(dir.join("misfiled.json"), misfiled).unwrap();
-
-        let ids: Vec<String> = journal.load_all().unwrap().into_iter().map(|entry| entry.id).collect();
-        assert_eq!(ids, ["early", "late"]);
-        assert_eq!(
-            names(dir),
-            [
-                ".early.json.tmp.99",
-                "broken.json.corrupt",
-                "early.json",
-                "late.json",
-                "misfiled.json.corrupt",
-                "notes.txt"
-            ]
-        );
-        assert_eq!(journal.load("broken").unwrap(), None, "a quarantined entry is gone");
-    }
-
-    #[test]
-    fn load_quarantines_a_corrupt_entry() {
-        let state = tempfile::tempdir().unwrap();
-        let journal = Journal::open(state.path()).unwrap();
-        fs::write(journal.dir().join("x.json"), "[]").unwrap();
-        assert_eq!(journal.load("x").unwrap(), None);
-        assert!(journal.dir().join("x.json.corrupt").exists());
-    }
-
-    #[test]
-    fn write_failure_names_the_file_and_keeps_nothing_half_written() {
-        let state = tempfile::tempdir().unwrap();
-        let journal = Journal::open(state.path()).unwrap();
-        // Replacing the directory with a file makes every write fail (root ignores permissions).
-        fs::remove_dir(journal.dir()).unwrap();
-        fs::write(journal.dir(), "").unwrap();
-        let error = journal.write(&Entry::seen(&deployment("d9"), 0)).unwrap_err();
-        assert!(matches!(error, JournalError::Write { .. }));
-        assert!(error.to_string().contains("journal/d9.json"), "{error}");
-    }
-
-    #[test]
-    fn state_names() {
-        assert_eq!(State::Signalled.to_string(), "signalled");
-        assert_eq!(serde_json::to_value(State::Waiting).unwrap(), "waiting");
-    }
-}
+mod tests;

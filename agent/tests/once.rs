@@ -322,3 +322,29 @@ async fn heat_local_source_runs_heat_published_metadata() {
         json!({"result": "hello fooooo", "deploy_stdout": "", "deploy_stderr": "", "deploy_status_code": 0})
     );
 }
+
+#[tokio::test]
+async fn retention_removes_a_departed_deployment_after_its_period_and_never_a_listed_one() {
+    let sandbox = Sandbox::new();
+    sandbox.write_local_config("journal_retention_secs = 1");
+    let ran = sandbox.root().join("ran.log");
+    let script = format!("#!/bin/sh\necho ran >> {}\necho -n 1 > $heat_outputs_path.result\n", ran.display());
+    let listed = json!({"deployments": [script_deployment("id-old", "10_old", &script, None)]});
+    sandbox.write_local_document("doc.json", &listed);
+    assert!(sandbox.once().await.status.success());
+    let (entry, script_file) = (sandbox.state().join("journal/id-old.json"), sandbox.state().join("script/id-old"));
+    let output = sandbox.state().join("outputs/id-old.result");
+    assert!(entry.exists() && script_file.exists() && output.exists());
+
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let again = sandbox.once().await;
+    assert!(again.status.success(), "{}", again.stderr);
+    assert!(entry.exists(), "still listed: kept past the retention period");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "and never rerun");
+
+    sandbox.write_local_document("doc.json", &json!({"deployments": []}));
+    let departed = sandbox.once().await;
+    assert!(departed.status.success(), "{}", departed.stderr);
+    assert!(!entry.exists() && !script_file.exists() && !output.exists(), "entry, script and output removed");
+    assert!(sandbox.status().await.is_empty(), "status no longer lists it");
+}

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use anneal_runtime::cancel_on_signal;
 use anneal_shim::api::tls::{self, TlsFiles};
 use anneal_shim::api::{self, ApiConfig};
+use anneal_shim::client::cli::RetentionArgs;
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
-use anneal_shim::store::{self, SqliteStore};
+use anneal_shim::store::{self, HistoryRetention, SqliteStore};
 use anneal_shim::token;
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +27,7 @@ pub async fn serve(
     public_url: Option<String>,
     tls: Option<TlsFiles>,
     environment_token: Option<String>,
+    retention: RetentionArgs,
 ) -> ExitCode {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
@@ -77,6 +79,12 @@ pub async fn serve(
     }
     let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone() });
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
+    let history = tokio::spawn(engine::retention::run(
+        engine.clone(),
+        history_retention(retention),
+        engine::retention::RETENTION_INTERVAL,
+        shutdown.clone(),
+    ));
     let token_source =
         if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
     println!("anneal-shim listening on {scheme}://{address} (public URL {public_url}); admin token: {token_source}");
@@ -92,6 +100,7 @@ pub async fn serve(
     let served = api::serve_with_tls(listener, Arc::new(engine), config, acceptor, shutdown.clone()).await;
     shutdown.cancel();
     let _ = sweeper.await;
+    let _ = history.await;
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(1, &error),
@@ -114,6 +123,16 @@ fn check_secret_files(
         token::check_private_file(file)?;
     }
     Ok(())
+}
+
+/// The store's retention from the flags: 0 keeps everything of that kind.
+fn history_retention(args: RetentionArgs) -> HistoryRetention {
+    let positive = |value: u64| (value > 0).then_some(value);
+    HistoryRetention {
+        max_events_per_stack: positive(args.max_events_per_stack),
+        deleted_stack_events_ms: positive(args.deleted_stack_events_secs.saturating_mul(1000)),
+        retired_signals_ms: positive(args.retired_signals_secs.saturating_mul(1000)),
+    }
 }
 
 /// ANNEAL_TOKEN, else the token file (created 0600 with a fresh token on first start).

@@ -23,6 +23,7 @@ fn defaults_apply() {
     assert_eq!(agent.hook_kill_grace, Duration::from_secs(10));
     assert_eq!(agent.parallel, 1);
     assert!(agent.hook_env.is_empty());
+    assert_eq!(agent.journal_retention, Some(Duration::from_secs(7 * 86_400)));
     let local = LocalSourceConfig { path: PathBuf::from("/var/lib/anneal/local.d") };
     assert_eq!(config.sources, vec![SourceConfig::Local(local)]);
 }
@@ -37,6 +38,7 @@ fn full_config_parses_in_order() {
         hook_timeout_secs = 60
         hook_kill_grace_secs = 0
         parallel = 64
+        journal_retention_secs = 3600
         [agent.hook_env]
         http_proxy = "http://proxy:3128"
 
@@ -63,6 +65,9 @@ fn full_config_parses_in_order() {
     assert_eq!(config.agent.hook_timeout, Duration::from_secs(60));
     assert_eq!(config.agent.hook_kill_grace, Duration::ZERO);
     assert_eq!(config.agent.parallel, 64);
+    assert_eq!(config.agent.journal_retention, Some(Duration::from_secs(3600)));
+    let keep_all = parse_text(&format!("[agent]\njournal_retention_secs = 0\n{MINIMAL}")).unwrap();
+    assert_eq!(keep_all.agent.journal_retention, None, "0 keeps every entry");
     assert_eq!(config.agent.hook_env.get("http_proxy").map(String::as_str), Some("http://proxy:3128"));
     let http = HttpSourceConfig {
         url: "https://shim.example:8080/v1/servers/web1/metadata".to_string(),

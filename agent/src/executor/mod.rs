@@ -22,6 +22,7 @@ use crate::journal::{Entry, Journal, JournalError, State};
 use crate::orphan;
 use crate::schedule::{self, Decision, Progress};
 
+mod prune;
 mod record;
 mod recovery;
 

@@ -124,6 +124,11 @@ impl HookRunner {
         HookRunner { settings }
     }
 
+    /// The script and output files a run of `deployment` may have left (see `script::run_files`).
+    pub(crate) fn run_files(&self, deployment: &Deployment) -> Vec<PathBuf> {
+        script::run_files(&self.settings, deployment)
+    }
+
     pub(crate) fn settings(&self) -> &HookSettings {
         &self.settings
     }

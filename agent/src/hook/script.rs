@@ -136,6 +136,24 @@ fn script_env(settings: &HookSettings, deployment: &Deployment, outputs_path: &P
     env
 }
 
+/// The files a run of `deployment` may have left in the state directory: its script and its
+/// output files (journal retention removes them with the entry; see docs/journal.md).
+pub(super) fn run_files(settings: &HookSettings, deployment: &Deployment) -> Vec<PathBuf> {
+    if !is_safe_id(&deployment.id) {
+        return Vec::new();
+    }
+    let outputs_path = settings.outputs_dir.join(&deployment.id);
+    let resolved = deployment.resolve_component().ok().flatten();
+    let outputs = deployment.outputs.iter().chain(resolved.iter().flat_map(|resolved| resolved.outputs.iter()));
+    let mut files = vec![settings.work_dir.join(&deployment.id)];
+    files.extend(
+        outputs
+            .filter(|output| is_safe_output_name(&output.name))
+            .map(|output| output_file(&outputs_path, &output.name)),
+    );
+    files
+}
+
 /// Output names that address a file next to `heat_outputs_path`, not elsewhere.
 fn is_safe_output_name(name: &str) -> bool {
     !name.contains('/') && !name.contains('\0') && name != "." && name != ".."

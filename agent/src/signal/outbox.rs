@@ -3,7 +3,8 @@
 //! writes the entry back after every attempt (attempt count, next attempt time and last error, or
 //! Signalled), so a restart resumes exactly where it stopped and never reruns a hook to resend a
 //! result. Permanent refusals stay Finished with `permanent_failure` set: they are not retried
-//! automatically, and `status` shows them.
+//! automatically, and `status` shows them. It reads only the entries the journal's index of
+//! undelivered signals names (see `journal::index`), never the whole journal on each pass.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use super::send::SignalSender;
 use crate::backoff::FLUSH_RETRY;
 use crate::clock::{millis, now_millis};
 use crate::failpoint::{self, Failpoint};
-use crate::journal::{Entry, Journal, JournalError};
+use crate::journal::{Entry, Journal, JournalError, Owed};
 
 /// How many entries `flush` delivers at once.
 const FLUSH_PARALLEL: usize = 8;
@@ -70,16 +71,8 @@ impl Outbox {
         attempts: u32,
         shutdown: &CancellationToken,
     ) -> Result<OutboxSummary, JournalError> {
-        let mut summary = OutboxSummary::default();
-        let mut due = Vec::new();
-        for entry in self.journal.load_all()? {
-            if entry.permanently_failed() {
-                summary.permanent += 1;
-            } else if entry.awaits_delivery() {
-                due.push(entry);
-            }
-        }
-        let mut due = due.into_iter();
+        let mut summary = OutboxSummary { permanent: self.journal.refused_count()?, ..OutboxSummary::default() };
+        let mut due = self.journal.load_undelivered(Owed::Signal)?.into_iter();
         let mut in_flight = JoinSet::new();
         loop {
             while in_flight.len() < FLUSH_PARALLEL {
@@ -132,7 +125,7 @@ impl Outbox {
     /// remaining entry becomes due.
     async fn deliver_due(&self, shutdown: &CancellationToken) -> Result<Option<u64>, JournalError> {
         let mut next_due: Option<u64> = None;
-        for mut entry in self.journal.load_all()? {
+        for mut entry in self.journal.load_undelivered(Owed::Signal)? {
             if entry.delivery_due(now_millis()) && self.attempt(&mut entry, shutdown).await?.is_none() {
                 return Ok(None);
             }

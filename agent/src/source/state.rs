@@ -24,6 +24,9 @@ pub(crate) struct Collected {
     /// Sources whose last fetch failed: (source name, error). Such a source contributes its
     /// cached document if it has one, and nothing otherwise.
     pub(crate) failing: Vec<(String, String)>,
+    /// Every source has a document (fresh or its last good one): the deployments are all the
+    /// engine listed, so an id missing from them has really left (journal retention relies on it).
+    pub(crate) complete: bool,
 }
 
 /// Merges documents given in config order (see `Collected::deployments` for the rule).
@@ -52,6 +55,7 @@ pub(super) fn collected_from<'a>(
 ) -> Collected {
     let documents = slots.clone().filter_map(|(name, document, _)| document.map(|document| (name, document)));
     let mut collected = merge_documents(documents);
+    collected.complete = slots.clone().all(|(_, document, _)| document.is_some());
     collected.failing =
         slots.filter_map(|(name, _, failing)| failing.map(|error| (name.to_string(), error.clone()))).collect();
     collected

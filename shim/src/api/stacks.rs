@@ -1,15 +1,17 @@
-//! Admin routes for stacks: create (201), list, show, update (202), delete (202) and events.
-//! The engine validates templates and names; this layer only checks that the body's name
-//! agrees with the URL.
+//! Admin routes for stacks: create (201), list, show, update (202), delete (202) and events
+//! (paged as Heat's API: `?limit=&marker=&sort_dir=`). The engine validates templates and names;
+//! this layer only checks that the body's name agrees with the URL.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 
 use super::auth::Admin;
 use super::extract::JsonBody;
 use super::{ApiError, AppState};
+use serde::Deserialize;
+
 use crate::model::{Event, Service, StackDetail, StackRequest, StackSummary};
 
 /// `POST /v1/stacks`: the body must name the stack.
@@ -71,12 +73,50 @@ pub(super) async fn delete<S: Service>(
     Ok((StatusCode::ACCEPTED, Json(summary)))
 }
 
-/// `GET /v1/stacks/{name}/events`.
+/// The paging parameters of `GET /v1/stacks/{name}/events`, as Heat's events API takes them.
+/// Other parameters are ignored, as Heat's API drops what is not in its list.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct EventsQuery {
+    /// At most this many events.
+    limit: Option<String>,
+    /// The id of the last event of the previous page: the page starts after it.
+    marker: Option<String>,
+    /// `asc` (oldest first, the default) or `desc`.
+    sort_dir: Option<String>,
+}
+
+/// `GET /v1/stacks/{name}/events[?limit=N&marker=<event id>&sort_dir=asc|desc]`. The marker is
+/// compared by id, so a page boundary whose event retention has since removed still pages on.
 pub(super) async fn events<S: Service>(
     _: Admin,
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Json<Vec<Event>>, ApiError> {
     let Path(name) = path?;
-    Ok(Json(state.service.stack_events(&name).await?))
+    let Query(query) = query?;
+    let limit = query.limit.as_deref().map(|text| parse_number("limit", text)).transpose()?;
+    let marker = query.marker.as_deref().map(|text| parse_number("marker", text)).transpose()?;
+    let descending = match query.sort_dir.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!("sort_dir must be asc or desc, got {other:?}")));
+        }
+    };
+    let mut events = state.service.stack_events(&name).await?;
+    if descending {
+        events.reverse();
+    }
+    let after_marker = |event: &Event| match marker {
+        None => true,
+        Some(marker) if descending => event.id < marker,
+        Some(marker) => event.id > marker,
+    };
+    let limit = limit.map_or(usize::MAX, |limit| usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok(Json(events.into_iter().filter(after_marker).take(limit).collect()))
+}
+
+fn parse_number(name: &str, text: &str) -> Result<u64, ApiError> {
+    text.parse().map_err(|_| ApiError::bad_request(format!("{name} must be a non-negative integer, got {text:?}")))
 }

@@ -51,6 +51,8 @@ pub enum Command {
         /// The private key (PEM) of --tls-cert; re-read on SIGHUP.
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        #[command(flatten)]
+        retention: RetentionArgs,
     },
     /// Register servers and print their agent configuration.
     Server {
@@ -93,6 +95,21 @@ pub enum StackCommand {
     Events(StackReadArgs),
     /// Show a stack's outputs.
     Outputs(StackReadArgs),
+}
+
+/// How much history `serve` keeps (see docs/http-api.md, "Retention"); 0 keeps everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct RetentionArgs {
+    /// The newest events kept per stack (Heat's max_events_per_stack); 0 keeps all.
+    #[arg(long, default_value_t = 1000)]
+    pub max_events_per_stack: u64,
+    /// How long the events of a deleted stack are kept after its last event; 0 keeps them.
+    #[arg(long, default_value_t = 30 * 86_400)]
+    pub deleted_stack_events_secs: u64,
+    /// How long a superseded signal token is still answered as stale (2xx) rather than unknown
+    /// (404); 0 keeps them all.
+    #[arg(long, default_value_t = 30 * 86_400)]
+    pub retired_signals_secs: u64,
 }
 
 /// How to reach the API; every client command takes these.
@@ -364,8 +381,17 @@ mod tests {
     fn serve_defaults_and_global_log_format() {
         let cli = parse(&["serve", "--log-format", "json"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
-        let Command::Serve { listen, db, public_url, .. } = cli.command else { panic!("not serve") };
+        let Command::Serve { listen, db, public_url, retention, .. } = cli.command else { panic!("not serve") };
         assert_eq!((listen.as_str(), db.as_str(), public_url), (DEFAULT_LISTEN, DEFAULT_DATABASE_URL, None));
+        let defaults = RetentionArgs {
+            max_events_per_stack: 1000,
+            deleted_stack_events_secs: 30 * 86_400,
+            retired_signals_secs: 30 * 86_400,
+        };
+        assert_eq!(retention, defaults);
+        let cli = parse(&["serve", "--max-events-per-stack", "0", "--retired-signals-secs", "60"]).unwrap();
+        let Command::Serve { retention, .. } = cli.command else { panic!("not serve") };
+        assert_eq!((retention.max_events_per_stack, retention.retired_signals_secs), (0, 60));
         let cli = parse(&["stack", "list", "--json", "--log-format", "json", "--token-file", "/t"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
         let Command::Stack { command } = cli.command else { panic!("not stack") };

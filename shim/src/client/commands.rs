@@ -214,15 +214,40 @@ async fn stack_list(args: &ListArgs, context: &ClientContext, out: &mut dyn Writ
     Ok(ExitStatus::Success)
 }
 
+/// How many events `stack events` asks for per request.
+pub(crate) const EVENTS_PAGE: usize = 500;
+
 async fn stack_events(
     args: &StackReadArgs,
     context: &ClientContext,
     out: &mut dyn Write,
 ) -> Result<ExitStatus, ClientError> {
-    let value = AdminClient::new(context)?.get(&["v1", "stacks", &args.name, "events"]).await?;
+    let value = Value::Array(all_events(&AdminClient::new(context)?, &args.name).await?);
     let text = if args.json { pretty(&value) } else { render::events(&decode::<Vec<Event>>(value, "events")?) };
     write(out, &text)?;
     Ok(ExitStatus::Success)
+}
+
+/// Every event of the stack, oldest first, following the pages of the events route
+/// (`?limit=&marker=`; see docs/http-api.md). A server that does not page (it answers more than
+/// the limit) gives everything in its first answer.
+async fn all_events(client: &AdminClient, name: &str) -> Result<Vec<Value>, ClientError> {
+    let segments = ["v1", "stacks", name, "events"];
+    let mut events: Vec<Value> = Vec::new();
+    let mut marker: Option<u64> = None;
+    loop {
+        let mut query = vec![("limit", EVENTS_PAGE.to_string())];
+        query.extend(marker.map(|marker| ("marker", marker.to_string())));
+        let page = decode::<Vec<Value>>(client.get_query(&segments, &query).await?, "stacks/{name}/events")?;
+        let full = page.len() == EVENTS_PAGE;
+        let last = page.last().and_then(|event| event.get("id")).and_then(Value::as_u64);
+        events.extend(page);
+        // A short page is the last; so is one that does not move past the marker (no paging).
+        match last {
+            Some(last) if full && marker.is_none_or(|marker| last > marker) => marker = Some(last),
+            _ => return Ok(events),
+        }
+    }
 }
 
 /// There is no outputs endpoint: the outputs are part of `GET /v1/stacks/{name}`.

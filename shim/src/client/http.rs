@@ -72,6 +72,13 @@ impl AdminClient {
         self.request(Method::GET, segments, None).await
     }
 
+    /// A GET with query parameters (each percent-encoded).
+    pub(crate) async fn get_query(&self, segments: &[&str], query: &[(&str, String)]) -> Result<Value, ClientError> {
+        let mut url = self.url(segments)?;
+        url.query_pairs_mut().extend_pairs(query);
+        self.send(Method::GET, url, None).await
+    }
+
     /// One request; `segments` are joined to the base URL's path, each percent-encoded (a stack
     /// name with '/' or '?' stays one segment). A success without a body (204) answers `Null`.
     pub(crate) async fn request(
@@ -81,6 +88,10 @@ impl AdminClient {
         body: Option<&Value>,
     ) -> Result<Value, ClientError> {
         let url = self.url(segments)?;
+        self.send(method, url, body).await
+    }
+
+    async fn send(&self, method: Method, url: Url, body: Option<&Value>) -> Result<Value, ClientError> {
         let mut request = self.http.request(method, url.clone()).header(AUTHORIZATION, self.authorization.clone());
         if let Some(body) = body {
             request = request.header(CONTENT_TYPE, "application/json").body(body.to_string());

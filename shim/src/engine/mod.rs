@@ -20,6 +20,7 @@ mod error;
 mod node;
 mod removal;
 mod resources;
+pub mod retention;
 mod secrets;
 mod service;
 mod signals;

@@ -206,6 +206,26 @@ pub struct WaitSignalRow {
     pub received_at: u64,
 }
 
+/// How much history the store keeps: events and retired signal token hashes (see
+/// docs/http-api.md, "Retention"). `None` keeps everything of that kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryRetention {
+    /// The newest events kept per stack name (Heat's `max_events_per_stack`).
+    pub max_events_per_stack: Option<u64>,
+    /// How long (ms) the events of a deleted stack are kept after its last event.
+    pub deleted_stack_events_ms: Option<u64>,
+    /// How long (ms) a retired signal token hash is kept, so a late signal with it is answered
+    /// as stale (2xx, no change) rather than unknown (404).
+    pub retired_signals_ms: Option<u64>,
+}
+
+/// What `prune_history` removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistoryPruned {
+    pub events: usize,
+    pub retired_signals: usize,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventRow {
     pub id: u64,
@@ -396,6 +416,8 @@ pub trait Tx {
     ) -> Result<u64, StoreError>;
     /// Ordered by id.
     fn events(&mut self, stack: &str) -> Result<Vec<EventRow>, StoreError>;
+    /// Removes the history `retention` gives up at `now` (see `HistoryRetention`).
+    fn prune_history(&mut self, retention: &HistoryRetention, now: u64) -> Result<HistoryPruned, StoreError>;
     /// Upsert by (stack, node, generation).
     fn put_deadline(&mut self, row: &DeadlineRow) -> Result<(), StoreError>;
     fn delete_deadline(&mut self, stack: &str, node: Option<&str>, generation: u64) -> Result<(), StoreError>;

@@ -199,3 +199,57 @@ async fn run_retries_after_backoff_and_leaves_permanent_failures_alone() {
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(2), task).await.unwrap().unwrap();
 }
+
+/// Writes `entry` as a previous agent process left it: straight to its file, unknown to the
+/// journal's index until a scan finds it.
+fn left_by_previous_process(journal: &Journal, entry: &Entry) {
+    let path = journal.path_of(&entry.id).unwrap();
+    std::fs::write(path, serde_json::to_vec(entry).unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn passes_read_only_the_undelivered_entries_not_the_whole_journal() {
+    const DELIVERED: usize = 2_000;
+    let server = MockServer::start().await;
+    respond(&server, 503, Some(1)).await;
+    respond(&server, 200, None).await;
+    let fixture = fixture();
+    for index in 0..DELIVERED {
+        let mut entry = finished_http(&format!("done-{index}"), &server);
+        entry.delivery_attempted(DeliveryOutcome::Delivered { status: 200 }, 3);
+        left_by_previous_process(&fixture.journal, &entry);
+    }
+    left_by_previous_process(&fixture.journal, &finished_http("owed", &server));
+    // The start-up scan the executor makes reads everything, once.
+    assert_eq!(fixture.journal.load_all().unwrap().len(), DELIVERED + 1);
+    let after_scan = fixture.journal.entries_read();
+
+    // A daemon pass: the transient failure leaves "owed" pending; one entry read.
+    let next_due = fixture.outbox.deliver_due(&CancellationToken::new()).await.unwrap();
+    assert!(next_due.is_some(), "the retry is scheduled");
+    assert_eq!(fixture.journal.entries_read() - after_scan, 1, "a pass reads the undelivered entry only");
+
+    let summary = fixture.outbox.flush(3, &CancellationToken::new()).await.unwrap();
+    assert_eq!(summary, OutboxSummary { delivered: 1, pending: 0, permanent: 0 });
+    assert_eq!(fixture.journal.entries_read() - after_scan, 2, "flush reads the undelivered entry only");
+    assert_eq!(fixture.journal.load("owed").unwrap().unwrap().state, State::Signalled);
+
+    let idle = fixture.journal.entries_read();
+    assert_eq!(fixture.outbox.deliver_due(&CancellationToken::new()).await.unwrap(), None);
+    assert_eq!(fixture.journal.entries_read(), idle, "nothing owed: nothing read");
+}
+
+#[tokio::test]
+async fn a_signal_left_undelivered_by_a_crashed_process_is_found_without_a_start_up_load() {
+    let server = MockServer::start().await;
+    respond(&server, 200, None).await;
+    let fixture = fixture();
+    let mut refused = finished_http("refused", &server);
+    refused.delivery_attempted(DeliveryOutcome::Permanent { error: "410 Gone".into() }, 3);
+    left_by_previous_process(&fixture.journal, &refused);
+    left_by_previous_process(&fixture.journal, &finished_http("owed", &server));
+    // No load_all first: the outbox's first pass scans the journal itself.
+    let summary = fixture.outbox.flush(3, &CancellationToken::new()).await.unwrap();
+    assert_eq!(summary, OutboxSummary { delivered: 1, pending: 0, permanent: 1 });
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+}

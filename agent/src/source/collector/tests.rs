@@ -47,6 +47,7 @@ fn config(state_dir: &Path, sources: Vec<SourceConfig>) -> Config {
             hook_kill_grace: Duration::from_secs(1),
             parallel: 1,
             hook_env: Default::default(),
+            journal_retention: None,
         },
         sources,
     }
@@ -125,6 +126,7 @@ async fn collect_once_falls_back_to_the_cache_when_the_server_is_down() {
     assert_eq!(collected.failing.len(), 1);
     assert_eq!(collected.failing[0].0, "source[0] http");
     assert!(collected.failing[0].1.contains("GET"), "{}", collected.failing[0].1);
+    assert!(collected.complete, "its last good document still lists everything the engine listed");
 }
 
 #[tokio::test]
@@ -138,6 +140,7 @@ async fn a_failing_source_without_cache_contributes_nothing() {
     let collected = collector.collect_once(&CancellationToken::new()).await;
     assert!(collected.deployments.is_empty());
     assert!(collected.failing[0].1.contains("HTTP 503"), "{:?}", collected.failing);
+    assert!(!collected.complete, "no document: journal retention must not read the empty list as departures");
 }
 
 #[tokio::test]
@@ -281,7 +284,8 @@ async fn spawn_sends_the_first_round_even_when_nothing_changed() {
     let collector = Collector::new(&config(state.path(), sources), &TrustRoots::default()).unwrap();
     let shutdown = CancellationToken::new();
     let mut receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
-    assert_eq!(*next(&mut receiver).await, Collected::default());
+    // The missing directory is an empty document: no deployments, and every source answered.
+    assert_eq!(*next(&mut receiver).await, Collected { complete: true, ..Collected::default() });
     shutdown.cancel();
 }
 

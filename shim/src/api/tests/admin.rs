@@ -228,3 +228,34 @@ async fn success_bodies_are_json() {
     let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     assert!(body.is_array());
 }
+
+#[tokio::test]
+async fn stack_events_page_with_limit_marker_and_sort_dir_as_heat() {
+    let server = TestServer::start().await;
+    let page = |query: &'static str| {
+        let request = server.admin(Method::GET, &format!("/v1/stacks/many/events{query}"));
+        async move {
+            let (status, body) = json_of(request.send().await.unwrap()).await;
+            assert_eq!(status, 200, "{query}: {body}");
+            body.as_array().unwrap().iter().map(|event| event["id"].as_u64().unwrap()).collect::<Vec<u64>>()
+        }
+    };
+    assert_eq!(page("").await, [1, 2, 3, 4, 5, 6, 7], "no limit: everything, oldest first");
+    assert_eq!(page("?limit=3").await, [1, 2, 3]);
+    assert_eq!(page("?limit=3&marker=3").await, [4, 5, 6]);
+    assert_eq!(page("?limit=3&marker=6").await, [7]);
+    assert_eq!(page("?limit=3&marker=7").await, Vec::<u64>::new());
+    assert_eq!(page("?sort_dir=desc&limit=2").await, [7, 6]);
+    assert_eq!(page("?sort_dir=desc&limit=2&marker=6").await, [5, 4]);
+    assert_eq!(page("?limit=0").await, Vec::<u64>::new());
+    assert_eq!(page("?marker=5&nested_depth=1").await, [6, 7], "parameters it does not know are ignored");
+    for (query, expected) in [
+        ("?limit=-1", "limit must be a non-negative integer"),
+        ("?marker=abc", "marker must be a non-negative integer"),
+        ("?sort_dir=up", "sort_dir must be asc or desc"),
+    ] {
+        let response = server.admin(Method::GET, &format!("/v1/stacks/many/events{query}")).send().await.unwrap();
+        let message = error_of(response, 400).await;
+        assert!(message.contains(expected), "{query}: {message}");
+    }
+}

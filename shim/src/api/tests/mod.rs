@@ -245,15 +245,19 @@ impl Service for FakeService {
         })
     }
 
+    /// One event; stack `many` has seven, ids 1 to 7, for paging.
     async fn stack_events(&self, name: &str) -> Result<Vec<Event>, ServiceError> {
         scripted(name)?;
-        Ok(vec![Event {
-            id: 1,
-            time: "2026-11-21T05:00:00Z".to_string(),
-            resource: name.to_string(),
-            status: "CREATE_IN_PROGRESS".to_string(),
-            reason: "Stack CREATE started".to_string(),
-        }])
+        let count = if name == "many" { 7 } else { 1 };
+        Ok((1..=count)
+            .map(|id| Event {
+                id,
+                time: "2026-11-21T05:00:00Z".to_string(),
+                resource: name.to_string(),
+                status: "CREATE_IN_PROGRESS".to_string(),
+                reason: "Stack CREATE started".to_string(),
+            })
+            .collect())
     }
 
     async fn signal_token_known(&self, token: &str) -> Result<bool, ServiceError> {

@@ -2,10 +2,11 @@
 //! admin token's sources, and how errors are reported.
 
 use serde_json::{Value, json};
-use wiremock::matchers::{body_json, header, method, path};
+use wiremock::matchers::{body_json, header, method, path, query_param, query_param_is_missing};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
+use crate::client::commands::EVENTS_PAGE;
 
 fn credentials_json(server: &MockServer) -> Value {
     json!({
@@ -171,6 +172,30 @@ async fn stack_events_table_and_json() {
     );
     let (_, out) = run_against(&server, &["stack", "events", "web", "--json"]).await;
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), events);
+}
+
+#[tokio::test]
+async fn stack_events_follows_the_pages_of_the_events_route() {
+    let server = MockServer::start().await;
+    let event = |id: usize| json!({"id": id, "time": "t", "resource": "web", "status": "S", "reason": id.to_string()});
+    let total = EVENTS_PAGE * 2 + 3;
+    let events: Vec<Value> = (1..=total).map(event).collect();
+    // Pages as the shim serves them: after the marker, at most `limit`.
+    let pages = [(None, 0), (Some(EVENTS_PAGE), EVENTS_PAGE), (Some(EVENTS_PAGE * 2), EVENTS_PAGE * 2)];
+    for (marker, start) in pages {
+        let mut mock = Mock::given(method("GET"))
+            .and(path("/v1/stacks/web/events"))
+            .and(query_param("limit", EVENTS_PAGE.to_string()));
+        mock = match marker {
+            Some(marker) => mock.and(query_param("marker", marker.to_string())),
+            None => mock.and(query_param_is_missing("marker")),
+        };
+        let page = &events[start..(start + EVENTS_PAGE).min(total)];
+        mock.respond_with(ResponseTemplate::new(200).set_body_json(page)).expect(1).mount(&server).await;
+    }
+    let (result, out) = run_against(&server, &["stack", "events", "web", "--json"]).await;
+    assert_eq!(result.unwrap(), ExitStatus::Success);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), Value::Array(events), "every page, in order");
 }
 
 #[tokio::test]

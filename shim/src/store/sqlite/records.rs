@@ -1,11 +1,12 @@
 //! Statements on the smaller tables: `wait_signals` (what wait condition handles received),
-//! `events` (the stack's history, kept after the stack is deleted) and `deadlines` (every
-//! timeout the sweeper enforces).
+//! `events` (the stack's history, kept after the stack is deleted), `retired_signals` (token
+//! hashes of superseded publications) and `deadlines` (every timeout the sweeper enforces), and
+//! the retention that keeps `events` and `retired_signals` bounded.
 
 use rusqlite::{Row, params};
 
 use super::access::{SqliteTx, Unsigned, column, json_column, to_json_text, unsigned_column};
-use crate::store::{DeadlineRow, EventRow, StoreError, WaitSignalRow};
+use crate::store::{DeadlineRow, EventRow, HistoryPruned, HistoryRetention, StoreError, WaitSignalRow};
 
 pub(super) fn upsert_wait_signal(tx: &SqliteTx<'_>, row: &WaitSignalRow) -> Result<bool, StoreError> {
     let data = to_json_text(&row.data, "wait_signals.data")?;
@@ -32,7 +33,10 @@ pub(super) fn upsert_wait_signal(tx: &SqliteTx<'_>, row: &WaitSignalRow) -> Resu
 pub(super) fn retire_signal_hash(tx: &SqliteTx<'_>, hash: &str, stack: &str, node: &str) -> Result<(), StoreError> {
     tx.execute(
         "retire a signal token hash",
-        "INSERT INTO retired_signals (hash, stack, node) VALUES (?1, ?2, ?3) ON CONFLICT (hash) DO NOTHING",
+        // The time comes from SQLite's clock: the engine passes none here, and retention only
+        // needs it to within seconds.
+        "INSERT INTO retired_signals (hash, stack, node, retired_at)
+         VALUES (?1, ?2, ?3, CAST(strftime('%s', 'now') AS INTEGER) * 1000) ON CONFLICT (hash) DO NOTHING",
         [hash, stack, node],
     )?;
     Ok(())
@@ -110,6 +114,57 @@ pub(super) fn events(tx: &SqliteTx<'_>, stack: &str) -> Result<Vec<EventRow>, St
             })
         },
     )
+}
+
+/// Removes the events and retired signal hashes `retention` gives up at `now`: per stack name the
+/// events beyond the newest `max_events_per_stack` (as Heat's `max_events_per_stack` does), the
+/// events of an earlier stack of a name now re-created (`stack events` shows only the current
+/// stack's), the events of a deleted stack whose last event is older than its retention, and
+/// retired hashes older than theirs.
+pub(super) fn prune_history(
+    tx: &SqliteTx<'_>,
+    retention: &HistoryRetention,
+    now: u64,
+) -> Result<HistoryPruned, StoreError> {
+    let mut pruned = HistoryPruned::default();
+    if let Some(keep) = retention.max_events_per_stack {
+        let crowded = tx.query_all(
+            "list stacks with too many events",
+            "SELECT stack FROM events GROUP BY stack HAVING COUNT(*) > ?1",
+            [Unsigned(keep)],
+            |row| column::<String>(row, 0),
+        )?;
+        for stack in crowded {
+            pruned.events += tx.execute(
+                "remove a stack's oldest events",
+                "DELETE FROM events WHERE stack = ?1 AND id <=
+                 (SELECT id FROM events WHERE stack = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                params![stack, Unsigned(keep)],
+            )?;
+        }
+    }
+    pruned.events += tx.execute(
+        "remove the events of an earlier stack of the same name",
+        "DELETE FROM events WHERE time < (SELECT created_at FROM stacks WHERE stacks.name = events.stack)",
+        [],
+    )?;
+    if let Some(age) = retention.deleted_stack_events_ms {
+        pruned.events += tx.execute(
+            "remove the events of long-deleted stacks",
+            "DELETE FROM events WHERE stack IN
+             (SELECT stack FROM events WHERE stack NOT IN (SELECT name FROM stacks)
+              GROUP BY stack HAVING MAX(time) < ?1)",
+            [Unsigned(now.saturating_sub(age))],
+        )?;
+    }
+    if let Some(age) = retention.retired_signals_ms {
+        pruned.retired_signals = tx.execute(
+            "remove old retired signal token hashes",
+            "DELETE FROM retired_signals WHERE retired_at < ?1",
+            [Unsigned(now.saturating_sub(age))],
+        )?;
+    }
+    Ok(pruned)
 }
 
 /// `deadlines.node` is NOT NULL (it is part of the key, and NULLs never conflict): the stack's

@@ -22,6 +22,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 4, sql: TYPED_ENGINE_STATE_V4 },
     Migration { version: 5, sql: ENTRY_TOKENS_V5 },
     Migration { version: 6, sql: PREVIOUS_SERVER_TOKENS_V6 },
+    Migration { version: 7, sql: RETIRED_AT_V7 },
 ];
 
 /// Each entry lists the token placeholders the engine placed in it; rendering substitutes only
@@ -50,6 +51,14 @@ CREATE TABLE server_previous_tokens (
     expires_at INTEGER NOT NULL
 ) STRICT;
 CREATE UNIQUE INDEX server_previous_tokens_hash ON server_previous_tokens (token_hash);
+";
+
+/// When each signal token hash was retired (Unix ms), so retention can let the oldest go; the
+/// hashes retired before this version count as retired now. The index serves that pruning.
+const RETIRED_AT_V7: &str = "
+ALTER TABLE retired_signals ADD COLUMN retired_at INTEGER NOT NULL DEFAULT 0;
+UPDATE retired_signals SET retired_at = CAST(strftime('%s', 'now') AS INTEGER) * 1000;
+CREATE INDEX retired_signals_retired_at ON retired_signals (retired_at);
 ";
 
 /// The engine's private node state leaves the attribute JSON (where `_`-prefixed keys stood

@@ -3,7 +3,8 @@
 use super::access::SqliteTx;
 use super::{nodes, records, servers, stacks};
 use crate::store::{
-    DeadlineRow, EntryRow, EntryText, EventRow, NodeRow, NodeState, ServerRow, StackRow, StoreError, Tx, WaitSignalRow,
+    DeadlineRow, EntryRow, EntryText, EventRow, HistoryPruned, HistoryRetention, NodeRow, NodeState, ServerRow,
+    StackRow, StoreError, Tx, WaitSignalRow,
 };
 
 impl Tx for SqliteTx<'_> {
@@ -177,6 +178,9 @@ impl Tx for SqliteTx<'_> {
     }
     fn events(&mut self, stack: &str) -> Result<Vec<EventRow>, StoreError> {
         records::events(self, stack)
+    }
+    fn prune_history(&mut self, retention: &HistoryRetention, now: u64) -> Result<HistoryPruned, StoreError> {
+        records::prune_history(self, retention, now)
     }
     fn put_deadline(&mut self, row: &DeadlineRow) -> Result<(), StoreError> {
         records::put_deadline(self, row)

@@ -5,6 +5,7 @@
 mod batching;
 mod concurrency;
 mod migration;
+mod retention;
 mod tables;
 
 use std::fs;
