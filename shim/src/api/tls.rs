@@ -20,8 +20,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
-/// How long a client may take to complete the TLS handshake (as long as for a request head).
-pub const HANDSHAKE_TIMEOUT: Duration = super::connection::REQUEST_HEAD_TIMEOUT;
+/// How long a client may take to complete the TLS handshake (as long as for a request head,
+/// `connection::REQUEST_HEAD_TIMEOUT`).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The certificate chain and private key files `serve` was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
