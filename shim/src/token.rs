@@ -77,11 +77,11 @@ pub fn check_private_file(path: &Path) -> Result<(), PrivateFileError> {
     check_private(path, 0o066, "read or write", "600")
 }
 
-/// Refuses an existing database directory that group or others may write (they could replace
-/// the files above) or that another user owns. Listing it shows only file names, so a 0755
-/// directory is accepted; a new one is created 0700.
+/// Refuses an existing database directory that group or others may read or write (writing
+/// lets them replace the files above; reading lists them and the database's journal files) or
+/// that another user owns; a new one is created 0700.
 pub fn check_private_directory(path: &Path) -> Result<(), PrivateFileError> {
-    check_private(path, 0o022, "write", "700")
+    check_private(path, 0o077, "read or write", "700")
 }
 
 fn check_private(path: &Path, forbidden: u32, access: &'static str, fix: &'static str) -> Result<(), PrivateFileError> {
@@ -156,15 +156,13 @@ mod tests {
             let message = check_private_file(&file).unwrap_err().to_string();
             assert!(message.contains(&file.display().to_string()) && message.contains("chmod 600"), "{message}");
         }
-        for mode in [0o775, 0o757] {
+        for mode in [0o775, 0o757, 0o755, 0o750, 0o705] {
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
             let message = check_private_directory(dir.path()).unwrap_err().to_string();
             assert!(message.contains("chmod 700"), "{message}");
         }
-        for mode in [0o700, 0o755] {
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
-            check_private_directory(dir.path()).unwrap();
-        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        check_private_directory(dir.path()).unwrap();
     }
 
     #[test]

@@ -62,6 +62,8 @@ struct Shim {
 
 impl Shim {
     async fn start(dir: &Path) -> Shim {
+        // serve refuses a database directory others may enter (docs/security.md).
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
         let mut child = Command::new(BINARY)
             .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(format!("sqlite://{}", dir.join("shim.db").display()))

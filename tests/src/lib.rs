@@ -33,3 +33,12 @@ pub use process::{CommandOutput, Daemon, run_command};
 pub use shim::{Shim, capability_token};
 pub use switchable::{Request, SwitchableServer};
 pub use wait::{eventually, wait_until};
+
+/// A temp dir only its owner may enter (0700), as `anneal-shim serve` requires of its database
+/// directory (docs/security.md); tempfile makes them 0755.
+pub fn private_temp_dir(prefix: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod 700 a temp dir");
+    dir
+}

@@ -37,7 +37,7 @@ impl Shim {
 
     /// `start` with `ANNEAL_LOG=<log_filter>` (e.g. `trace`), kept across restarts.
     pub async fn start_logging(log_filter: &str) -> Shim {
-        let dir = tempfile::Builder::new().prefix("anneal-shim-").tempdir().expect("temp dir");
+        let dir = crate::private_temp_dir("anneal-shim-");
         let (daemon, url) = launch(dir.path(), "127.0.0.1:0", log_filter).await;
         let listen = url.trim_start_matches("http://").to_string();
         Shim { daemon: Some(daemon), url, listen, log_filter: log_filter.to_string(), dir }

@@ -43,7 +43,7 @@ fn assert_refused(output: &CommandOutput, names: &[&str]) {
 async fn initialised_dir() -> tempfile::TempDir {
     let mut shim = Shim::start().await;
     shim.stop().await;
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = anneal_tests::private_temp_dir("anneal-secrets-");
     for name in ["admin.token", "shim.key", "shim.db"] {
         std::fs::copy(shim.dir().join(name), dir.path().join(name)).expect("copy a secret file");
         set_mode(&dir.path().join(name), 0o600);
@@ -60,8 +60,10 @@ async fn group_or_other_readable_secret_files_are_refused() {
         assert_refused(&serve(dir.path(), None).await, &[&path.display().to_string(), "chmod 600"]);
         set_mode(&path, 0o600);
     }
-    set_mode(dir.path(), 0o775);
-    assert_refused(&serve(dir.path(), None).await, &[&dir.path().display().to_string(), "chmod 700"]);
+    for mode in [0o775, 0o755] {
+        set_mode(dir.path(), mode);
+        assert_refused(&serve(dir.path(), None).await, &[&dir.path().display().to_string(), "chmod 700"]);
+    }
     set_mode(dir.path(), 0o700);
 }
 
@@ -79,7 +81,7 @@ async fn secret_files_owned_by_another_user_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_anneal_token_is_refused() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = anneal_tests::private_temp_dir("anneal-secrets-");
     assert_refused(&serve(dir.path(), Some("secret")).await, &["ANNEAL_TOKEN", "32"]);
     assert!(!dir.path().join("shim.db").exists(), "nothing was created");
 }

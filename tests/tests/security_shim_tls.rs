@@ -106,7 +106,7 @@ async fn get_metadata(ca: Option<&str>, credentials: &Value) -> Result<u16, Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_trusting_the_ca_reads_metadata_over_https() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = anneal_tests::private_temp_dir("anneal-tls-");
     let pki = make_pki("one");
     TlsShim::install(dir.path(), &pki);
     let shim = TlsShim::start_tls(dir.path()).await;
@@ -148,7 +148,7 @@ async fn a_client_trusting_the_ca_reads_metadata_over_https() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old_one() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = anneal_tests::private_temp_dir("anneal-tls-");
     let (first, second) = (make_pki("first"), make_pki("second"));
     TlsShim::install(dir.path(), &first);
     let shim = TlsShim::start_tls(dir.path()).await;
@@ -181,18 +181,18 @@ async fn sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_http_public_url_off_loopback_is_warned_about() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = anneal_tests::private_temp_dir("anneal-tls-");
     let shim = TlsShim::start(dir.path(), &["--public-url", "http://192.0.2.7:8080"]).await;
     wait_until(LIMIT, "the warning", || async { shim.log().contains("plain http").then_some(()) }).await;
     let log = shim.log();
     assert!(log.contains("WARN") && log.contains("http://192.0.2.7:8080") && log.contains("--tls-cert"), "{log}");
 
-    let quiet = tempfile::tempdir().expect("temp dir");
+    let quiet = anneal_tests::private_temp_dir("anneal-tls-");
     let loopback = TlsShim::start(quiet.path(), &[]).await;
     assert!(loopback.url.starts_with("http://127.0.0.1:"), "{}", loopback.url);
     assert!(!loopback.log().contains("plain http"), "{}", loopback.log());
 
-    let broken = tempfile::tempdir().expect("temp dir");
+    let broken = anneal_tests::private_temp_dir("anneal-tls-");
     let mut command = Command::new(shim_binary());
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])

@@ -123,11 +123,16 @@ pub fn write_agent_config(root: &Path, extra: &str, sources: &str) -> BenchResul
 }
 
 /// A fresh temp dir whose name starts with `prefix`.
+/// A private (0700) temp dir: `anneal-shim serve` refuses a database directory others may enter.
 pub fn temp_dir(prefix: &str) -> BenchResult<tempfile::TempDir> {
-    tempfile::Builder::new()
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir()
-        .map_err(|source| BenchError::Process { what: "create a temp dir".into(), source })
+        .map_err(|source| BenchError::Process { what: "create a temp dir".into(), source })?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .map_err(|source| BenchError::Process { what: "make a temp dir private".into(), source })?;
+    Ok(dir)
 }
 
 /// Polls `GET /v1/stacks/<name>` every 5 ms until the stack is `CREATE_COMPLETE` (its detail is
