@@ -230,7 +230,7 @@ async fn connections_over_the_per_peer_cap_are_refused_and_held_long_polls_do_no
 
 #[tokio::test]
 async fn serve_raises_its_open_file_soft_limit_to_the_hard_limit() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = anneal_tests::private_temp_dir("anneal-fd-limit-");
     let stdout = dir.path().join("shim.out");
     // The shell lowers the soft limit, then becomes the shim (same pid, same limits).
     let mut command = tokio::process::Command::new("sh");

@@ -191,7 +191,7 @@ async fn poll_once(metadata_url: &str, token: &str) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metadata_polls_stay_fast_under_a_slowloris_and_bad_token_flood() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = anneal_tests::private_temp_dir("anneal-soak-");
     let (shim, url) = start_shim(dir.path(), 256).await;
     let credentials = add_server(dir.path(), &url, "vm1").await;
     let token = credentials["token"].as_str().expect("token").to_string();
