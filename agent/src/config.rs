@@ -13,6 +13,14 @@ use std::time::Duration;
 use anneal_protocol::env::is_valid_env_name;
 use serde::Deserialize;
 
+mod openstack;
+
+pub use openstack::{
+    CfnSourceConfig, ClientConfig, ConfigDriveSourceConfig, DEFAULT_CONFIG_DRIVE_LABEL, DEFAULT_EC2_METADATA_URL,
+    Ec2SourceConfig, HeatSourceConfig, KeystoneConfig, ZaqarSourceConfig,
+};
+use openstack::{RawCfnSource, RawConfigDriveSource, RawEc2Source, RawHeatSource, RawZaqarSource};
+
 /// Where heat-config and anneal look for hooks, in lookup order.
 pub(crate) const DEFAULT_HOOKS_DIRS: [&str; 3] =
     ["/usr/libexec/anneal/hooks", "/usr/libexec/heat-config/hooks", "/var/lib/heat-config/hooks"];
@@ -57,6 +65,11 @@ pub enum SourceConfig {
     Http(HttpSourceConfig),
     Local(LocalSourceConfig),
     HeatLocal(HeatLocalSourceConfig),
+    Heat(HeatSourceConfig),
+    Cfn(CfnSourceConfig),
+    Zaqar(ZaqarSourceConfig),
+    Ec2(Ec2SourceConfig),
+    ConfigDrive(ConfigDriveSourceConfig),
 }
 
 impl SourceConfig {
@@ -66,7 +79,30 @@ impl SourceConfig {
             SourceConfig::Http(_) => "http",
             SourceConfig::Local(_) => "local",
             SourceConfig::HeatLocal(_) => "heat-local",
+            SourceConfig::Heat(_) => "heat",
+            SourceConfig::Cfn(_) => "cfn",
+            SourceConfig::Zaqar(_) => "zaqar",
+            SourceConfig::Ec2(_) => "ec2",
+            SourceConfig::ConfigDrive(_) => "config-drive",
         }
+    }
+
+    /// The extra trust roots this source names, with the key that names them.
+    pub(crate) fn ca_file(&self) -> Option<(&'static str, &Path)> {
+        match self {
+            SourceConfig::Http(http) => http.ca_file.as_deref().map(|path| ("ca_file", path)),
+            SourceConfig::Heat(heat) => heat.client.ca_file.as_deref().map(|path| ("ca_file", path)),
+            SourceConfig::Cfn(cfn) => cfn.client.ca_file.as_deref().map(|path| ("ca_certificate", path)),
+            SourceConfig::Zaqar(zaqar) => zaqar.client.ca_file.as_deref().map(|path| ("ca_file", path)),
+            SourceConfig::Ec2(ec2) => ec2.client.ca_file.as_deref().map(|path| ("ca_file", path)),
+            SourceConfig::Local(_) | SourceConfig::HeatLocal(_) | SourceConfig::ConfigDrive(_) => None,
+        }
+    }
+
+    /// Whether the source holds a credential inline (a password or a secret key), so the file
+    /// it is written in must be readable by its owner only.
+    pub(crate) fn holds_secret(&self) -> bool {
+        matches!(self, SourceConfig::Heat(_) | SourceConfig::Cfn(_) | SourceConfig::Zaqar(_))
     }
 }
 
@@ -121,7 +157,15 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         });
     }
     let text = fs::read_to_string(path).map_err(read_error)?;
-    parse(&text, path)
+    let config = parse(&text, path)?;
+    if metadata.permissions().mode() & 0o077 != 0 && config.sources.iter().any(SourceConfig::holds_secret) {
+        return Err(ConfigError::Unsafe {
+            path: path.to_path_buf(),
+            reason: "the config file holds a password or secret key but group or others may read it (chmod 600)"
+                .to_string(),
+        });
+    }
+    Ok(config)
 }
 
 /// Parses and validates config text; `path` is only used in messages and kept in `Config`.
@@ -144,7 +188,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
 }
 
 /// A validation failure before the file name is attached: `(key, reason)`.
-type Problem = (String, String);
+pub(crate) type Problem = (String, String);
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,6 +219,11 @@ enum RawSource {
     Http(RawHttpSource),
     Local(RawLocalSource),
     HeatLocal(RawHeatLocalSource),
+    Heat(RawHeatSource),
+    Cfn(RawCfnSource),
+    Zaqar(RawZaqarSource),
+    Ec2(RawEc2Source),
+    ConfigDrive(RawConfigDriveSource),
 }
 
 #[derive(Debug, Deserialize)]
@@ -256,7 +305,23 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceConfig, Problem
                 .map(|()| SourceConfig::HeatLocal(HeatLocalSourceConfig { path }))
                 .map_err(|reason| (format!("source[{index}] (heat-local) path"), reason))
         }
+        RawSource::Heat(heat) => {
+            openstack::validate_heat(heat).map(SourceConfig::Heat).map_err(in_source(index, "heat"))
+        }
+        RawSource::Cfn(cfn) => openstack::validate_cfn(cfn).map(SourceConfig::Cfn).map_err(in_source(index, "cfn")),
+        RawSource::Zaqar(zaqar) => {
+            openstack::validate_zaqar(zaqar).map(SourceConfig::Zaqar).map_err(in_source(index, "zaqar"))
+        }
+        RawSource::Ec2(ec2) => openstack::validate_ec2(ec2).map(SourceConfig::Ec2).map_err(in_source(index, "ec2")),
+        RawSource::ConfigDrive(drive) => openstack::validate_config_drive(drive)
+            .map(SourceConfig::ConfigDrive)
+            .map_err(in_source(index, "config-drive")),
     }
+}
+
+/// Prefixes a field's problem with the source it belongs to: `source[2] (cfn) path`.
+fn in_source(index: usize, kind: &'static str) -> impl Fn(Problem) -> Problem {
+    move |(field, reason)| (format!("source[{index}] ({kind}) {field}"), reason)
 }
 
 fn validate_http(raw: RawHttpSource) -> Result<HttpSourceConfig, Problem> {
@@ -282,7 +347,7 @@ fn validate_http(raw: RawHttpSource) -> Result<HttpSourceConfig, Problem> {
 
 /// Checks that `url` is an absolute http(s) URL with a host. The reason never quotes the URL: its
 /// query string may be a credential (a Swift temp URL signature).
-fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let parsed = reqwest::Url::parse(url).map_err(|error| format!("not a valid URL: {error}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("scheme must be http or https, got {:?}", parsed.scheme()));
@@ -295,7 +360,7 @@ fn check_url(url: &str) -> Result<(), String> {
 
 /// Relative paths would depend on the agent's working directory, which differs between a
 /// systemd unit and a shell.
-fn absolute(path: &Path) -> Result<(), String> {
+pub(crate) fn absolute(path: &Path) -> Result<(), String> {
     if path.is_absolute() {
         Ok(())
     } else {
@@ -303,7 +368,7 @@ fn absolute(path: &Path) -> Result<(), String> {
     }
 }
 
-fn at_least(secs: u64, minimum: u64) -> Result<Duration, String> {
+pub(crate) fn at_least(secs: u64, minimum: u64) -> Result<Duration, String> {
     if secs < minimum {
         return Err(format!("must be at least {minimum}, got {secs}"));
     }

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use reqwest::{Certificate, Client, redirect};
 
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
+#[cfg(test)]
+use crate::config::SourceConfig;
 
 /// The extra trust roots every client adds to the system's: the configured CA files.
 #[derive(Debug, Clone, Default)]
@@ -36,13 +38,11 @@ pub enum CaFileError {
 }
 
 impl TrustRoots {
-    /// The `ca_file` of every http source in `config`, each named by its source in errors.
+    /// The CA file of every source in `config` (`ca_file`, or a cfn source's `ca_certificate`), each named by its source in errors.
     pub fn from_config(config: &Config) -> Result<TrustRoots, CaFileError> {
         let mut certificates = Vec::new();
         for (index, source) in config.sources.iter().enumerate() {
-            if let SourceConfig::Http(http) = source
-                && let Some(path) = &http.ca_file
-            {
+            if let Some((_, path)) = source.ca_file() {
                 certificates.extend(read_ca(&format!("source[{index}] {}", source.kind()), path)?);
             }
         }

@@ -7,15 +7,15 @@ use std::fmt;
 
 /// A value that must never be printed: tokens, passwords, signed URLs.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Secret<T>(T);
+pub struct Secret<T>(T);
 
 impl<T> Secret<T> {
-    pub(crate) fn new(value: T) -> Secret<T> {
+    pub fn new(value: T) -> Secret<T> {
         Secret(value)
     }
 
     /// The secret itself, for the one place that must send it.
-    pub(crate) fn expose(&self) -> &T {
+    pub fn expose(&self) -> &T {
         &self.0
     }
 }

@@ -122,8 +122,8 @@ fn syntax_and_type_errors_use_toml_messages() {
 
 #[test]
 fn unknown_or_missing_kind_is_rejected() {
-    let message = error_text("[[source]]\nkind = \"zaqar\"\n");
-    assert!(message.contains("unknown variant `zaqar`"), "{message}");
+    let message = error_text("[[source]]\nkind = \"swift\"\n");
+    assert!(message.contains("unknown variant `swift`"), "{message}");
     assert!(message.contains("heat-local"), "{message}");
     let message = error_text("[[source]]\npath = \"/x\"\n");
     assert!(message.contains("kind"), "{message}");
@@ -215,4 +215,83 @@ fn load_reports_a_missing_file() {
     let error = load(&path).unwrap_err();
     assert!(matches!(&error, ConfigError::Read { path: p, .. } if *p == path));
     assert!(error.to_string().contains("missing.toml"));
+}
+
+const HEAT_SOURCE: &str = r#"
+    [[source]]
+    kind = "heat"
+    auth_url = "http://127.0.0.1:5000/v3"
+    user_id = "u1"
+    password = "pw"
+    project_id = "p1"
+    stack_id = "stack/0123"
+    resource_name = "server"
+    region_name = ""
+"#;
+
+#[test]
+fn openstack_sources_take_os_collect_config_keys() {
+    let text = format!(
+        "{HEAT_SOURCE}{}",
+        r#"
+        [[source]]
+        kind = "cfn"
+        metadata_url = "http://127.0.0.1:8000/v1/"
+        stack_name = "s"
+        path = "server.Metadata"
+        access_key_id = "ak"
+        secret_access_key = "sk"
+        ca_certificate = "/etc/ca.pem"
+
+        [[source]]
+        kind = "zaqar"
+        auth_url = "http://127.0.0.1:5000"
+        user_id = "u"
+        password = "pw"
+        project_id = "p"
+        queue_id = "q"
+        region_name = "RegionOne"
+
+        [[source]]
+        kind = "ec2"
+        metadata_url = "http://127.0.0.1:9/latest/meta-data/"
+
+        [[source]]
+        kind = "config-drive"
+    "#
+    );
+    let config = parse_text(&text).unwrap();
+    let kinds: Vec<&str> = config.sources.iter().map(SourceConfig::kind).collect();
+    assert_eq!(kinds, ["heat", "cfn", "zaqar", "ec2", "config-drive"]);
+    let SourceConfig::Heat(heat) = &config.sources[0] else { panic!("not heat") };
+    assert_eq!(heat.keystone.region_name, None, "an empty region means any");
+    assert_eq!(heat.keystone.password.expose(), "pw");
+    assert!(!format!("{config:?}").contains("\"pw\""), "passwords never print: {config:?}");
+    assert_eq!(config.sources[1].ca_file(), Some(("ca_certificate", Path::new("/etc/ca.pem"))));
+    let SourceConfig::ConfigDrive(drive) = &config.sources[4] else { panic!("not config-drive") };
+    assert_eq!((drive.path.as_deref(), drive.label.as_str()), (None, "config-2"));
+}
+
+#[test]
+fn openstack_sources_name_the_bad_key() {
+    let missing = HEAT_SOURCE.replace("password = \"pw\"", "");
+    assert!(error_text(&missing).contains("missing field `password`"), "{}", error_text(&missing));
+    let empty = HEAT_SOURCE.replace("user_id = \"u1\"", "user_id = \"\"");
+    assert!(error_text(&empty).contains("source[0] (heat) user_id: must not be empty"), "{}", error_text(&empty));
+    let cfn = "[[source]]\nkind = \"cfn\"\nmetadata_url = \"http://h/\"\nstack_name = \"s\"\npath = \"server\"\naccess_key_id = \"a\"\nsecret_access_key = \"s\"\n";
+    assert!(error_text(cfn).contains("source[0] (cfn) path: must be RESOURCE.Metadata"), "{}", error_text(cfn));
+    let drive = "[[source]]\nkind = \"config-drive\"\nlabel = \"a b\"\n";
+    assert!(error_text(drive).contains("source[0] (config-drive) label"), "{}", error_text(drive));
+}
+
+#[test]
+fn a_config_holding_a_password_must_be_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.toml");
+    fs::write(&path, HEAT_SOURCE).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    let error = load(&path).unwrap_err().to_string();
+    assert!(error.contains("holds a password or secret key") && error.contains("chmod 600"), "{error}");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    load(&path).unwrap();
 }

@@ -102,6 +102,8 @@ pub enum SourceError {
     },
     #[error("{source_name}: {what} is a JSON {found}, not an object")]
     NotObject { source_name: String, what: String, found: &'static str },
+    #[error("{source_name}: the {kind} source is not built into this agent yet")]
+    Unsupported { source_name: String, kind: &'static str },
     #[error("cannot use the source cache {path}")]
     Cache {
         path: PathBuf,
@@ -133,6 +135,14 @@ impl Source {
             SourceConfig::Local(local) => Source::Local(LocalSource::new(name, local.path.clone())),
             SourceConfig::HeatLocal(heat_local) => {
                 Source::HeatLocal(HeatLocalSource::new(name, heat_local.path.clone()))
+            }
+            // Being built: each helper replaces its arm.
+            SourceConfig::Heat(_)
+            | SourceConfig::Cfn(_)
+            | SourceConfig::Zaqar(_)
+            | SourceConfig::Ec2(_)
+            | SourceConfig::ConfigDrive(_) => {
+                return Err(SourceError::Unsupported { source_name: name, kind: config.kind() });
             }
         })
     }
