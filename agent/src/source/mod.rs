@@ -1,12 +1,17 @@
 //! Metadata sources: where the agent reads its Heat-format metadata document (a JSON object) from.
-//! `Source` is the closed set of kinds (http, local, heat-local), built from the config in one
+//! `Source` is the closed set of kinds (http, local, heat-local, and os-collect-config's cfn, ec2
+//! and config-drive), built from the config in one
 //! place; `cache` keeps each source's last good document across restarts, `state` holds what is
 //! known of each source and merges it into one view, `collector` fetches every source once
 //! (`once`) or starts one polling task per source (`poll`, the daemon). Sources only read: they
 //! never run hooks, and they never log a token or a URL's query string.
 
+mod body;
 pub(crate) mod cache;
+pub(crate) mod cfn;
 pub(crate) mod collector;
+pub(crate) mod config_drive;
+pub(crate) mod ec2;
 pub(crate) mod heat_local;
 pub(crate) mod http;
 pub(crate) mod local;
@@ -21,6 +26,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use cfn::CfnSource;
+pub(crate) use config_drive::ConfigDriveSource;
+pub(crate) use ec2::Ec2Source;
 pub(crate) use heat_local::HeatLocalSource;
 pub(crate) use http::HttpSource;
 pub(crate) use local::LocalSource;
@@ -38,6 +46,9 @@ pub(crate) enum Source {
     Http(HttpSource),
     Local(LocalSource),
     HeatLocal(HeatLocalSource),
+    Cfn(CfnSource),
+    Ec2(Ec2Source),
+    ConfigDrive(ConfigDriveSource),
 }
 
 /// What one fetch produced.
@@ -102,6 +113,15 @@ pub enum SourceError {
     },
     #[error("{source_name}: {what} is a JSON {found}, not an object")]
     NotObject { source_name: String, what: String, found: &'static str },
+    /// The server answered with an error of its own (heat-api-cfn's `ErrorResponse`).
+    #[error("{source_name}: GET {url} was refused with {code} (HTTP {status}): {message}")]
+    Refused { source_name: String, url: String, status: u16, code: String, message: String },
+    /// The server's answer cannot be used (malformed, missing what we asked for, over a limit).
+    #[error("{source_name}: {what}: {reason}")]
+    BadResponse { source_name: String, what: String, reason: String },
+    /// A helper program (blkid, mount, umount) failed.
+    #[error("{source_name}: {program}: {reason}")]
+    Command { source_name: String, program: PathBuf, reason: String },
     #[error("{source_name}: the {kind} source is not built into this agent yet")]
     Unsupported { source_name: String, kind: &'static str },
     #[error("cannot use the source cache {path}")]
@@ -119,7 +139,9 @@ impl SourceError {
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             SourceError::Request { .. } | SourceError::NotFound { .. } => true,
-            SourceError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            SourceError::Status { status, .. } | SourceError::Refused { status, .. } => {
+                *status >= 500 || *status == 408 || *status == 429
+            }
             _ => false,
         }
     }
@@ -136,12 +158,11 @@ impl Source {
             SourceConfig::HeatLocal(heat_local) => {
                 Source::HeatLocal(HeatLocalSource::new(name, heat_local.path.clone()))
             }
+            SourceConfig::Cfn(cfn) => Source::Cfn(CfnSource::new(name, cfn, roots)?),
+            SourceConfig::Ec2(ec2) => Source::Ec2(Ec2Source::new(name, ec2, roots)?),
+            SourceConfig::ConfigDrive(drive) => Source::ConfigDrive(ConfigDriveSource::new(name, drive)),
             // Being built: each helper replaces its arm.
-            SourceConfig::Heat(_)
-            | SourceConfig::Cfn(_)
-            | SourceConfig::Zaqar(_)
-            | SourceConfig::Ec2(_)
-            | SourceConfig::ConfigDrive(_) => {
+            SourceConfig::Heat(_) | SourceConfig::Zaqar(_) => {
                 return Err(SourceError::Unsupported { source_name: name, kind: config.kind() });
             }
         })
@@ -153,6 +174,9 @@ impl Source {
             Source::Http(source) => source.name(),
             Source::Local(source) => source.name(),
             Source::HeatLocal(source) => source.name(),
+            Source::Cfn(source) => source.name(),
+            Source::Ec2(source) => source.name(),
+            Source::ConfigDrive(source) => source.name(),
         }
     }
 
@@ -161,7 +185,7 @@ impl Source {
     pub(crate) fn can_long_poll(&self) -> bool {
         match self {
             Source::Http(source) => source.can_long_poll(),
-            Source::Local(_) | Source::HeatLocal(_) => false,
+            Source::Local(_) | Source::HeatLocal(_) | Source::Cfn(_) | Source::Ec2(_) | Source::ConfigDrive(_) => false,
         }
     }
 
@@ -174,6 +198,9 @@ impl Source {
             Source::Http(source) => source.fetch(wait, shutdown).await,
             Source::Local(source) => source.fetch(),
             Source::HeatLocal(source) => source.fetch(),
+            Source::Cfn(source) => source.fetch(shutdown).await,
+            Source::Ec2(source) => source.fetch(shutdown).await,
+            Source::ConfigDrive(source) => source.fetch(shutdown).await,
         }
     }
 
@@ -181,7 +208,9 @@ impl Source {
     pub(crate) fn validators(&self) -> Validators {
         match self {
             Source::Http(source) => source.validators().clone(),
-            Source::Local(_) | Source::HeatLocal(_) => Validators::default(),
+            Source::Local(_) | Source::HeatLocal(_) | Source::Cfn(_) | Source::Ec2(_) | Source::ConfigDrive(_) => {
+                Validators::default()
+            }
         }
     }
 
@@ -200,6 +229,9 @@ impl Source {
             Source::Http(source) => format!("http {}", source.url()),
             Source::Local(source) => format!("local {}", source.path().display()),
             Source::HeatLocal(source) => format!("heat-local {}", source.path().display()),
+            Source::Cfn(source) => source.described(),
+            Source::Ec2(source) => format!("ec2 {}", source.url()),
+            Source::ConfigDrive(source) => source.described(),
         };
         hex(&Sha256::digest(described.as_bytes()))
     }
