@@ -142,14 +142,19 @@ impl CfnSource {
         }
     }
 
-    /// The JSON in the `Metadata` element, narrowed to `sub_keys`.
+    /// The JSON in the `Metadata` element, narrowed to `sub_keys`. Heat writes an empty element
+    /// for a resource without metadata (its XML serializer leaves out empty JSON values).
     fn document(&self, text: &str) -> Result<Value, SourceError> {
         let what = format!("{}.{} of {}", self.resource, self.field, self.redacted_url);
-        let mut value: Value = serde_json::from_str(text).map_err(|source| SourceError::InvalidJson {
-            source_name: self.name.clone(),
-            what: what.clone(),
-            source,
-        })?;
+        let mut value: Value = if text.trim().is_empty() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_str(text).map_err(|source| SourceError::InvalidJson {
+                source_name: self.name.clone(),
+                what: what.clone(),
+                source,
+            })?
+        };
         for key in &self.sub_keys {
             value = match value {
                 Value::Object(mut object) => object.remove(key),

@@ -151,6 +151,18 @@ async fn sub_keys_select_part_of_the_metadata() {
 }
 
 #[tokio::test]
+async fn empty_metadata_is_an_empty_document() {
+    let server = MockServer::start().await;
+    serve(
+        &server,
+        ResponseTemplate::new(200).set_body_string(detail("{}").replace("<Metadata>{}</Metadata>", "<Metadata/>")),
+    )
+    .await;
+    let source = source(&format!("{}/v1/", server.uri()), "server.Metadata");
+    assert_eq!(fetch(&source).await.unwrap(), Fetched::Document(json!({})));
+}
+
+#[tokio::test]
 async fn signature_rejected_is_a_configuration_error_without_the_signature() {
     let server = MockServer::start().await;
     let body = error_response("SignatureDoesNotMatch", "The request signature we calculated does not match");
