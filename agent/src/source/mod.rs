@@ -1,10 +1,10 @@
 //! Metadata sources: where the agent reads its Heat-format metadata document (a JSON object) from.
 //! `Source` is the closed set of kinds (http, local, heat-local, and os-collect-config's cfn, ec2
-//! and config-drive), built from the config in one
-//! place; `cache` keeps each source's last good document across restarts, `state` holds what is
-//! known of each source and merges it into one view, `collector` fetches every source once
-//! (`once`) or starts one polling task per source (`poll`, the daemon). Sources only read: they
-//! never run hooks, and they never log a token or a URL's query string.
+//! and config-drive), built from the config in one place; `cache` keeps each source's last good
+//! document across restarts, `state` holds what is known of each source and merges it into one
+//! view, `collector` fetches every source once (`once`) or starts one polling task per source
+//! (`poll`, the daemon). Sources only read: they never run hooks, and they never log a token or a
+//! URL's query string.
 
 mod body;
 pub(crate) mod cache;
@@ -299,6 +299,39 @@ mod tests {
         assert_eq!(Source::from_config(2, &heat, &TrustRoots::default()).unwrap().name(), "source[2] heat-local");
         assert!(!local.can_long_poll());
         assert!(!http.can_long_poll(), "no long-poll before the server advertised it");
+    }
+
+    #[test]
+    fn os_collect_config_kinds_are_built() {
+        use crate::config::{CfnSourceConfig, ClientConfig, ConfigDriveSourceConfig, Ec2SourceConfig};
+        use crate::secret::Secret;
+        let client = ClientConfig {
+            ca_file: None,
+            connect_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+        };
+        let cfn = SourceConfig::Cfn(CfnSourceConfig {
+            metadata_url: "http://127.0.0.1:9/v1/".to_string(),
+            stack_name: "s".to_string(),
+            path: "server.Metadata".to_string(),
+            access_key_id: "ak".to_string(),
+            secret_access_key: Secret::new("very-secret".to_string()),
+            client: client.clone(),
+        });
+        let ec2 = SourceConfig::Ec2(Ec2SourceConfig { metadata_url: "http://127.0.0.1:9/m/".to_string(), client });
+        let drive = SourceConfig::ConfigDrive(ConfigDriveSourceConfig { path: None, label: "config-2".to_string() });
+        let roots = TrustRoots::default();
+        let built: Vec<Source> = [cfn, ec2, drive]
+            .iter()
+            .enumerate()
+            .map(|(index, config)| Source::from_config(index, config, &roots).unwrap())
+            .collect();
+        let names: Vec<&str> = built.iter().map(Source::name).collect();
+        assert_eq!(names, ["source[0] cfn", "source[1] ec2", "source[2] config-drive"]);
+        assert!(built.iter().all(|source| !source.can_long_poll() && source.validators() == Validators::default()));
+        assert!(!format!("{:?}", built[0]).contains("very-secret"));
+        let identities: std::collections::HashSet<String> = built.iter().map(Source::identity).collect();
+        assert_eq!(identities.len(), 3);
     }
 
     #[test]
