@@ -14,7 +14,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};
 use quick_xml::Reader;
-use quick_xml::events::Event;
+use quick_xml::events::{BytesRef, Event};
 use reqwest::{Client, Url};
 use serde_json::Value;
 use sha2::Sha256;
@@ -298,20 +298,9 @@ fn parse_answer(body: &[u8], field: &str) -> Result<Answer, String> {
             Event::End(_) => {
                 stack.pop();
             }
-            Event::Text(text) => append(&mut texts, target, &text.xml_content().map_err(|e| e.to_string())?),
-            Event::CData(data) => append(&mut texts, target, &data.decode().map_err(|e| e.to_string())?),
-            Event::GeneralRef(reference) => {
-                let resolved = match reference.resolve_char_ref().map_err(|e| e.to_string())? {
-                    Some(character) => character.to_string(),
-                    None => {
-                        let name = reference.decode().map_err(|e| e.to_string())?;
-                        quick_xml::escape::resolve_predefined_entity(&name)
-                            .ok_or_else(|| format!("the answer uses the unknown entity &{name};"))?
-                            .to_string()
-                    }
-                };
-                append(&mut texts, target, &resolved);
-            }
+            Event::Text(text) => append(&mut texts, target, &text.xml_content().map_err(not_utf8)?),
+            Event::CData(data) => append(&mut texts, target, &data.decode().map_err(not_utf8)?),
+            Event::GeneralRef(reference) => append(&mut texts, target, &resolve_reference(&reference)?),
             Event::Eof if stack.is_empty() => break,
             Event::Eof => {
                 return Err(format!("the answer is not well-formed XML: <{}> is not closed", stack.join("/")));
@@ -330,6 +319,24 @@ fn parse_answer(body: &[u8], field: &str) -> Result<Answer, String> {
         Some(other) => Err(format!("unexpected answer element {:?}", sanitize(other, 64).unwrap_or_default())),
         None => Err("the answer is empty".to_string()),
     }
+}
+
+/// A character reference, or one of XML's five predefined entities; anything else (an entity a
+/// DTD would define) is refused.
+fn resolve_reference(reference: &BytesRef<'_>) -> Result<String, String> {
+    let invalid = |error: quick_xml::Error| format!("the answer has an invalid reference: {error}");
+    if let Some(character) = reference.resolve_char_ref().map_err(invalid)? {
+        return Ok(character.to_string());
+    }
+    let name = reference.decode().map_err(not_utf8)?;
+    match quick_xml::escape::resolve_predefined_entity(&name) {
+        Some(text) => Ok(text.to_string()),
+        None => Err(format!("the answer uses the unknown entity &{};", sanitize(&name, 64).unwrap_or_default())),
+    }
+}
+
+fn not_utf8(error: quick_xml::encoding::EncodingError) -> String {
+    format!("the answer is not UTF-8 text: {error}")
 }
 
 /// Which text the element at `path` holds, if any.

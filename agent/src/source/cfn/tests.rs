@@ -229,6 +229,7 @@ async fn hostile_answers_are_clear_errors() {
         (detail("{}").replace("<Metadata>{}</Metadata>", ""), "no StackResourceDetail/Metadata"),
         (detail("{}").replace("<Metadata>{}</Metadata>", "<Metadata/><Metadata/>"), "more than one"),
         (format!("{}{}", "<a>".repeat(40), "</a>".repeat(40)), "deeper than 32"),
+        (detail("&#0;"), "invalid reference"),
     ];
     for (body, expected) in cases {
         server.reset().await;
@@ -237,6 +238,13 @@ async fn hostile_answers_are_clear_errors() {
         assert!(matches!(error, SourceError::BadResponse { .. }), "{body}: {error:?}");
         assert!(error.to_string().contains(expected), "{body}: {error}");
     }
+    server.reset().await;
+    let mut latin1 = detail("{\"a\": \"x\"}").into_bytes();
+    let value = latin1.windows(3).position(|window| window == b"\"x\"").unwrap() + 1;
+    latin1[value] = 0xe9;
+    serve(&server, ResponseTemplate::new(200).set_body_bytes(latin1)).await;
+    let error = fetch(&source(&uri, "server.Metadata")).await.unwrap_err();
+    assert!(error.to_string().contains("the answer is not UTF-8 text"), "{error}");
     server.reset().await;
     serve(&server, ResponseTemplate::new(200).set_body_string(detail("{not json"))).await;
     let error = fetch(&source(&uri, "server.Metadata")).await.unwrap_err();
