@@ -1,5 +1,5 @@
 //! Metadata sources: where the agent reads its Heat-format metadata document (a JSON object) from.
-//! `Source` is the closed set of kinds (http, local, heat-local), built from the config in one
+//! `Source` is the closed set of kinds (http, local, heat-local, heat, zaqar), built from the config in one
 //! place; `cache` keeps each source's last good document across restarts, `state` holds what is
 //! known of each source and merges it into one view, `collector` fetches every source once
 //! (`once`) or starts one polling task per source (`poll`, the daemon). Sources only read: they
@@ -7,11 +7,13 @@
 
 pub(crate) mod cache;
 pub(crate) mod collector;
+pub(crate) mod heat;
 pub(crate) mod heat_local;
 pub(crate) mod http;
 pub(crate) mod local;
 pub(crate) mod poll;
 pub(crate) mod state;
+pub(crate) mod zaqar;
 
 use std::io;
 use std::path::PathBuf;
@@ -21,12 +23,15 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use heat::HeatSource;
 pub(crate) use heat_local::HeatLocalSource;
 pub(crate) use http::HttpSource;
 pub(crate) use local::LocalSource;
+pub(crate) use zaqar::ZaqarSource;
 
 use crate::config::SourceConfig;
 use crate::httpclient::TrustRoots;
+use crate::keystone::KeystoneError;
 
 /// The largest metadata document (or local file) we accept. Heat's documents are far smaller; the
 /// limit keeps a broken or hostile server from exhausting a small VM's memory.
@@ -38,6 +43,8 @@ pub(crate) enum Source {
     Http(HttpSource),
     Local(LocalSource),
     HeatLocal(HeatLocalSource),
+    Heat(HeatSource),
+    Zaqar(ZaqarSource),
 }
 
 /// What one fetch produced.
@@ -102,6 +109,26 @@ pub enum SourceError {
     },
     #[error("{source_name}: {what} is a JSON {found}, not an object")]
     NotObject { source_name: String, what: String, found: &'static str },
+    #[error("{source_name}: no token or endpoint from keystone")]
+    Keystone {
+        source_name: String,
+        #[source]
+        source: KeystoneError,
+    },
+    #[error("{source_name}: the {service_type} endpoint {url} in the keystone catalog is not an http(s) URL")]
+    BadEndpoint { source_name: String, url: String, service_type: &'static str },
+    #[error("{source_name}: cannot {method} {url}")]
+    Send {
+        source_name: String,
+        method: &'static str,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{source_name}: {method} {url} answered HTTP {status}")]
+    Answered { source_name: String, method: &'static str, url: String, status: u16 },
+    #[error("{source_name}: {what}: {reason}")]
+    BadAnswer { source_name: String, what: String, reason: String },
     #[error("{source_name}: the {kind} source is not built into this agent yet")]
     Unsupported { source_name: String, kind: &'static str },
     #[error("cannot use the source cache {path}")]
@@ -118,8 +145,11 @@ impl SourceError {
     /// are retried with backoff; this decides how loudly they are reported.
     pub(crate) fn is_transient(&self) -> bool {
         match self {
-            SourceError::Request { .. } | SourceError::NotFound { .. } => true,
-            SourceError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            SourceError::Request { .. } | SourceError::NotFound { .. } | SourceError::Send { .. } => true,
+            SourceError::Status { status, .. } | SourceError::Answered { status, .. } => {
+                *status >= 500 || *status == 408 || *status == 429
+            }
+            SourceError::Keystone { source, .. } => source.is_transient(),
             _ => false,
         }
     }
@@ -136,12 +166,10 @@ impl Source {
             SourceConfig::HeatLocal(heat_local) => {
                 Source::HeatLocal(HeatLocalSource::new(name, heat_local.path.clone()))
             }
+            SourceConfig::Heat(heat) => Source::Heat(HeatSource::new(name, heat, roots)?),
+            SourceConfig::Zaqar(zaqar) => Source::Zaqar(ZaqarSource::new(name, zaqar, roots)?),
             // Being built: each helper replaces its arm.
-            SourceConfig::Heat(_)
-            | SourceConfig::Cfn(_)
-            | SourceConfig::Zaqar(_)
-            | SourceConfig::Ec2(_)
-            | SourceConfig::ConfigDrive(_) => {
+            SourceConfig::Cfn(_) | SourceConfig::Ec2(_) | SourceConfig::ConfigDrive(_) => {
                 return Err(SourceError::Unsupported { source_name: name, kind: config.kind() });
             }
         })
@@ -153,6 +181,8 @@ impl Source {
             Source::Http(source) => source.name(),
             Source::Local(source) => source.name(),
             Source::HeatLocal(source) => source.name(),
+            Source::Heat(source) => source.name(),
+            Source::Zaqar(source) => source.name(),
         }
     }
 
@@ -161,7 +191,7 @@ impl Source {
     pub(crate) fn can_long_poll(&self) -> bool {
         match self {
             Source::Http(source) => source.can_long_poll(),
-            Source::Local(_) | Source::HeatLocal(_) => false,
+            Source::Local(_) | Source::HeatLocal(_) | Source::Heat(_) | Source::Zaqar(_) => false,
         }
     }
 
@@ -174,6 +204,8 @@ impl Source {
             Source::Http(source) => source.fetch(wait, shutdown).await,
             Source::Local(source) => source.fetch(),
             Source::HeatLocal(source) => source.fetch(),
+            Source::Heat(source) => source.fetch(shutdown).await,
+            Source::Zaqar(source) => source.fetch(shutdown).await,
         }
     }
 
@@ -181,7 +213,7 @@ impl Source {
     pub(crate) fn validators(&self) -> Validators {
         match self {
             Source::Http(source) => source.validators().clone(),
-            Source::Local(_) | Source::HeatLocal(_) => Validators::default(),
+            Source::Local(_) | Source::HeatLocal(_) | Source::Heat(_) | Source::Zaqar(_) => Validators::default(),
         }
     }
 
@@ -200,6 +232,8 @@ impl Source {
             Source::Http(source) => format!("http {}", source.url()),
             Source::Local(source) => format!("local {}", source.path().display()),
             Source::HeatLocal(source) => format!("heat-local {}", source.path().display()),
+            Source::Heat(source) => source.described(),
+            Source::Zaqar(source) => source.described(),
         };
         hex(&Sha256::digest(described.as_bytes()))
     }
@@ -228,6 +262,32 @@ fn parse_document(source_name: &str, what: &str, bytes: &[u8]) -> Result<Value, 
         source,
     })?;
     require_object(source_name, what, value)
+}
+
+/// Reads a response body of at most `limit` bytes (a longer one is an error, and is not read
+/// further); `url` (redacted) names it in errors.
+async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+    source_name: &str,
+    url: &str,
+) -> Result<Vec<u8>, SourceError> {
+    let too_large = || SourceError::TooLarge { source_name: source_name.to_string(), what: url.to_string(), limit };
+    if response.content_length().is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|source| SourceError::Request {
+        source_name: source_name.to_string(),
+        url: url.to_string(),
+        source: source.without_url(),
+    })? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn hex(bytes: &[u8]) -> String {
