@@ -224,10 +224,12 @@ async fn a_token_revoked_mid_run_is_renewed() {
         state.metadata = json!({"deployments": [first, second]});
     }
     wait_until(Duration::from_secs(30), "the second signal", &daemon, || cloud.state().signals.len() == 2).await;
-    let state = cloud.state();
-    assert_eq!(state.signals[1].0, "dep_two");
-    assert!(state.issued >= 3, "the source and the signal each authenticated again: {}", state.issued);
-    drop(state);
+    let (resource, issued) = {
+        let state = cloud.state();
+        (state.signals[1].0.clone(), state.issued)
+    };
+    assert_eq!(resource, "dep_two");
+    assert!(issued >= 3, "the source and the signal each authenticated again: {issued}");
     daemon.terminate();
     assert!(daemon.wait(Duration::from_secs(15)).await.success());
     assert_no_secret(&daemon.log_text());
