@@ -4,11 +4,13 @@
 //! `{"metadata": ...}`, `POST .../resources/{name}/signal`): a `kind = "heat"` source and
 //! HEAT_SIGNAL deployments ride out Keystone being down, a token revoked mid-run and heat-api
 //! answering 500, and refused credentials are reported as permanent, the password and the token
-//! never in a log line or `status`.
+//! never in a log line or `status`. A `kind = "zaqar"` source with ZAQAR_SIGNAL runs against a
+//! recorded-protocol Zaqar fake built from Zaqar's v2 API reference (claims, message delete and
+//! post): Zaqar itself cannot run here.
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,6 +31,10 @@ const METADATA_PATH: &str =
 #[derive(Default)]
 struct CloudState {
     heat_url: String,
+    zaqar_url: String,
+    /// Zaqar's queues: messages in posting order, `(id, body, claim id)`.
+    queues: HashMap<String, Vec<(String, Value, Option<String>)>>,
+    zaqar_requests: usize,
     issued: usize,
     revoked: HashSet<String>,
     metadata: Value,
@@ -64,8 +70,12 @@ impl Respond for KeystoneResponder {
         ResponseTemplate::new(201).insert_header("x-subject-token", token.as_str()).set_body_json(json!({"token": {
             "issued_at": "2026-11-24T10:00:00.000000Z",
             "expires_at": "2026-11-24T11:00:00.000000Z",
-            "catalog": [{"type": "orchestration", "endpoints": [
-                {"interface": "public", "region_id": "RegionOne", "url": endpoint}]}],
+            "catalog": [
+                {"type": "orchestration", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": endpoint}]},
+                {"type": "messaging", "endpoints": [
+                    {"interface": "public", "region_id": "RegionOne", "url": state.zaqar_url}]},
+            ],
         }}))
     }
 }
@@ -97,6 +107,99 @@ impl Respond for HeatResponder {
         }
         ResponseTemplate::new(404)
     }
+}
+
+/// Zaqar's v2 queue API: claims (201 with the unclaimed messages oldest first, 204 when none),
+/// message delete by claim, message post; a token, `Client-ID` and `X-Project-ID` required.
+struct ZaqarResponder(Cloud);
+
+impl Respond for ZaqarResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let mut state = self.0.state();
+        state.zaqar_requests += 1;
+        let token = request.headers.get("x-auth-token").and_then(|value| value.to_str().ok()).unwrap_or_default();
+        if !token.starts_with("token-") || state.revoked.contains(token) {
+            return ResponseTemplate::new(401);
+        }
+        if !request.headers.contains_key("client-id") || request.headers["x-project-id"] != PROJECT_ID {
+            return ResponseTemplate::new(400);
+        }
+        let parts: Vec<String> = request.url.path().split('/').map(str::to_string).collect();
+        let (queue, rest) = match parts.as_slice() {
+            [_, version, queues, queue, rest @ ..] if version == "v2" && queues == "queues" => (queue.clone(), rest),
+            _ => return ResponseTemplate::new(404),
+        };
+        let method = request.method.as_str();
+        let messages = state.queues.entry(queue.clone()).or_default();
+        match (method, rest) {
+            ("POST", [claims]) if claims == "claims" => {
+                let claim_id = format!("claim{}", messages.len() + 1);
+                let claimed: Vec<Value> = messages
+                    .iter_mut()
+                    .filter(|message| message.2.is_none())
+                    .take(20)
+                    .map(|(id, body, claim)| {
+                        *claim = Some(claim_id.clone());
+                        json!({"body": body, "age": 1, "ttl": 3600,
+                               "href": format!("/v2/queues/{queue}/messages/{id}?claim_id={claim_id}")})
+                    })
+                    .collect();
+                if claimed.is_empty() {
+                    return ResponseTemplate::new(204);
+                }
+                ResponseTemplate::new(201).set_body_json(json!({"messages": claimed}))
+            }
+            ("DELETE", [segment, id]) if segment == "messages" => {
+                let claim = request.url.query_pairs().find(|(key, _)| key == "claim_id").map(|(_, v)| v.into_owned());
+                match messages.iter().position(|message| message.0 == *id) {
+                    Some(index) if messages[index].2 != claim => ResponseTemplate::new(403),
+                    Some(index) => {
+                        messages.remove(index);
+                        ResponseTemplate::new(204)
+                    }
+                    None => ResponseTemplate::new(204),
+                }
+            }
+            ("POST", [segment]) if segment == "messages" => {
+                let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+                let Some(posted) = body["messages"].as_array() else { return ResponseTemplate::new(400) };
+                let mut resources = Vec::new();
+                for message in posted {
+                    let id = format!("m{}x{}", messages.len(), resources.len());
+                    resources.push(format!("/v2/queues/{queue}/messages/{id}"));
+                    messages.push((id, message.clone(), None));
+                }
+                ResponseTemplate::new(201).set_body_json(json!({"resources": resources}))
+            }
+            _ => ResponseTemplate::new(404),
+        }
+    }
+}
+
+impl Cloud {
+    /// Heat posting the server's metadata to its queue, as it does on every change.
+    fn post_metadata(&self, queue: &str, metadata: Value) {
+        let mut state = self.state();
+        let messages = state.queues.entry(queue.to_string()).or_default();
+        let id = format!("meta{}", messages.len());
+        messages.push((id, metadata, None));
+    }
+
+    /// The messages of `queue` (their whole `{"body", "ttl"}` objects for posted signals).
+    fn queued(&self, queue: &str) -> Vec<Value> {
+        self.state()
+            .queues
+            .get(queue)
+            .map(|messages| messages.iter().map(|m| m.1.clone()).collect())
+            .unwrap_or_default()
+    }
+}
+
+async fn start_zaqar(cloud: &Cloud) -> MockServer {
+    let zaqar = MockServer::start().await;
+    Mock::given(any()).respond_with(ZaqarResponder(cloud.clone())).mount(&zaqar).await;
+    cloud.state().zaqar_url = zaqar.uri();
+    zaqar
 }
 
 async fn start_heat(cloud: &Cloud) -> MockServer {
@@ -270,4 +373,44 @@ async fn refused_credentials_are_permanent_and_reported_clearly() {
         assert!(!text.contains(wrong), "the password leaked:\n{text}");
     }
     assert!(cloud.state().signals.is_empty());
+}
+
+#[tokio::test]
+async fn zaqar_source_and_zaqar_signal() {
+    let sandbox = Sandbox::new();
+    let cloud = Cloud::default();
+    let _zaqar = start_zaqar(&cloud).await;
+    let keystone = start_keystone(&cloud, std::net::TcpListener::bind("127.0.0.1:0").unwrap()).await;
+    let source = format!(
+        "[[source]]\nkind = \"zaqar\"\nauth_url = \"{}\"\nuser_id = \"{USER_ID}\"\npassword = \"{PASSWORD}\"\n\
+         project_id = \"{PROJECT_ID}\"\nqueue_id = \"metadata-queue\"\nregion_name = \"RegionOne\"\n",
+        keystone.uri()
+    );
+    sandbox.write_config("", &source);
+    std::fs::set_permissions(sandbox.config_path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut deployment = heat_signal_deployment("z-1", "dep_z", &keystone.uri(), PASSWORD);
+    deployment["inputs"].as_array_mut().unwrap().push(json!({"name": "deploy_queue_id", "value": "signal-queue"}));
+    // Two versions queued before the agent starts: only the newest counts.
+    cloud.post_metadata("metadata-queue", json!({"deployments": []}));
+    cloud.post_metadata("metadata-queue", json!({"deployments": [deployment]}));
+    let mut daemon = sandbox.spawn_run();
+
+    wait_until(Duration::from_secs(30), "the zaqar signal", &daemon, || cloud.queued("signal-queue").len() == 1).await;
+    let message = cloud.queued("signal-queue").remove(0);
+    assert_eq!(message["ttl"], 600);
+    assert_eq!(message["body"]["result"], "z-1");
+    assert_eq!(message["body"]["deploy_status_code"], 0);
+    assert!(cloud.queued("metadata-queue").is_empty(), "the metadata messages were deleted");
+
+    // An empty queue keeps the last document: polls go on, nothing runs again.
+    let polls = cloud.state().zaqar_requests;
+    wait_until(Duration::from_secs(10), "more polls", &daemon, || cloud.state().zaqar_requests >= polls + 2).await;
+    assert_eq!(cloud.queued("signal-queue").len(), 1);
+    let rows = sandbox.status().await;
+    assert_eq!(Sandbox::status_of(&rows, "z-1")["state"], "signalled", "{rows:?}");
+    daemon.terminate();
+    assert!(daemon.wait(Duration::from_secs(15)).await.success());
+    let log = daemon.log_text();
+    assert!(!log.contains("fetch failed") && !log.contains("no document yet"), "{log}");
+    assert_no_secret(&log);
 }

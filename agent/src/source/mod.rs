@@ -330,6 +330,37 @@ mod tests {
     }
 
     #[test]
+    fn heat_and_zaqar_sources_are_built_without_sending_anything() {
+        use crate::config::{ClientConfig, HeatSourceConfig, KeystoneConfig, ZaqarSourceConfig};
+        let keystone = KeystoneConfig {
+            auth_url: "http://127.0.0.1:9/v3".into(),
+            user_id: "u".into(),
+            password: crate::secret::Secret::new("pa55word-in-memory".into()),
+            project_id: "p".into(),
+            region_name: None,
+        };
+        let client = ClientConfig {
+            ca_file: None,
+            connect_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+        };
+        let heat = SourceConfig::Heat(HeatSourceConfig {
+            keystone: keystone.clone(),
+            stack_id: "s/1".into(),
+            resource_name: "server".into(),
+            client: client.clone(),
+        });
+        let zaqar = SourceConfig::Zaqar(ZaqarSourceConfig { keystone, queue_id: "q".into(), client });
+        let heat = Source::from_config(3, &heat, &TrustRoots::default()).unwrap();
+        let zaqar = Source::from_config(4, &zaqar, &TrustRoots::default()).unwrap();
+        assert_eq!((heat.name(), zaqar.name()), ("source[3] heat", "source[4] zaqar"));
+        assert!(!heat.can_long_poll() && !zaqar.can_long_poll());
+        assert_ne!(heat.identity(), zaqar.identity());
+        let printed = format!("{heat:?} {zaqar:?}");
+        assert!(!printed.contains("pa55word"), "{printed}");
+    }
+
+    #[test]
     fn identity_depends_on_what_is_read() {
         let one = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s"), &TrustRoots::default()).unwrap();
         let same = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s"), &TrustRoots::default()).unwrap();
@@ -367,6 +398,14 @@ mod tests {
         assert!(status(408).is_transient());
         assert!(!status(403).is_transient());
         assert!(SourceError::NotFound { source_name: "s".into(), url: "u".into() }.is_transient());
+        let answered =
+            |status| SourceError::Answered { source_name: "s".into(), method: "POST", url: "u".into(), status };
+        assert!(answered(503).is_transient() && answered(429).is_transient() && !answered(403).is_transient());
+        let keystone = |source| SourceError::Keystone { source_name: "s".into(), source };
+        assert!(keystone(KeystoneError::Status { url: "u".into(), status: 502 }).is_transient());
+        let refused =
+            KeystoneError::Refused { url: "u".into(), user_id: "a".into(), project_id: "p".into(), status: 401 };
+        assert!(!keystone(refused).is_transient());
         assert!(!SourceError::Redirect { source_name: "s".into(), url: "u".into(), status: 302 }.is_transient());
         let too_large = SourceError::TooLarge { source_name: "s".into(), what: "w".into(), limit: 1 };
         assert!(!too_large.is_transient());
