@@ -10,6 +10,7 @@
 //! other answers as for HTTP signals. An error text never holds the password or the token.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anneal_protocol::KeystoneInputs;
 use anneal_protocol::signal::{MAX_SIGNAL_CHARS, signal_body};
@@ -38,17 +39,18 @@ pub(crate) struct KeystoneSessions {
 
 impl KeystoneSessions {
     /// The session for `credentials`, reused when one exists; the oldest is dropped when full.
+    /// Token requests over `client` take at most `timeout`.
     fn get(
         &self,
         credentials: Credentials,
         client: &Client,
-        sender: &SignalSender,
+        timeout: Duration,
     ) -> Result<Arc<KeystoneSession>, KeystoneError> {
         let mut sessions = self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(session) = sessions.iter().find(|session| *session.credentials() == credentials) {
             return Ok(Arc::clone(session));
         }
-        let session = Arc::new(KeystoneSession::new(credentials, client.clone(), sender.request)?);
+        let session = Arc::new(KeystoneSession::new(credentials, client.clone(), timeout)?);
         // Same user, new password: the old session is of no use any more.
         sessions.retain(|old| {
             let old = old.credentials();
@@ -66,6 +68,14 @@ impl KeystoneSessions {
     pub(crate) fn len(&self) -> usize {
         self.sessions.lock().unwrap().len()
     }
+}
+
+/// One signal to send: the deployment id, its credentials, where it goes and the result.
+struct Signal<'a> {
+    id: &'a str,
+    keystone: &'a KeystoneInputs,
+    target: Target<'a>,
+    result: &'a HookResult,
 }
 
 /// What differs between the two transports: the catalog service, the URL and the body.
@@ -123,7 +133,7 @@ impl SignalSender {
         resource_name: &str,
         result: &HookResult,
     ) -> DeliveryOutcome {
-        self.send_openstack(id, keystone, &Target::Heat { stack_id, resource_name }, result).await
+        self.send_openstack(&Signal { id, keystone, target: Target::Heat { stack_id, resource_name }, result }).await
     }
 
     pub(super) async fn send_zaqar(
@@ -133,16 +143,11 @@ impl SignalSender {
         queue_id: &str,
         result: &HookResult,
     ) -> DeliveryOutcome {
-        self.send_openstack(id, keystone, &Target::Zaqar { queue_id }, result).await
+        self.send_openstack(&Signal { id, keystone, target: Target::Zaqar { queue_id }, result }).await
     }
 
-    async fn send_openstack(
-        &self,
-        id: &str,
-        keystone: &KeystoneInputs,
-        target: &Target<'_>,
-        result: &HookResult,
-    ) -> DeliveryOutcome {
+    async fn send_openstack(&self, signal: &Signal<'_>) -> DeliveryOutcome {
+        let (keystone, target) = (signal.keystone, &signal.target);
         let transport = target.transport();
         let mut required = vec![
             ("deploy_auth_url", keystone.auth_url.as_str()),
@@ -166,29 +171,26 @@ impl SignalSender {
             password: Secret::new(keystone.password.clone()),
             project_id: keystone.project_id.clone(),
         };
-        let session = match self.sessions.get(credentials, client, self) {
+        let session = match self.sessions.get(credentials, client, self.request) {
             Ok(session) => session,
             Err(error) => return keystone_outcome(transport, &error),
         };
-        let outcome = self.post_with_token(id, &session, keystone, target, client, result).await;
+        let outcome = self.post_with_token(signal, &session, client).await;
         scrub(outcome, &keystone.password)
     }
 
     /// Posts the signal with a token, once more with a fresh token after a 401.
-    #[allow(clippy::too_many_arguments)]
     async fn post_with_token(
         &self,
-        id: &str,
+        signal: &Signal<'_>,
         session: &KeystoneSession,
-        keystone: &KeystoneInputs,
-        target: &Target<'_>,
         client: &Client,
-        result: &HookResult,
     ) -> DeliveryOutcome {
+        let (id, keystone, target) = (signal.id, signal.keystone, &signal.target);
         let transport = target.transport();
-        let signal = signal_body(result, MAX_SIGNAL_CHARS);
-        let signal_id = signal_id(id, &signal);
-        let body = target.body(&signal);
+        let signal_text = signal_body(signal.result, MAX_SIGNAL_CHARS);
+        let signal_id = signal_id(id, &signal_text);
+        let body = target.body(&signal_text);
         let mut retried = false;
         loop {
             let token = match session.token().await {

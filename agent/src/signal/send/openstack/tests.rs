@@ -231,15 +231,15 @@ async fn sessions_are_per_credentials_and_bounded() {
         password: Secret::new(PASSWORD.into()),
         project_id: PROJECT_ID.into(),
     };
-    let first = sender.sessions.get(credentials(0), &client, &sender).unwrap();
-    assert!(Arc::ptr_eq(&first, &sender.sessions.get(credentials(0), &client, &sender).unwrap()));
+    let first = sender.sessions.get(credentials(0), &client, sender.request).unwrap();
+    assert!(Arc::ptr_eq(&first, &sender.sessions.get(credentials(0), &client, sender.request).unwrap()));
     let mut changed = credentials(0);
     changed.password = Secret::new("rotated".into());
-    let replaced = sender.sessions.get(changed, &client, &sender).unwrap();
+    let replaced = sender.sessions.get(changed, &client, sender.request).unwrap();
     assert!(!Arc::ptr_eq(&first, &replaced));
     assert_eq!(sender.sessions.len(), 1, "a new password replaces the user's session");
     for user in 1..40 {
-        sender.sessions.get(credentials(user), &client, &sender).unwrap();
+        sender.sessions.get(credentials(user), &client, sender.request).unwrap();
     }
     assert_eq!(sender.sessions.len(), MAX_SESSIONS);
 }
