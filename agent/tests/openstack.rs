@@ -414,3 +414,44 @@ async fn zaqar_source_and_zaqar_signal() {
     assert!(!log.contains("fetch failed") && !log.contains("no document yet"), "{log}");
     assert_no_secret(&log);
 }
+
+/// The agent killed at each journal transition around a HEAT_SIGNAL (`ANNEAL_FAILPOINT`, debug
+/// builds), then run again: the hook never runs twice and Heat receives the signal, with the same
+/// body each time it is sent again. Killed between the hook's exit and its result reaching the
+/// journal, the run counts as interrupted and Heat gets its failure (`options.on_interrupt`'s
+/// default), as with every transport.
+#[tokio::test]
+async fn crash_at_each_transition_of_a_heat_signal() {
+    for failpoint in ["after_seen", "after_hook_exit", "after_finished", "mid_signal", "after_signal_ack"] {
+        let sandbox = Sandbox::new();
+        let cloud = Cloud::default();
+        let _heat = start_heat(&cloud).await;
+        let keystone = start_keystone(&cloud, std::net::TcpListener::bind("127.0.0.1:0").unwrap()).await;
+        let counts = sandbox.root().join("runs");
+        let mut deployment = heat_signal_deployment("c-1", "dep_c", &keystone.uri(), PASSWORD);
+        deployment["config"] =
+            json!(format!("#!/bin/sh\necho run >> {}\necho -n c-1 > $heat_outputs_path.result\n", counts.display()));
+        cloud.state().metadata = json!({"deployments": [deployment]});
+        write_heat_config(&sandbox, &keystone.uri(), PASSWORD);
+
+        let mut crashing = tokio::process::Command::new(BINARY);
+        crashing.args(["once", "--config"]).arg(sandbox.config_path()).env("ANNEAL_FAILPOINT", failpoint);
+        let crashed = run_to_end(crashing, None, Duration::from_secs(60)).await;
+        assert!(!crashed.status.success(), "{failpoint}: the agent crashed: {}", crashed.stderr);
+        let finished = sandbox.once().await;
+        let interrupted = failpoint == "after_hook_exit";
+        assert_eq!(finished.status.success(), !interrupted, "{failpoint}: second run: {}", finished.stderr);
+
+        let runs = std::fs::read_to_string(&counts).unwrap_or_default().lines().count();
+        assert_eq!(runs, 1, "{failpoint}: the hook ran once");
+        let signals = cloud.state().signals.clone();
+        assert!(!signals.is_empty(), "{failpoint}: signalled");
+        assert!(signals.iter().all(|signal| *signal == signals[0]), "{failpoint}: one body: {signals:?}");
+        let expected = if failpoint == "after_signal_ack" { 2 } else { 1 };
+        assert_eq!(signals.len(), expected, "{failpoint}: {signals:?}");
+        assert_eq!(signals[0].1["deploy_status_code"], i32::from(interrupted), "{failpoint}: {signals:?}");
+        let rows = sandbox.status().await;
+        assert_eq!(Sandbox::status_of(&rows, "c-1")["state"], "signalled", "{failpoint}: {rows:?}");
+        assert_no_secret(&format!("{}{}", crashed.stderr, finished.stderr));
+    }
+}
