@@ -17,6 +17,7 @@ pub(crate) mod hook;
 pub mod hooktest;
 pub mod httpclient;
 pub(crate) mod journal;
+pub(crate) mod keystone;
 pub(crate) mod orphan;
 pub(crate) mod schedule;
 pub(crate) mod secret;

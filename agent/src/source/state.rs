@@ -129,7 +129,10 @@ impl Slot {
             Ok(Fetched::Unchanged) if self.document.is_none() => {
                 // Validators without a document (a cache written by hand?): ask unconditionally.
                 self.source.restore_validators(Validators::default());
-                self.failing = Some("the server answered 304 Not Modified but no document is cached".to_string());
+                self.failing = Some(
+                    "no document yet: the source reported no change (304 Not Modified, or an empty queue) and none is cached"
+                        .to_string(),
+                );
             }
             Ok(Fetched::Unchanged) | Ok(Fetched::Cancelled) => {
                 if self.failing.take().is_some() {
