@@ -120,6 +120,14 @@ pub enum SelfConfigError {
     },
     #[error("{path}: {reason}")]
     BadFile { path: PathBuf, reason: String },
+    #[error("{path} is not a JSON document")]
+    NotJson {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path} has no {METADATA_KEY} key (neither at the top nor under \"metadata\")")]
+    NoKey { path: PathBuf },
     #[error("cannot write {path}")]
     Write {
         path: PathBuf,
@@ -344,6 +352,23 @@ pub fn store(state_dir: &Path, config: &SelfConfig) -> Result<(), SelfConfigErro
     fsutil::ensure_private_dir(state_dir)
         .and_then(|()| fsutil::write_atomic(&path, config.text.as_bytes(), 0o600))
         .map_err(|source| SelfConfigError::Write { path, source })
+}
+
+/// `anneal-agent bootstrap --from-metadata FILE`: the sources of the `os-collect-config` key of a
+/// server's metadata saved in `path` (as `key_of_metadata` finds it), at most 16 MiB.
+pub fn from_metadata_file(path: &Path) -> Result<SelfConfig, SelfConfigError> {
+    let read_error = |source| SelfConfigError::Read { path: path.to_path_buf(), source };
+    let limit = crate::source::MAX_DOCUMENT_BYTES as u64;
+    let mut bytes = Vec::new();
+    fs::File::open(path).and_then(|file| file.take(limit + 1).read_to_end(&mut bytes)).map_err(read_error)?;
+    if bytes.len() as u64 > limit {
+        let reason = format!("larger than {limit} bytes");
+        return Err(SelfConfigError::BadFile { path: path.to_path_buf(), reason });
+    }
+    let metadata: Value = serde_json::from_slice(&bytes)
+        .map_err(|source| SelfConfigError::NotJson { path: path.to_path_buf(), source })?;
+    let key = key_of_metadata(&metadata).ok_or_else(|| SelfConfigError::NoKey { path: path.to_path_buf() })?;
+    derive(key)
 }
 
 /// The `os-collect-config` key of a server's metadata as Heat's API answers it: the bare
