@@ -191,3 +191,25 @@ async fn the_daemon_follows_a_changed_key_without_a_restart() {
     assert!(log.contains("switching the polled sources"), "{log}");
     assert!(!log.contains(SIGNATURE), "no log line holds the signature:\n{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_configures_itself_from_the_boot_metadata_in_the_same_cycle() {
+    let receiver = SwitchableServer::start().await;
+    let swift = SwitchableServer::start().await;
+    let signal_url = format!("{}/signal/d1", receiver.url());
+    swift.set_document(document(&[script_deployment("d1", "#!/bin/sh\necho hello\n", &signal_url)]));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (agent, local) = image_agent(dir.path());
+    let boot = json!({"os-collect-config": request_key(&swift, "server"), "deployments": []});
+    std::fs::write(local.join("boot.json"), boot.to_string()).expect("write");
+
+    let once = agent_command(&agent, &["once"]).await;
+    assert_eq!(once.code, 0, "{once:?}");
+    assert_eq!(receiver.answered("POST", "/signal/d1").len(), 1, "the derived source's deployment ran");
+    assert!(self_config_file(&agent).exists());
+    let again = agent_command(&agent, &["once"]).await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(receiver.answered("POST", "/signal/d1").len(), 1, "and only once");
+    assert_eq!(swift.answered("GET", "/v1/AUTH_t/c/server").len(), 2, "the second cycle polls it from the file");
+    assert!(!again.stderr.contains("switching"), "an unchanged key switches nothing:\n{}", again.stderr);
+}
