@@ -285,3 +285,12 @@ fn a_stale_boot_key_does_not_switch_back_after_a_restart() {
     assert!(!tracker.observe(&keys(&[("source[0] heat-local", &boot)])));
     assert!(fs::read_to_string(file_path(state.path())).unwrap().contains("/newer"));
 }
+
+#[test]
+fn the_packaged_config_is_the_heat_image_default() {
+    let text = include_str!("../../../packaging/agent.toml.example");
+    let config = config::parse(text, Path::new("agent.toml.example")).unwrap();
+    let kinds: Vec<&str> = config.sources.iter().map(SourceConfig::kind).collect();
+    assert_eq!(kinds, ["heat-local", "local", "config-drive"], "no per-server source");
+    assert!(!config.sources.iter().any(SourceConfig::holds_secret), "and no credential");
+}
