@@ -33,6 +33,9 @@ const MAX_COLLECTORS: usize = 16;
 const MAX_VALUE_CHARS: usize = 4096;
 /// os-collect-config takes any float; more than a day between polls is not a setting.
 const MAX_POLLING_INTERVAL_SECS: u64 = 86_400;
+/// A metadata file for `bootstrap`: as large as a metadata document may be
+/// (`source::MAX_DOCUMENT_BYTES`; not imported, so the sources may use this module).
+const MAX_METADATA_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// The file holds a few tables: anything larger was not written by the agent.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// The first lines of the file.
@@ -358,7 +361,7 @@ pub fn store(state_dir: &Path, config: &SelfConfig) -> Result<(), SelfConfigErro
 /// server's metadata saved in `path` (as `key_of_metadata` finds it), at most 16 MiB.
 pub fn from_metadata_file(path: &Path) -> Result<SelfConfig, SelfConfigError> {
     let read_error = |source| SelfConfigError::Read { path: path.to_path_buf(), source };
-    let limit = crate::source::MAX_DOCUMENT_BYTES as u64;
+    let limit = MAX_METADATA_FILE_BYTES;
     let mut bytes = Vec::new();
     fs::File::open(path).and_then(|file| file.take(limit + 1).read_to_end(&mut bytes)).map_err(read_error)?;
     if bytes.len() as u64 > limit {
