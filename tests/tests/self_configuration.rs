@@ -116,11 +116,14 @@ async fn bootstrap_refuses_a_file_without_a_usable_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keystone_credentials_from_metadata_are_never_shown() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (agent, _) = image_agent(dir.path());
+    let (mut agent, _) = image_agent(dir.path());
+    // Both point at a closed loopback port: every fetch fails, and its error is logged.
     let metadata = json!({"os-collect-config": {
-        "collectors": ["ec2", "heat", "local"],
+        "collectors": ["ec2", "heat", "cfn", "local"],
         "heat": {"user_id": "u-42", "password": PASSWORD, "auth_url": "http://127.0.0.1:9/v3",
-                 "project_id": "p-1", "stack_id": "s/1", "resource_name": "server", "region_name": ""}}});
+                 "project_id": "p-1", "stack_id": "s/1", "resource_name": "server", "region_name": ""},
+        "cfn": {"metadata_url": "http://127.0.0.1:9/v1/", "access_key_id": "AK-7", "secret_access_key": PASSWORD,
+                "stack_name": "s", "path": "server.Metadata"}}});
     let file = write_metadata(dir.path(), &metadata);
     let bootstrap = agent_command(&agent, &["bootstrap", "--from-metadata", &file]).await;
     assert_eq!(bootstrap.code, 0, "{bootstrap:?}");
@@ -141,6 +144,16 @@ async fn keystone_credentials_from_metadata_are_never_shown() {
     let rows: Value = serde_json::from_str(&json.stdout).expect("JSON");
     assert_eq!(rows[1]["user"], "u-42");
     assert_eq!(rows[1]["secret"], "***");
+    assert_eq!(rows[2]["user"], "AK-7");
+    assert_eq!(rows[2]["secret"], "***");
+
+    // The daemon at debug level for a few polls (the harness's interval is 1 s).
+    agent.start();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    agent.stop().await;
+    let log = agent.log_text();
+    assert!(log.contains("os-collect-config heat"), "the derived sources are named in the log:\n{log}");
+    assert!(!log.contains(PASSWORD), "no log line holds the password:\n{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
