@@ -294,3 +294,16 @@ fn the_packaged_config_is_the_heat_image_default() {
     assert_eq!(kinds, ["heat-local", "local", "config-drive"], "no per-server source");
     assert!(!config.sources.iter().any(SourceConfig::holds_secret), "and no credential");
 }
+
+#[test]
+fn heats_published_metadata_configures_a_cfn_source() {
+    let metadata: Value =
+        serde_json::from_str(include_str!("../../../tests/fixtures/heat/server-metadata-cfn.json")).unwrap();
+    let derived = derive(key_of_metadata(&metadata).unwrap()).unwrap();
+    assert_eq!(derived.source_names(), ["os-collect-config cfn"], "ec2 and local are the image's own sources");
+    let SourceConfig::Cfn(cfn) = &derived.sources[0].1 else { panic!("{derived:?}") };
+    assert_eq!(cfn.metadata_url, "http://192.0.2.10:8000/v1/");
+    assert_eq!((cfn.stack_name.as_str(), cfn.path.as_str()), ("mystack", "server.Metadata"));
+    assert_eq!(cfn.access_key_id, "4e3f2a1b");
+    assert_eq!(cfn.secret_access_key.expose(), "c2VjcmV0");
+}
