@@ -12,6 +12,7 @@
 //! it is used, and no error text quotes a value (a value may be a password).
 
 use std::collections::HashMap;
+use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -89,8 +90,9 @@ impl Collector {
 /// Collectors whose work the image config does with its own sources (see the module comment).
 const COVERED_BY_CONFIG: [&str; 4] = ["ec2", "local", "heat_local", "config_drive"];
 
-/// The sources derived from one `os-collect-config` key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The sources derived from one `os-collect-config` key. Its `Debug` leaves the file text out:
+/// that holds the credentials in plain text.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SelfConfig {
     /// In the key's collector order, each with the collector it came from.
     pub sources: Vec<(Collector, SourceConfig)>,
@@ -98,6 +100,16 @@ pub struct SelfConfig {
     pub poll_interval: Option<Duration>,
     /// The file text: what is written, and what a new key is compared with.
     text: String,
+}
+
+impl fmt::Debug for SelfConfig {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("SelfConfig")
+            .field("sources", &self.sources)
+            .field("poll_interval", &self.poll_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SelfConfig {
@@ -279,7 +291,7 @@ fn parse_sources(text: &str, collectors: &[Collector]) -> Result<Vec<(Collector,
     let config = config::parse(text, Path::new(FILE_NAME)).map_err(|error| match error {
         ConfigError::Invalid { key, reason, .. } => (rename_key(&key, collectors), reason),
         // The TOML parser quotes the offending line, which may hold a password.
-        _ => ("".to_string(), "the sources do not parse as agent.toml".to_string()),
+        _ => ("[[source]]".to_string(), "the tables do not parse as agent.toml".to_string()),
     })?;
     Ok(collectors.iter().copied().zip(config.sources).collect())
 }
@@ -400,8 +412,8 @@ fn printable(name: &str) -> String {
 /// document carried when last looked at. Only a key a source newly carries is acted on, so a
 /// stale key (the boot-time copy in cfn-init-data) never switches back from a newer one that a
 /// self-configured source delivered; of several new keys, the last source's wins, as in the
-/// merge of the documents.
-#[derive(Debug, Default)]
+/// merge of the documents. No `Debug`: the keys it keeps hold credentials.
+#[derive(Default)]
 pub(crate) struct Tracker {
     state_dir: PathBuf,
     current: Option<SelfConfig>,

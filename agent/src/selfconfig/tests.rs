@@ -53,6 +53,8 @@ fn heat_section_becomes_a_heat_source() {
     assert_eq!(keystone.region_name, None);
     assert_eq!((stack_id.as_str(), resource_name.as_str()), ("stack/5b8f", "server"));
     assert_eq!(derived.poll_interval, None);
+    let debug = format!("{derived:?}");
+    assert!(!debug.contains(PASSWORD), "Debug never shows the password: {debug}");
 }
 
 #[test]
@@ -220,7 +222,7 @@ fn a_file_others_could_read_or_that_was_edited_is_refused() {
             "[[source]]\nkind = \"http\"\nurl = \"http://h/\"\n[[source]]\nkind = \"http\"\nurl = \"http://i/\"\n",
             "different one",
         ),
-        ("[[source]]\nkind = \"http\"\nurl = 5\n", "do not parse as agent.toml"),
+        ("[[source]]\nkind = \"http\"\nurl = 5\n", "[[source]]: the tables do not parse as agent.toml"),
     ] {
         fs::write(&path, text).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
