@@ -412,12 +412,15 @@ fn printable(name: &str) -> String {
 /// document carried when last looked at. Only a key a source newly carries is acted on, so a
 /// stale key (the boot-time copy in cfn-init-data) never switches back from a newer one that a
 /// self-configured source delivered; of several new keys, the last source's wins, as in the
-/// merge of the documents. No `Debug`: the keys it keeps hold credentials.
+/// merge of the documents. When sources were persisted before the start (by an earlier run or by
+/// `bootstrap`), a source's first key is taken as one already applied: only a change acts, so a
+/// stale cfn-init-data cannot undo a `bootstrap`. No `Debug`: the keys it keeps hold credentials.
 #[derive(Default)]
 pub(crate) struct Tracker {
     state_dir: PathBuf,
     current: Option<SelfConfig>,
     seen: HashMap<String, Value>,
+    persisted_at_start: bool,
 }
 
 impl Tracker {
@@ -428,7 +431,8 @@ impl Tracker {
             tracing::warn!(error = %crate::error_chain(&error), "ignoring the self-configured sources");
             None
         });
-        Tracker { state_dir: state_dir.to_path_buf(), current, seen: HashMap::new() }
+        let persisted_at_start = current.is_some();
+        Tracker { state_dir: state_dir.to_path_buf(), current, seen: HashMap::new(), persisted_at_start }
     }
 
     pub(crate) fn current(&self) -> Option<&SelfConfig> {
@@ -445,10 +449,13 @@ impl Tracker {
     /// key, a key giving the sources in use, or one that does not validate (logged) changes
     /// nothing.
     pub(crate) fn observe(&mut self, keys: &[(String, Value)]) -> bool {
-        let newest = keys.iter().rev().find(|(name, key)| self.seen.get(name) != Some(key)).map(|(_, key)| key);
-        let Some(key) = newest else { return false };
-        let key = key.clone();
+        let is_new = |name: &String, key: &Value| match self.seen.get(name) {
+            Some(seen) => seen != key,
+            None => !self.persisted_at_start,
+        };
+        let newest = keys.iter().rev().find(|(name, key)| is_new(name, key)).map(|(_, key)| key.clone());
         self.prime(keys);
+        let Some(key) = newest else { return false };
         let derived = match derive(&key) {
             Ok(derived) => derived,
             Err(error) => {
@@ -463,6 +470,7 @@ impl Tracker {
             tracing::error!(error = %crate::error_chain(&error), "cannot persist the self-configured sources; keeping the sources in use");
             // Acted on again with the next view.
             self.seen.clear();
+            self.persisted_at_start = false;
             return false;
         }
         tracing::info!(sources = ?derived.source_names(), "the os-collect-config key changed: switching to its sources");

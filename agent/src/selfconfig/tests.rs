@@ -309,3 +309,18 @@ fn heats_published_metadata_configures_a_cfn_source() {
     assert_eq!(cfn.access_key_id, "4e3f2a1b");
     assert_eq!(cfn.secret_access_key.expose(), "c2VjcmV0");
 }
+
+#[test]
+fn a_stale_boot_key_does_not_undo_a_bootstrap() {
+    let state = tempfile::tempdir().unwrap();
+    let boot = request_key("http://127.0.0.1:1/boot");
+    store(state.path(), &derive(&request_key("http://127.0.0.1:1/bootstrapped")).unwrap()).unwrap();
+    let mut tracker = Tracker::load(state.path());
+    // No cached documents: the first keys are taken as applied.
+    assert!(!tracker.observe(&keys(&[("source[0] heat-local", &boot)])));
+    assert!(fs::read_to_string(file_path(state.path())).unwrap().contains("/bootstrapped"));
+    // A later change of that document's key does act.
+    let changed = request_key("http://127.0.0.1:1/changed");
+    assert!(tracker.observe(&keys(&[("source[0] heat-local", &changed)])));
+    assert!(fs::read_to_string(file_path(state.path())).unwrap().contains("/changed"));
+}
