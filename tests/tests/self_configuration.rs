@@ -188,6 +188,16 @@ async fn the_daemon_follows_a_changed_key_without_a_restart() {
     .await;
     assert!(std::fs::read_to_string(&file).unwrap().contains("/c/two"), "the file follows the key");
     assert!(agent.is_alive(), "no restart");
+    // A hostile key (an injected table, an unknown collector) is refused with a warning.
+    let mut hostile = request_key(&first, "one\n[[source]]\nkind = \"local\"");
+    hostile["collectors"] = json!(["request", "nova"]);
+    std::fs::write(&boot, json!({"os-collect-config": hostile}).to_string()).expect("write");
+    wait_until(Duration::from_secs(30), "the hostile key is refused", || async {
+        agent.log_text().contains("ignoring the os-collect-config key").then_some(())
+    })
+    .await;
+    assert!(agent.log_text().contains("unknown collector \"nova\""), "{}", agent.log_text());
+    assert!(std::fs::read_to_string(&file).unwrap().contains("/c/two"), "the sources in use stay");
     // A document without the key keeps what is persisted.
     std::fs::write(&boot, json!({"deployments": []}).to_string()).expect("write");
     let polled = second.answered("GET", "/v1/AUTH_t/c/two").len();
