@@ -21,6 +21,7 @@ pub(crate) mod keystone;
 pub(crate) mod orphan;
 pub(crate) mod schedule;
 pub(crate) mod secret;
+pub mod selfconfig;
 pub(crate) mod signal;
 pub(crate) mod source;
 pub mod status;

@@ -177,7 +177,11 @@ impl Source {
     /// Builds source number `index` of the config. Reads an http source's token file; its client
     /// trusts `roots` (every configured CA file) besides the system's.
     pub(crate) fn from_config(index: usize, config: &SourceConfig, roots: &TrustRoots) -> Result<Source, SourceError> {
-        let name = format!("source[{index}] {}", config.kind());
+        Source::named(format!("source[{index}] {}", config.kind()), config, roots)
+    }
+
+    /// Builds a source called `name` (a self-configured one: `os-collect-config heat`).
+    pub(crate) fn named(name: String, config: &SourceConfig, roots: &TrustRoots) -> Result<Source, SourceError> {
         Ok(match config {
             SourceConfig::Http(http) => Source::Http(HttpSource::new(name, http, roots)?),
             SourceConfig::Local(local) => Source::Local(LocalSource::new(name, local.path.clone())),
