@@ -82,7 +82,10 @@ impl Collector {
     }
 
     /// `once`: fetches every source one time without long-poll; a failing source falls back to
-    /// its cached document. Shutdown stops early; sources not fetched are listed as failing.
+    /// its cached document. Each source is settled once its document is in the cache, so a zaqar
+    /// source's messages are deleted before the process ends (the next `once` would otherwise
+    /// read them again after their claim lapsed). Shutdown stops early; sources not fetched are
+    /// listed as failing.
     pub(crate) async fn collect_once(&mut self, shutdown: &CancellationToken) -> Collected {
         for slot in &mut self.slots {
             let result = slot.source.fetch(false, shutdown).await;
@@ -94,8 +97,11 @@ impl Collector {
                 if let Err(error) = self.cache.store(&cached) {
                     tracing::warn!(error = %error_chain(&error), "cannot write the source cache");
                     slot.cache_write_failed();
+                    continue;
                 }
             }
+            // Persisted: what the document came from may go (a zaqar source's messages).
+            slot.source.settle(shutdown).await;
         }
         self.collected()
     }

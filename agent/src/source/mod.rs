@@ -242,6 +242,22 @@ impl Source {
         }
     }
 
+    /// Called once the document of the last fetch is persisted (or needed no write), and after
+    /// a failed fetch: a zaqar source deletes the messages it read (see `zaqar`); the others
+    /// keep nothing on the server to release.
+    pub(crate) async fn settle(&mut self, shutdown: &CancellationToken) {
+        match self {
+            Source::Zaqar(source) => source.settle(shutdown).await,
+            Source::Http(_)
+            | Source::Local(_)
+            | Source::HeatLocal(_)
+            | Source::Cfn(_)
+            | Source::Ec2(_)
+            | Source::ConfigDrive(_)
+            | Source::Heat(_) => {}
+        }
+    }
+
     /// The validators to store with the last document (only http sources have any).
     pub(crate) fn validators(&self) -> Validators {
         match self {

@@ -105,10 +105,14 @@ pub(super) async fn poll_source(
         }
         let failed = result.is_err();
         let recorded = slot.record(result);
-        if let Some(cached) = recorded.persist {
-            if !persist(cache.clone(), cached).await {
-                slot.cache_write_failed();
-            }
+        let persisted = match recorded.persist {
+            Some(cached) => persist(cache.clone(), cached).await,
+            None => true,
+        };
+        if persisted {
+            slot.source.settle(&shutdown).await;
+        } else {
+            slot.cache_write_failed();
         }
         let document = if recorded.changed { slot.document.clone() } else { None };
         shared.publish(index, document, slot.failing.clone());

@@ -1,17 +1,26 @@
 //! The `zaqar` source (ZAQAR_MESSAGE): Heat posts the server's whole metadata as a message to
 //! the queue `queue_id` whenever it changes; the agent claims the queued messages over Zaqar's v2
-//! HTTP API (`POST /v2/queues/{queue}/claims`, oldest first, 204 when none), deletes each one it
-//! claimed (`DELETE /v2/queues/{queue}/messages/{id}?claim_id=...`), and the newest message's body
-//! is the document. An empty queue means nothing changed: the last document stays.
+//! HTTP API (`POST /v2/queues/{queue}/claims`, oldest first, 204 when none) and the newest
+//! message's body is the document. An empty queue means nothing changed: the last document stays.
 //!
-//! os-collect-config's zaqar collector pops one message per poll (zaqarclient's `queue.pop()`);
-//! claiming every queued message and keeping the newest reaches the same last document without
-//! replaying the older ones. Messages are deleted oldest first and a failed delete stops the
-//! fetch, so the newest message is never lost while an older one survives to be read after it.
-//! The endpoint is the catalog's `messaging` service; requests carry `X-Auth-Token`,
-//! `X-Project-ID` and a `Client-ID` (a UUID derived from the credentials, stable across restarts).
+//! A fetch only claims. The claimed messages are deleted
+//! (`DELETE /v2/queues/{queue}/messages/{id}?claim_id=...`) by `settle`, which the collector calls
+//! once the document is in the source cache (`poll`, `collector`): a crash between the two loses
+//! nothing, because the claimed messages come back when their claim lapses and are read again.
+//! The claim's ttl (300 s, with 60 s of grace) is the trade-off: long enough to cover a fetch of
+//! several slow claim rounds and the cache write before the delete, short enough that the
+//! messages of an agent that crashed in between come back within five minutes. A delete that
+//! fails is not an error for the same reason. A message that comes back after a newer one was
+//! read (its `age` says it was posted earlier) is deleted without being used, so a lapsed claim
+//! never rolls the document back within one process.
+//!
+//! os-collect-config's zaqar collector pops one message per poll (zaqarclient's `queue.pop()`,
+//! which deletes as it claims); claiming every queued message and keeping the newest reaches the
+//! same last document without replaying the older ones. The endpoint is the catalog's `messaging`
+//! service; requests carry `X-Auth-Token`, `X-Project-ID` and a `Client-ID` (a UUID derived from
+//! the credentials, stable across restarts).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use reqwest::{Client, Method, Response, StatusCode, Url};
@@ -19,7 +28,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, read_limited, require_object};
+use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, error_chain, read_limited, require_object};
 use crate::config::ZaqarSourceConfig;
 use crate::httpclient::{self, TrustRoots};
 use crate::keystone::{AUTH_TOKEN_HEADER, Credentials, KeystoneSession};
@@ -33,8 +42,12 @@ pub(crate) const PROJECT_ID_HEADER: &str = "x-project-id";
 const CLAIM_LIMIT: usize = 20;
 /// Claims per fetch: a queue holding more than this many batches is read over several polls.
 const CLAIM_ROUNDS: usize = 10;
-/// A claim's lifetime and grace, Zaqar's minimum: a crashed agent's claim lapses soon.
-const CLAIM_BODY: &str = r#"{"ttl": 60, "grace": 60}"#;
+/// A claim's lifetime and grace: it must outlast the fetch and the cache write before `settle`
+/// deletes the messages; a crashed agent's claimed messages come back after it (see above).
+const CLAIM_BODY: &str = r#"{"ttl": 300, "grace": 60}"#;
+/// Zaqar gives a message's age in whole seconds, so posting times estimated from two answers
+/// differ by up to about a second: a message is older than the document only beyond this.
+const SAME_POST_TOLERANCE: Duration = Duration::from_secs(2);
 
 /// A zaqar source: its Keystone session, queue and client id.
 #[derive(Debug)]
@@ -47,14 +60,34 @@ pub(crate) struct ZaqarSource {
     client: Client,
     read_timeout: Duration,
     body_limit: usize,
+    /// The messages the last fetch claimed, deleted by `settle`; forgotten by the next fetch
+    /// when `settle` was not called (the cache write failed: their claim lapses instead).
+    unsettled: Vec<Receipt>,
+    /// When the message of the current document was posted (on this process's monotonic clock),
+    /// to tell a message that comes back after a lapsed claim from a newer one.
+    document_posted: Option<Instant>,
+}
+
+/// What deletes one claimed message.
+#[derive(Debug)]
+struct Receipt {
+    id: String,
+    claim_id: String,
 }
 
 /// One claimed message.
 #[derive(Debug)]
 struct Claimed {
-    id: String,
-    claim_id: String,
+    receipt: Receipt,
     body: Value,
+    /// Seconds since it was posted, when Zaqar said.
+    age: Option<u64>,
+}
+
+impl Claimed {
+    fn posted(&self) -> Option<Instant> {
+        Instant::now().checked_sub(Duration::from_secs(self.age?))
+    }
 }
 
 impl ZaqarSource {
@@ -79,6 +112,8 @@ impl ZaqarSource {
             client,
             read_timeout: config.client.read_timeout,
             body_limit: MAX_DOCUMENT_BYTES,
+            unsettled: Vec::new(),
+            document_posted: None,
         })
     }
 
@@ -99,28 +134,75 @@ impl ZaqarSource {
         }
     }
 
-    async fn fetch_now(&self) -> Result<Fetched, SourceError> {
+    async fn fetch_now(&mut self) -> Result<Fetched, SourceError> {
+        // Not settled: the document they came from is not persisted, so their claim must lapse.
+        self.unsettled.clear();
+        let mut receipts = Vec::new();
         let mut newest = None;
         for _ in 0..CLAIM_ROUNDS {
-            let claimed = self.claim().await?;
+            let claimed = match self.claim().await {
+                Ok(claimed) => claimed,
+                Err(error) if receipts.is_empty() => return Err(error),
+                Err(error) => {
+                    // What was claimed so far is used; the rest is read by the next poll.
+                    tracing::warn!(source = %self.name, error = %error_chain(&error), "cannot claim more messages; using the newest claimed so far");
+                    break;
+                }
+            };
             let full = claimed.len() == CLAIM_LIMIT;
-            for message in &claimed {
-                self.delete(message).await?;
-            }
-            if let Some(last) = claimed.into_iter().last() {
-                newest = Some(last.body);
+            for message in claimed {
+                let posted = message.posted();
+                receipts.push(message.receipt);
+                if self.older_than_document(posted) {
+                    tracing::debug!(source = %self.name, "a message older than the document came back after its claim lapsed; deleting it unread");
+                    continue;
+                }
+                newest = Some((message.body, posted));
             }
             if !full {
                 break;
             }
         }
-        let Some(body) = newest else {
-            tracing::debug!(source = %self.name, "the queue is empty");
+        // Deleted by `settle` even when the newest body is refused, so a bad message does not
+        // block the queue.
+        self.unsettled = receipts;
+        let Some((body, posted)) = newest else {
+            tracing::debug!(source = %self.name, "no new message in the queue");
             return Ok(Fetched::Unchanged);
         };
         let document = require_object(&self.name, "the newest message's body", body)?;
+        self.document_posted = posted;
         tracing::debug!(source = %self.name, "fetched metadata from the queue");
         Ok(Fetched::Document(document))
+    }
+
+    /// Whether a message posted at `posted` is older than the current document's.
+    fn older_than_document(&self, posted: Option<Instant>) -> bool {
+        match (posted, self.document_posted) {
+            (Some(posted), Some(document)) => posted + SAME_POST_TOLERANCE < document,
+            _ => false,
+        }
+    }
+
+    /// The document of the last fetch is persisted: deletes the messages it came from. A delete
+    /// that fails is not an error: that message and the rest come back when their claim lapses
+    /// and are read again (or skipped as older), so nothing is lost.
+    pub(crate) async fn settle(&mut self, shutdown: &CancellationToken) {
+        let receipts = std::mem::take(&mut self.unsettled);
+        tokio::select! {
+            () = self.delete_all(&receipts) => {}
+            () = shutdown.cancelled() => {}
+        }
+    }
+
+    async fn delete_all(&self, receipts: &[Receipt]) {
+        for (index, receipt) in receipts.iter().enumerate() {
+            if let Err(error) = self.delete(receipt).await {
+                let left = receipts.len() - index;
+                tracing::debug!(source = %self.name, error = %error_chain(&error), left, "cannot delete read messages; they come back when their claim lapses");
+                return;
+            }
+        }
     }
 
     /// Claims up to `CLAIM_LIMIT` messages, oldest first; none when the queue is empty.
@@ -145,9 +227,9 @@ impl ZaqarSource {
     }
 
     /// Deletes one claimed message (already gone counts as deleted).
-    async fn delete(&self, message: &Claimed) -> Result<(), SourceError> {
-        let segments = ["messages", message.id.as_str()];
-        let query = [("claim_id", message.claim_id.as_str())];
+    async fn delete(&self, receipt: &Receipt) -> Result<(), SourceError> {
+        let segments = ["messages", receipt.id.as_str()];
+        let query = [("claim_id", receipt.claim_id.as_str())];
         let (response, url) = self.call(Method::DELETE, &segments, &query, None).await?;
         let status = response.status();
         if status.is_success() || status == StatusCode::NOT_FOUND {
@@ -264,9 +346,11 @@ fn parse_claim(body: &[u8], location: Option<&str>) -> Result<Vec<Claimed>, Stri
                 .map(str::to_string)
                 .or_else(|| location_claim.clone());
             match (id, claim_id) {
-                (Some(id), Some(claim_id)) => {
-                    Ok(Claimed { id, claim_id, body: message.get_mut("body").map(Value::take).unwrap_or(Value::Null) })
-                }
+                (Some(id), Some(claim_id)) => Ok(Claimed {
+                    receipt: Receipt { id, claim_id },
+                    age: message.get("age").and_then(Value::as_u64),
+                    body: message.get_mut("body").map(Value::take).unwrap_or(Value::Null),
+                }),
                 _ => Err(format!("message {index} has no id or claim id")),
             }
         })

@@ -18,8 +18,14 @@ use crate::secret::Secret;
 
 const QUEUE: &str = "queue-7f3e";
 
-/// A queued message: `(id, body, claim id)`.
-type Queued = (String, Value, Option<String>);
+/// A queued message.
+struct Queued {
+    id: String,
+    body: Value,
+    claim: Option<String>,
+    /// What the claim answer gives as its `age` (seconds since it was posted).
+    age: u64,
+}
 
 /// The queue's state: messages in posting order.
 #[derive(Clone, Default)]
@@ -30,9 +36,18 @@ struct FakeQueue {
 
 impl FakeQueue {
     fn post(&self, body: Value) {
+        self.post_aged(body, 3);
+    }
+
+    fn post_aged(&self, body: Value, age: u64) {
         let mut messages = self.messages.lock().unwrap();
         let id = format!("5{:023x}", messages.len() + 1000 * (*self.claims.lock().unwrap() + 1));
-        messages.push((id, body, None));
+        messages.push(Queued { id, body, claim: None, age });
+    }
+
+    /// Every claim lapses: the claimed messages can be claimed again.
+    fn lapse_claims(&self) {
+        self.messages.lock().unwrap().iter_mut().for_each(|message| message.claim = None);
     }
 
     fn len(&self) -> usize {
@@ -63,12 +78,12 @@ impl Respond for ClaimResponder {
         let mut messages = self.0.messages.lock().unwrap();
         let claimed: Vec<Value> = messages
             .iter_mut()
-            .filter(|(_, _, claim)| claim.is_none())
+            .filter(|message| message.claim.is_none())
             .take(limit.min(20))
-            .map(|(id, body, claim)| {
-                *claim = Some(claim_id.clone());
-                json!({"body": body, "age": 3, "ttl": 300,
-                       "href": format!("/v2/queues/{QUEUE}/messages/{id}?claim_id={claim_id}")})
+            .map(|message| {
+                message.claim = Some(claim_id.clone());
+                json!({"body": message.body, "age": message.age, "ttl": 300,
+                       "href": format!("/v2/queues/{QUEUE}/messages/{}?claim_id={claim_id}", message.id)})
             })
             .collect();
         if claimed.is_empty() {
@@ -89,9 +104,9 @@ impl Respond for DeleteResponder {
         let claim_id =
             request.url.query_pairs().find(|(key, _)| key == "claim_id").map(|(_, value)| value.into_owned());
         let mut messages = self.0.messages.lock().unwrap();
-        match messages.iter().position(|(message_id, _, _)| *message_id == id) {
+        match messages.iter().position(|message| message.id == id) {
             None => ResponseTemplate::new(204),
-            Some(index) if messages[index].2 == claim_id => {
+            Some(index) if messages[index].claim == claim_id => {
                 messages.remove(index);
                 ResponseTemplate::new(204)
             }
@@ -122,7 +137,11 @@ async fn keystone_for(zaqar: &MockServer) -> MockServer {
 }
 
 fn source(keystone: &MockServer) -> ZaqarSource {
-    let config = ZaqarSourceConfig {
+    ZaqarSource::new("source[0] zaqar".into(), &source_config(keystone), &TrustRoots::default()).unwrap()
+}
+
+fn source_config(keystone: &MockServer) -> ZaqarSourceConfig {
+    ZaqarSourceConfig {
         keystone: KeystoneConfig {
             auth_url: keystone.uri(),
             user_id: testing::USER_ID.into(),
@@ -136,16 +155,30 @@ fn source(keystone: &MockServer) -> ZaqarSource {
             connect_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(5),
         },
-    };
-    ZaqarSource::new("source[0] zaqar".into(), &config, &TrustRoots::default()).unwrap()
+    }
 }
 
 async fn fetch(source: &mut ZaqarSource) -> Result<Fetched, SourceError> {
     source.fetch(&CancellationToken::new()).await
 }
 
+/// What the collector does once the fetched document is persisted.
+async fn settle(source: &mut ZaqarSource) {
+    source.settle(&CancellationToken::new()).await;
+}
+
+/// Fails the next `n` deletes with 503.
+async fn fail_deletes(zaqar: &MockServer, n: u64) {
+    Mock::given(method("DELETE"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(n)
+        .with_priority(1)
+        .mount(zaqar)
+        .await;
+}
+
 #[tokio::test]
-async fn the_newest_message_is_the_document_and_all_are_deleted() {
+async fn the_newest_message_is_the_document_and_all_are_deleted_once_settled() {
     let queue = FakeQueue::default();
     let zaqar = zaqar_server(&queue).await;
     let keystone = keystone_for(&zaqar).await;
@@ -154,11 +187,16 @@ async fn the_newest_message_is_the_document_and_all_are_deleted() {
         queue.post(json!({"deployments": [], "version": version}));
     }
     assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"deployments": [], "version": 3})));
-    assert_eq!(queue.len(), 0, "every claimed message was deleted");
+    assert_eq!(queue.len(), 3, "a fetch only claims: the document is not persisted yet");
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 0, "every claimed message was deleted once settled");
     // An empty queue: nothing changed, the last document stays.
     assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Unchanged);
+    settle(&mut source).await;
     queue.post(json!({"version": 4}));
     assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 4})));
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 0);
     assert_eq!(testing::auth_count(&keystone).await, 1);
 
     let requests = zaqar.received_requests().await.unwrap();
@@ -167,6 +205,8 @@ async fn the_newest_message_is_the_document_and_all_are_deleted() {
     assert_eq!(claim.headers["x-auth-token"], TOKEN);
     assert_eq!(claim.headers["x-project-id"], PROJECT_ID);
     assert_eq!(claim.headers["content-type"], "application/json");
+    let claim_body: Value = serde_json::from_slice(&claim.body).unwrap();
+    assert_eq!(claim_body, json!({"ttl": 300, "grace": 60}));
     let client_id = claim.headers["client-id"].to_str().unwrap();
     assert_eq!(client_id, source.client_id());
     assert!(requests.iter().all(|request| request.headers["client-id"] == client_id), "one Client-ID throughout");
@@ -183,7 +223,9 @@ async fn a_queue_longer_than_one_claim_is_drained_in_rounds() {
     for version in 0..45 {
         queue.post(json!({"version": version}));
     }
-    assert_eq!(fetch(&mut source(&keystone)).await.unwrap(), Fetched::Document(json!({"version": 44})));
+    let mut source = source(&keystone);
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 44})));
+    settle(&mut source).await;
     assert_eq!(queue.len(), 0);
     let claims = zaqar.received_requests().await.unwrap().iter().filter(|r| r.method.as_str() == "POST").count();
     assert_eq!(claims, 3);
@@ -214,26 +256,97 @@ async fn a_401_renews_the_token_once() {
 }
 
 #[tokio::test]
-async fn a_failed_delete_keeps_the_newest_message_for_later() {
+async fn a_crash_before_the_document_is_persisted_loses_nothing() {
     let queue = FakeQueue::default();
     let zaqar = zaqar_server(&queue).await;
-    // The first delete (the oldest message) fails.
-    Mock::given(method("DELETE"))
-        .respond_with(ResponseTemplate::new(503))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&zaqar)
-        .await;
+    let keystone = keystone_for(&zaqar).await;
+    queue.post(json!({"version": 1}));
+    queue.post(json!({"version": 2}));
+    // Fetched, then the agent dies before its cache write: never settled.
+    assert_eq!(fetch(&mut source(&keystone)).await.unwrap(), Fetched::Document(json!({"version": 2})));
+    assert_eq!(queue.len(), 2, "nothing deleted before the document is persisted");
+    // The next process: the messages are still claimed, then the claim lapses and they are read.
+    let mut restarted = source(&keystone);
+    assert_eq!(fetch(&mut restarted).await.unwrap(), Fetched::Unchanged);
+    queue.lapse_claims();
+    assert_eq!(fetch(&mut restarted).await.unwrap(), Fetched::Document(json!({"version": 2})));
+    settle(&mut restarted).await;
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test]
+async fn messages_of_an_unsettled_fetch_are_not_deleted_later() {
+    let queue = FakeQueue::default();
+    let zaqar = zaqar_server(&queue).await;
+    let keystone = keystone_for(&zaqar).await;
+    let mut source = source(&keystone);
+    queue.post(json!({"version": 1}));
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 1})));
+    // The cache write failed: no settle. The next fetch and its settle leave that message alone.
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Unchanged);
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 1, "its claim lapses instead, and it is read again");
+}
+
+#[tokio::test]
+async fn a_failed_delete_is_not_an_error_and_the_message_comes_back() {
+    let queue = FakeQueue::default();
+    let zaqar = zaqar_server(&queue).await;
+    fail_deletes(&zaqar, 1).await;
     let keystone = keystone_for(&zaqar).await;
     queue.post(json!({"version": 1}));
     queue.post(json!({"version": 2}));
     let mut source = source(&keystone);
-    let error = fetch(&mut source).await.unwrap_err();
-    assert!(matches!(error, SourceError::Answered { method: "DELETE", status: 503, .. }) && error.is_transient());
-    assert_eq!(queue.len(), 2, "nothing deleted: the newest is still queued (claimed until the claim lapses)");
-    // The claim lapses (here: the fake forgets it) and the next poll reads the newest.
-    queue.messages.lock().unwrap().iter_mut().for_each(|message| message.2 = None);
     assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 2})));
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 2, "the first delete failed: the rest are left to their claim too");
+    queue.lapse_claims();
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 2})));
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test]
+async fn an_older_message_coming_back_does_not_roll_the_document_back() {
+    let queue = FakeQueue::default();
+    let zaqar = zaqar_server(&queue).await;
+    fail_deletes(&zaqar, 1).await;
+    let keystone = keystone_for(&zaqar).await;
+    let mut source = source(&keystone);
+    queue.post_aged(json!({"version": 1}), 100);
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 1})));
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 1, "its delete failed; it is still claimed");
+    queue.post_aged(json!({"version": 2}), 10);
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 2})));
+    settle(&mut source).await;
+    // Version 1's claim lapses and it is claimed again: older than the document, so unused.
+    queue.lapse_claims();
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Unchanged);
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 0, "and deleted");
+}
+
+#[tokio::test]
+async fn a_failed_claim_after_the_first_keeps_what_was_claimed() {
+    let queue = FakeQueue::default();
+    let zaqar = zaqar_server(&queue).await;
+    // The first claim reaches the queue, the next ones fail.
+    Mock::given(method("POST"))
+        .respond_with(ClaimResponder(queue.clone()))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&zaqar)
+        .await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(503)).with_priority(2).mount(&zaqar).await;
+    let keystone = keystone_for(&zaqar).await;
+    for version in 0..25 {
+        queue.post(json!({"version": version}));
+    }
+    let mut source = source(&keystone);
+    assert_eq!(fetch(&mut source).await.unwrap(), Fetched::Document(json!({"version": 19})));
+    settle(&mut source).await;
+    assert_eq!(queue.len(), 5, "the claimed ones are deleted, the rest is read by the next poll");
 }
 
 #[tokio::test]
@@ -254,8 +367,10 @@ async fn bad_answers_are_clear_errors() {
     let zaqar = zaqar_server(&queue).await;
     let keystone = keystone_for(&zaqar).await;
     queue.post(json!("not an object"));
-    let error = fetch(&mut source(&keystone)).await.unwrap_err();
+    let mut source = source(&keystone);
+    let error = fetch(&mut source).await.unwrap_err();
     assert!(matches!(error, SourceError::NotObject { found: "string", .. }), "{error:?}");
+    settle(&mut source).await;
     assert_eq!(queue.len(), 0, "a bad message does not block the queue");
 }
 
@@ -286,4 +401,52 @@ fn urls_and_client_ids() {
     assert_eq!(id.len(), 36);
     assert_eq!(&id[14..15], "4", "a version 4 layout: {id}");
     assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+}
+
+/// `once` (one fetch per process): the messages are deleted once the document is in the cache,
+/// and kept when the cache cannot be written.
+#[tokio::test]
+async fn collect_once_deletes_the_messages_only_after_caching_the_document() {
+    use crate::config::{AgentSettings, Config, SourceConfig};
+    use crate::source::collector::Collector;
+
+    let queue = FakeQueue::default();
+    let zaqar = zaqar_server(&queue).await;
+    let keystone = keystone_for(&zaqar).await;
+    let state = tempfile::tempdir().unwrap();
+    let config = Config {
+        path: "/etc/anneal/agent.toml".into(),
+        agent: AgentSettings {
+            state_dir: state.path().to_path_buf(),
+            hooks_dirs: Vec::new(),
+            poll_interval: Duration::from_secs(30),
+            hook_timeout: Duration::from_secs(60),
+            hook_kill_grace: Duration::from_secs(1),
+            parallel: 1,
+            hook_env: Default::default(),
+            journal_retention: None,
+        },
+        sources: vec![SourceConfig::Zaqar(source_config(&keystone))],
+    };
+    let shutdown = CancellationToken::new();
+    let cache_dir = state.path().join("sources");
+    queue.post(json!({"deployments": [], "version": 1}));
+    let mut collector = Collector::new(&config, &TrustRoots::default()).unwrap();
+    // A file where the cache directory was makes the cache write fail.
+    std::fs::remove_dir(&cache_dir).unwrap();
+    std::fs::write(&cache_dir, "in the way").unwrap();
+    assert!(collector.collect_once(&shutdown).await.complete);
+    assert_eq!(queue.len(), 1, "not in the cache: the message stays for the next process");
+
+    std::fs::remove_file(&cache_dir).unwrap();
+    queue.lapse_claims();
+    let mut collector = Collector::new(&config, &TrustRoots::default()).unwrap();
+    assert!(collector.collect_once(&shutdown).await.complete);
+    assert!(cache_dir.join("source-0-zaqar.json").exists());
+    assert_eq!(queue.len(), 0, "cached, then deleted");
+
+    // The next process reads an empty queue and uses its cache.
+    let mut collector = Collector::new(&config, &TrustRoots::default()).unwrap();
+    let collected = collector.collect_once(&shutdown).await;
+    assert!(collected.complete && collected.failing.is_empty(), "{collected:?}");
 }
