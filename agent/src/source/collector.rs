@@ -4,7 +4,9 @@
 //! merged view on a watch channel whenever it changes. A failing source never empties the view:
 //! it keeps contributing its last good document (from memory or from the cache on disk). The
 //! self-configured sources (`crate::selfconfig`) follow the config's own; when they change the
-//! daemon builds a new collector and stops the old one's tasks with their own token.
+//! daemon builds a new collector and stops the old one's tasks with their own token. A
+//! self-configured source that cannot be built stays in the view as a failing source without a
+//! document, so the view is incomplete and journal retention prunes nothing (docs/journal.md).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +26,9 @@ use crate::selfconfig::SelfConfig;
 #[derive(Debug)]
 pub(crate) struct Collector {
     slots: Vec<Slot>,
+    /// Self-configured sources that could not be built: (source name, why). They count as
+    /// failing sources without a document, after the slots.
+    unbuilt: Vec<(String, String)>,
     cache: Cache,
 }
 
@@ -37,7 +42,9 @@ impl Collector {
 
     /// `new`, followed by the self-configured sources of `self_config` (see `crate::selfconfig`),
     /// each polled at its `polling_interval`. A self-configured source that cannot be built is
-    /// logged and left out: the metadata chose it, and the config's own sources must still run.
+    /// logged and not polled (the metadata chose it, and the config's own sources must still run),
+    /// but it stays in the view as failing: the deployments only it would list are unknown, so
+    /// the view is not complete.
     pub(crate) fn with_self_config(
         config: &Config,
         self_config: Option<&SelfConfig>,
@@ -45,26 +52,30 @@ impl Collector {
     ) -> Result<Collector, SourceError> {
         let cache = Cache::open(&config.agent.state_dir)?;
         let mut slots = Vec::with_capacity(config.sources.len());
+        let mut unbuilt = Vec::new();
         for (index, source_config) in config.sources.iter().enumerate() {
             let source = Source::from_config(index, source_config, roots)?;
             slots.push(load_slot(&cache, source));
         }
         for (collector, source_config) in self_config.map(|derived| derived.sources.as_slice()).unwrap_or_default() {
-            match Source::named(collector.source_name(), source_config, roots) {
+            let name = collector.source_name();
+            match Source::named(name.clone(), source_config, roots) {
                 Ok(source) => {
                     let mut slot = load_slot(&cache, source);
                     slot.poll_interval = self_config.and_then(|derived| derived.poll_interval);
                     slots.push(slot);
                 }
                 Err(error) => {
-                    tracing::error!(error = %error_chain(&error), "cannot set up a self-configured source; leaving it out");
+                    let text = error_chain(&error);
+                    tracing::error!(error = %text, "cannot set up a self-configured source; not polling it");
+                    unbuilt.push((name, format!("cannot set up the source: {text}")));
                 }
             }
         }
-        Ok(Collector { slots, cache })
+        Ok(Collector { slots, unbuilt, cache })
     }
 
-    /// The names of the sources, in order.
+    /// The names of the sources polled, in order.
     pub(crate) fn source_names(&self) -> Vec<String> {
         self.slots.iter().map(|slot| slot.source.name().to_string()).collect()
     }
@@ -76,9 +87,9 @@ impl Collector {
 
     /// The merged view of what is known now, without fetching.
     pub(crate) fn collected(&self) -> Collected {
-        collected_from(
-            self.slots.iter().map(|slot| (slot.source.name(), slot.document.as_ref(), slot.failing.as_ref())),
-        )
+        let slots = self.slots.iter().map(|slot| (slot.source.name(), slot.document.as_ref(), slot.failing.as_ref()));
+        let unbuilt = self.unbuilt.iter().map(|(name, error)| (name.as_str(), None, Some(error)));
+        collected_from(slots.chain(unbuilt))
     }
 
     /// `once`: fetches every source one time without long-poll; a failing source falls back to
@@ -116,6 +127,7 @@ impl Collector {
             .slots
             .iter()
             .map(|slot| SlotView::new(slot.source.name(), slot.document.clone(), slot.failing.clone()))
+            .chain(self.unbuilt.iter().map(|(name, error)| SlotView::unbuilt(name, error)))
             .collect();
         let shared = Arc::new(Shared::new(views, sender));
         for (index, slot) in self.slots.into_iter().enumerate() {

@@ -35,6 +35,12 @@ impl SlotView {
     pub(super) fn new(name: &str, document: Option<Value>, failing: Option<String>) -> SlotView {
         SlotView { name: name.to_string(), document, failing, reported: false }
     }
+
+    /// A source that could not be built: no task reports for it, and it stays failing without a
+    /// document (the merged view is never complete while it is listed).
+    pub(super) fn unbuilt(name: &str, error: &str) -> SlotView {
+        SlotView { name: name.to_string(), document: None, failing: Some(error.to_string()), reported: true }
+    }
 }
 
 /// The table of all sources and the channel the merged view is published on.

@@ -359,3 +359,37 @@ async fn self_configured_sources_follow_the_config_with_their_own_name_and_inter
     assert_eq!(own_requests, 2, "once by collect_once, once by the first round");
     assert!(swift_requests >= 3, "1 + at least two polls a second apart: {swift_requests}");
 }
+
+/// A self-configured source that cannot be built lists nothing: the deployments only it would
+/// list are unknown, so the view must not be complete (journal retention would prune them).
+#[tokio::test]
+async fn a_self_configured_source_that_cannot_be_built_makes_the_view_incomplete() {
+    let own = MockServer::start().await;
+    let own_document = json!({"deployments": [deployment("o1", "10_o1")]});
+    Mock::given(method("GET")).respond_with(document_response(&own_document, "\"o\"")).mount(&own).await;
+    let key = json!({"collectors": ["request"], "request": {"metadata_url": "http://127.0.0.1:9/x"}});
+    let mut derived = crate::selfconfig::derive(&key).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let SourceConfig::Http(request) = &mut derived.sources[0].1 else { panic!("{derived:?}") };
+    request.token_file = Some(state.path().join("missing-token"));
+    let settings = config(state.path(), vec![http(&format!("{}/m", own.uri()))]);
+
+    let mut collector = Collector::with_self_config(&settings, Some(&derived), &TrustRoots::default()).unwrap();
+    assert_eq!(collector.source_names(), ["source[0] http"], "not polled");
+    let collected = collector.collect_once(&CancellationToken::new()).await;
+    assert_eq!(ids(&collected), ["o1"], "the config's own source still runs");
+    assert!(!collected.complete);
+    assert_eq!(collected.failing.len(), 1, "{:?}", collected.failing);
+    assert_eq!(collected.failing[0].0, "os-collect-config request");
+    assert!(collected.failing[0].1.starts_with("cannot set up the source: "), "{}", collected.failing[0].1);
+
+    // The daemon's view: the first round is sent, and incomplete.
+    let collector = Collector::with_self_config(&settings, Some(&derived), &TrustRoots::default()).unwrap();
+    assert!(!collector.collected().complete, "not even from the cache");
+    let shutdown = CancellationToken::new();
+    let mut receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
+    let first = next(&mut receiver).await;
+    assert_eq!(ids(&first), ["o1"]);
+    assert!(!first.complete && first.failing.len() == 1, "{first:?}");
+    shutdown.cancel();
+}
