@@ -150,10 +150,8 @@ pub async fn once(
         let detail: Vec<String> = collected.failing.iter().map(|(name, error)| format!("{name}: {error}")).collect();
         return Err(DaemonError::NoMetadata { detail: detail.join("; ") });
     }
-    // The signals go out once every hook ran; the HTTP client they need is built meanwhile.
-    let signals_over_http =
-        |deployment: &Deployment| matches!(deployment.signal_transport(), SignalTransport::Http { .. });
-    let client_ready = collected.deployments.iter().any(signals_over_http).then(|| outbox.warm_up());
+    // The signals go out once every hook ran; the client they need is built meanwhile.
+    let client_ready = collected.deployments.iter().any(signals_through_client).then(|| outbox.warm_up());
     executor.converge(&collected.deployments, &shutdown).await?;
     prune(&mut executor, &collected, config);
     let waiting = executor.waiting(&collected.deployments).count();
@@ -162,6 +160,12 @@ pub async fn once(
     }
     let signals = outbox.flush(ONCE_SIGNAL_ATTEMPTS, &shutdown).await?;
     Ok(OnceReport { counts: executor.counts().clone(), waiting, signals })
+}
+
+/// Whether `deployment`'s signal goes through the signal client: every transport but NO_SIGNAL
+/// (HEAT_SIGNAL and ZAQAR_SIGNAL reach Keystone and Heat or Zaqar with it too).
+fn signals_through_client(deployment: &Deployment) -> bool {
+    !matches!(deployment.signal_transport(), SignalTransport::None)
 }
 
 /// `anneal-agent run`: runs until `shutdown` is cancelled. `ready` is called once the config,
@@ -269,5 +273,29 @@ fn log_collected(collected: &Collected) {
     }
     for (source, error) in &collected.failing {
         warn!(source = %source, error = %error, "source failing; using its last good document");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn deployment(inputs: Value) -> Deployment {
+        serde_json::from_value(json!({"id": "d", "group": "script", "config": "", "inputs": inputs})).unwrap()
+    }
+
+    #[test]
+    fn once_warms_the_signal_client_for_every_transport_but_no_signal() {
+        let input = |name: &str, value: &str| json!({"name": name, "value": value});
+        let http = deployment(json!([input("deploy_signal_id", "http://127.0.0.1:1/signal")]));
+        let heat = deployment(json!([input("deploy_auth_url", "http://127.0.0.1:1/v3")]));
+        let zaqar =
+            deployment(json!([input("deploy_auth_url", "http://127.0.0.1:1/v3"), input("deploy_queue_id", "q")]));
+        for (signalled, transport) in [(&http, "http"), (&heat, "HEAT_SIGNAL"), (&zaqar, "ZAQAR_SIGNAL")] {
+            assert!(signals_through_client(signalled), "{transport}: {:?}", signalled.signal_transport());
+        }
+        assert!(!signals_through_client(&deployment(json!([]))), "NO_SIGNAL sends nothing");
     }
 }
