@@ -147,8 +147,6 @@ pub enum SourceError {
     },
     #[error("{source_name}: {method} {url} answered HTTP {status}")]
     Answered { source_name: String, method: &'static str, url: String, status: u16 },
-    #[error("{source_name}: {what}: {reason}")]
-    BadAnswer { source_name: String, what: String, reason: String },
     #[error("cannot use the source cache {path}")]
     Cache {
         path: PathBuf,

@@ -219,7 +219,7 @@ impl ZaqarSource {
         }
         let location = response.headers().get(LOCATION).and_then(|value| value.to_str().ok()).map(str::to_string);
         let body = read_limited(response, self.body_limit, &self.name, &url).await?;
-        parse_claim(&body, location.as_deref()).map_err(|reason| SourceError::BadAnswer {
+        parse_claim(&body, location.as_deref()).map_err(|reason| SourceError::BadResponse {
             source_name: self.name.clone(),
             what: format!("the claim answer of {url}"),
             reason,
