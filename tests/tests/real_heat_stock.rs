@@ -8,7 +8,7 @@ mod real_heat_support;
 
 use std::time::Duration;
 
-use anneal_tests::wait_until;
+use anneal_tests::{RealHeat, wait_until};
 use real_heat_support::{Chain, cfn_signal, chain_result, converge, trace_lines};
 use serde_json::{Value, json};
 
@@ -99,4 +99,23 @@ async fn real_heat_stock_update_reruns_only_the_changed_deployment() {
     expected.push("hop5 UPDATE".to_string());
     expected.sort();
     assert_eq!(trace_lines(&trace), expected, "only hop5 ran again\n{}", run.context());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_harness_is_shared_by_the_tests_of_a_run() {
+    let first = RealHeat::shared().await;
+    let second = RealHeat::shared().await;
+    assert_eq!(first.keystone_url(), second.keystone_url(), "the second call reuses the running instance");
+    assert_eq!(first.heat_api_url(), second.heat_api_url());
+    assert_eq!(first.heat_cfn_url(), second.heat_cfn_url());
+    for url in [first.keystone_url(), first.heat_api_url(), first.heat_cfn_url()] {
+        assert!(url.starts_with("http://127.0.0.1:"), "loopback only: {url}");
+    }
+    let api = first.admin().await;
+    assert!(
+        api.endpoint().starts_with(first.heat_api_url()),
+        "the catalog's orchestration endpoint: {}",
+        api.endpoint()
+    );
+    assert!(api.endpoint().ends_with(api.project_id()), "{}", api.endpoint());
 }

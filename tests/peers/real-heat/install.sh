@@ -11,7 +11,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache="$here/../.cache"
+cache="$(cd "$here/.." && pwd)/.cache"
 venv="$cache/heat-venv"
 packages="openstack-heat==27.0.1 keystone==30.0.0 python-heatclient==5.3.0 python-openstackclient==10.5.0"
 command -v python3 >/dev/null || { echo "tests/peers/real-heat/install.sh: python3 is needed to run a real Heat" >&2; exit 1; }
