@@ -56,18 +56,38 @@ async fn real_heat_anneal_poll_server_heat_with_heat_signal_matches_the_stock_ch
     assert_eq!(mode & 0o777, 0o600, "{}", derived.display());
     let text = std::fs::read_to_string(&derived).expect("read the derived sources");
     assert!(text.contains("kind = \"heat\""), "a heat source from the metadata: {text}");
+    let password = anneal.metadata["metadata"]["os-collect-config"]["heat"]["password"].as_str();
+    let password = password.expect("the heat collector's password in the server's metadata");
+    assert_secret_not_logged(&anneal, password);
+}
+
+/// The agent's debug log never shows a credential it was given.
+fn assert_secret_not_logged(run: &Converged, secret: &str) {
+    let server = anneal_agent(run);
+    let log = server.agent().log_text();
+    assert!(!log.is_empty(), "the agent logged at debug level");
+    assert!(!log.contains(secret), "a credential from the metadata is in the agent's log:\n{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_heat_anneal_poll_server_cfn_with_cfn_signal_runs_the_chain_as_the_stock_chain() {
     let parameters = [("transport", "POLL_SERVER_CFN"), ("signal", "CFN_SIGNAL")];
     let (stock, anneal) = both("chain5.yaml", &parameters, &parameters).await;
+    println!(
+        "5-hop chain, agents' start to settled: stock {:?}, anneal {:?}",
+        stock.converge_time, anneal.converge_time
+    );
     assert_eq!(stock.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
     assert_eq!(anneal.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
     assert_eq!(anneal.outputs["result"], json!(chain_result("v1")), "{}", context(&stock, &anneal));
     assert_eq!(anneal.outputs, stock.outputs, "{}", context(&stock, &anneal));
     let hops = ["hop1", "hop2", "hop3", "hop4", "hop5"];
     assert_eq!(deployment_signals(&anneal, &hops).await, deployment_signals(&stock, &hops).await);
+
+    let derived = std::fs::read_to_string(anneal_agent(&anneal).derived_sources_file()).expect("derived sources");
+    assert!(derived.contains("kind = \"cfn\""), "a cfn source from the metadata: {derived}");
+    let secret = anneal.metadata["metadata"]["os-collect-config"]["cfn"]["secret_access_key"].as_str();
+    assert_secret_not_logged(&anneal, secret.expect("the cfn collector's secret key in the server's metadata"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,6 +56,11 @@ pub struct Converged {
     pub shown: Value,
     pub outputs: BTreeMap<String, Value>,
     pub server: Server,
+    /// From the agents' start to the stack settled.
+    pub converge_time: Duration,
+    /// What Heat answered for the server's metadata (`{"metadata": {...}}`) when the agents
+    /// started.
+    pub metadata: Value,
 }
 
 impl Converged {
@@ -94,13 +99,15 @@ pub async fn converge(chain: Chain, fixture: &str, parameters: &[(&str, &str)]) 
     api.wait_resource_status(&stack, "server", "CREATE_COMPLETE", SERVER_LIMIT).await;
     let metadata = api.resource_metadata(&stack, "server").await;
     assert!(metadata["metadata"]["os-collect-config"].is_object(), "a deployed server's metadata: {metadata}");
+    let started = std::time::Instant::now();
     let server = match chain {
         Chain::Stock => Server::Stock(StockServer::start(&metadata).await),
         Chain::Anneal => Server::Anneal(AnnealServer::start(&metadata, AgentSettings::default()).await),
     };
     let shown = api.wait_stack_settled(&stack, None, STACK_LIMIT).await;
+    let converge_time = started.elapsed();
     let outputs = api.outputs(&stack).await;
-    Converged { heat, api, stack, shown, outputs, server }
+    Converged { heat, api, stack, shown, outputs, server, converge_time, metadata }
 }
 
 /// The lines a fixture's scripts appended to their `trace` file, sorted.
