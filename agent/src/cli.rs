@@ -1,5 +1,5 @@
 //! The command line of `anneal-agent` as clap types (a module of the binary, not the library):
-//! `run`, `once`, `status`, `signal` and `hook-test`, and the global `--log-format`. Parsing only:
+//! `run`, `once`, `status`, `bootstrap`, `signal` and `hook-test`, and the global `--log-format`. Parsing only:
 //! nothing here reads files or environment variables. See docs/cli.md.
 
 use std::path::PathBuf;
@@ -43,6 +43,19 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Show the metadata sources in use (agent.toml's and the self-configured ones) instead
+        /// of the deployments; credentials are never shown.
+        #[arg(long)]
+        sources: bool,
+    },
+    /// Configure the metadata sources from a server's Heat metadata (its os-collect-config key),
+    /// for a server Heat did not boot: writes STATE_DIR/os-collect-config.toml.
+    Bootstrap {
+        /// The server's metadata as JSON: the bare object or Heat's `{"metadata": {...}}` answer.
+        #[arg(long, value_name = "FILE")]
+        from_metadata: PathBuf,
+        #[arg(long, default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
     },
     /// Signal a wait condition handle, retrying until acknowledged (replaces cfn-signal and curl_cli).
     Signal {

@@ -1,13 +1,15 @@
 //! Wiring for `anneal-agent run` and `anneal-agent once`: builds the collector, executor and
 //! outbox from a validated config and drives them until shutdown (run) or until nothing more is
 //! due (once). Shutdown is the `CancellationToken` the caller passes in; a cancelled run kills
-//! running hook groups, and the journal keeps them as interrupted for the next start.
+//! running hook groups, and the journal keeps them as interrupted for the next start. When a
+//! document carries a new `os-collect-config` key, the self-configured sources are persisted and
+//! the polling tasks rebuilt around them (see docs/openstack.md), the journal left as it is.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anneal_protocol::{Deployment, SignalTransport};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -19,6 +21,7 @@ use crate::fsutil;
 use crate::hook::{HookRunner, HookSettings};
 use crate::httpclient::{CaFileError, TrustRoots};
 use crate::journal::{Journal, JournalError};
+use crate::selfconfig::Tracker;
 use crate::signal::outbox::{Outbox, OutboxSummary};
 use crate::signal::send::SignalSender;
 use crate::source::SourceError;
@@ -73,6 +76,10 @@ struct Parts {
     outbox: Arc<Outbox>,
     wake_outbox: Arc<Notify>,
     collector: Collector,
+    /// The self-configured sources (see docs/openstack.md), to follow changes of the key.
+    tracker: Tracker,
+    /// The trust roots, for a collector rebuilt when the self-configured sources change.
+    roots: TrustRoots,
 }
 
 fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, DaemonError> {
@@ -94,8 +101,14 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
     // One set of roots for every client: a signal goes to the engine the metadata came from.
     let roots = TrustRoots::from_config(config)?;
     let outbox = Arc::new(Outbox::new(journal, SignalSender::new(roots.clone())));
-    let collector = Collector::new(config, &roots)?;
-    Ok(Parts { executor, outbox, wake_outbox, collector })
+    let mut tracker = Tracker::load(&settings.state_dir);
+    let collector = Collector::with_self_config(config, tracker.current(), &roots)?;
+    // With sources persisted, the keys of the cached documents were acted on before: only a
+    // key a source newly carries may change them (a stale one at boot must not switch back).
+    if tracker.current().is_some() {
+        tracker.prime(&collector.collected().self_config_keys);
+    }
+    Ok(Parts { executor, outbox, wake_outbox, collector, tracker, roots })
 }
 
 /// The hook runner's settings: directories under `state_dir`, the environment `main` built.
@@ -119,8 +132,19 @@ pub async fn once(
     base_env: Vec<(String, String)>,
     shutdown: CancellationToken,
 ) -> Result<OnceReport, DaemonError> {
-    let Parts { mut executor, outbox, collector: mut sources, .. } = build(config, base_env)?;
-    let collected = sources.collect_once(&shutdown).await;
+    let Parts { mut executor, outbox, collector: mut sources, mut tracker, roots, .. } = build(config, base_env)?;
+    let mut collected = sources.collect_once(&shutdown).await;
+    // New self-configured sources are fetched in the same cycle (once: the key is not
+    // looked at again, so this cannot loop).
+    if tracker.observe(&collected.self_config_keys) {
+        match Collector::with_self_config(config, tracker.current(), &roots) {
+            Ok(switched) => {
+                sources = switched;
+                collected = sources.collect_once(&shutdown).await;
+            }
+            Err(error) => error!(error = %error_chain(&error), "cannot switch to the self-configured sources"),
+        }
+    }
     log_collected(&collected);
     if !sources.has_document() {
         let detail: Vec<String> = collected.failing.iter().map(|(name, error)| format!("{name}: {error}")).collect();
@@ -148,17 +172,17 @@ pub async fn run(
     shutdown: CancellationToken,
     ready: impl FnOnce(),
 ) -> Result<(), DaemonError> {
-    let Parts { mut executor, outbox, wake_outbox, collector } = build(config, base_env)?;
+    let Parts { mut executor, outbox, wake_outbox, collector, mut tracker, roots } = build(config, base_env)?;
     ready();
-    info!(state_dir = %config.agent.state_dir.display(), sources = config.sources.len(), "agent running");
+    info!(state_dir = %config.agent.state_dir.display(), sources = ?collector.source_names(), "agent running");
     let outbox_task = tokio::spawn({
         let outbox = Arc::clone(&outbox);
         let wake = Arc::clone(&wake_outbox);
         let shutdown = shutdown.clone();
         async move { outbox.run(wake, shutdown).await }
     });
-    let mut updates = collector.spawn(config.agent.poll_interval, shutdown.clone());
-    let mut current: Arc<Collected> = updates.borrow_and_update().clone();
+    let mut polling = Polling::start(collector, config.agent.poll_interval, &shutdown);
+    let mut current: Arc<Collected> = polling.updates.borrow_and_update().clone();
     // Hooks may appear without a metadata change (another package installs one): look again.
     let mut recheck = tokio::time::interval(config.agent.poll_interval);
     let mut retry_after_error = false;
@@ -169,11 +193,15 @@ pub async fn run(
         }
         tokio::select! {
             () = shutdown.cancelled() => break,
-            changed = updates.changed() => {
+            changed = polling.updates.changed() => {
                 if changed.is_err() {
                     break;
                 }
-                current = updates.borrow_and_update().clone();
+                current = polling.updates.borrow_and_update().clone();
+                if tracker.observe(&current.self_config_keys) {
+                    polling.switch(config, &tracker, &roots, &shutdown);
+                    current = polling.updates.borrow_and_update().clone();
+                }
                 log_collected(&current);
                 prune(&mut executor, &current, config);
             }
@@ -195,6 +223,36 @@ pub async fn run(
     let _ = outbox_task.await;
     info!("agent stopped");
     Ok(())
+}
+
+/// The polling tasks of one collector: their own token (a child of shutdown), so a switch of
+/// the self-configured sources stops them without stopping the agent, and their merged view.
+struct Polling {
+    token: CancellationToken,
+    updates: watch::Receiver<Arc<Collected>>,
+}
+
+impl Polling {
+    fn start(collector: Collector, poll_interval: Duration, shutdown: &CancellationToken) -> Polling {
+        let token = shutdown.child_token();
+        let updates = collector.spawn(poll_interval, token.clone());
+        Polling { token, updates }
+    }
+
+    /// Replaces the polling tasks by those of the config's sources and the self-configured ones
+    /// now in `tracker`. The new collector is built first: if it cannot be (its cache directory
+    /// became unusable) the old tasks keep running. Journal and executor are untouched; the
+    /// caches are keyed by source name, which a switch keeps for sources that stay.
+    fn switch(&mut self, config: &Config, tracker: &Tracker, roots: &TrustRoots, shutdown: &CancellationToken) {
+        match Collector::with_self_config(config, tracker.current(), roots) {
+            Ok(collector) => {
+                info!(sources = ?collector.source_names(), "switching the polled sources");
+                self.token.cancel();
+                *self = Polling::start(collector, config.agent.poll_interval, shutdown);
+            }
+            Err(error) => error!(error = %error_chain(&error), "cannot switch to the self-configured sources"),
+        }
+    }
 }
 
 /// Journal retention (see docs/journal.md, "Retention"), only from a complete view of the

@@ -15,7 +15,7 @@ use anneal_agent::daemon::{self, DaemonError};
 use anneal_agent::error_chain;
 use anneal_agent::httpclient::TrustRoots;
 use anneal_agent::waitsignal::{WaitSignal, send_wait_signal};
-use anneal_agent::{failpoint, hooktest, status};
+use anneal_agent::{failpoint, hooktest, selfconfig, status};
 use anneal_protocol::Outcome;
 use anneal_runtime::{LOG_FILTER_VARIABLE, cancel_on_signal, init_logging};
 use clap::Parser;
@@ -68,7 +68,9 @@ async fn dispatch(command: Command) -> ExitCode {
     match command {
         Command::Run { config } => run(&config, shutdown).await,
         Command::Once { config } => once(&config, shutdown).await,
-        Command::Status { config, json } => show_status(&config, json),
+        Command::Status { config, json, sources: false } => show_status(&config, json),
+        Command::Status { config, json, sources: true } => show_sources(&config, json),
+        Command::Bootstrap { from_metadata, config } => bootstrap(&from_metadata, &config),
         Command::Signal { url, status, reason, data, id, aws, retry_for_secs, ca_files, config } => {
             let roots = match signal_roots(config.as_deref(), &ca_files) {
                 Ok(roots) => roots,
@@ -155,6 +157,41 @@ fn show_status(path: &Path, json: bool) -> ExitCode {
         status::render_text(&rows)
     };
     print_stdout(&text)
+}
+
+fn show_sources(path: &Path, json: bool) -> ExitCode {
+    let config = match load_config(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let rows = match status::read_sources(&config) {
+        Ok(rows) => rows,
+        Err(error) => return fail(1, &error),
+    };
+    let text = if json {
+        serde_json::to_string_pretty(&rows).map(|text| text + "\n").unwrap_or_default()
+    } else {
+        status::render_sources(&rows)
+    };
+    print_stdout(&text)
+}
+
+/// `bootstrap --from-metadata FILE`: a file without a usable key is a usage error (2).
+fn bootstrap(metadata: &Path, path: &Path) -> ExitCode {
+    let config = match load_config(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let derived = match selfconfig::from_metadata_file(metadata) {
+        Ok(derived) => derived,
+        Err(error) => return fail(2, &error),
+    };
+    if let Err(error) = selfconfig::store(&config.agent.state_dir, &derived) {
+        return fail(1, &error);
+    }
+    let rows = status::self_configured_rows(&derived, config.agent.poll_interval.as_secs());
+    let written = selfconfig::file_path(&config.agent.state_dir);
+    print_stdout(&format!("wrote {}:\n{}", written.display(), status::render_sources(&rows)))
 }
 
 async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken) -> ExitCode {

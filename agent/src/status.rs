@@ -1,12 +1,16 @@
-//! `anneal-agent status`: what the journal says about every deployment it has seen, as a table
-//! for people or JSON for tools. Reads only; never changes state.
+//! `anneal-agent status`: what the journal says about every deployment it has seen, and with
+//! `--sources` the metadata sources in use (the config's and the self-configured ones, no
+//! credential shown), as a table for people or JSON for tools. Reads only; never changes state.
 
 use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::config::{Config, SourceConfig};
 use crate::journal::{Entry, Journal, JournalError, State};
+use crate::secret::redact_url;
+use crate::selfconfig::{self, SelfConfig, SelfConfigError};
 
 /// One deployment as `status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -95,21 +99,122 @@ pub fn render_text(rows: &[StatusRow]) -> String {
             row.signal.clone(),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|column| table.iter().map(|line| line[column].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut text = String::new();
-    for line in &table {
-        let cells: Vec<String> = line.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
-        text.push_str(cells.join("  ").trim_end());
-        text.push('\n');
-    }
+    let mut text = align(&table);
     for row in rows
         .iter()
         .filter(|row| row.reason.is_some() || row.outcome.as_deref().is_some_and(|o| o.starts_with("FAILED")))
     {
         let why = row.reason.as_deref().or(row.outcome.as_deref()).unwrap_or_default();
         text.push_str(&format!("{}: {}\n", row.id, why));
+    }
+    text
+}
+
+/// One metadata source as `status --sources` and `bootstrap` show it: where it reads, never a
+/// credential (a URL as in the logs, a password or secret key as `***`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceRow {
+    /// The name in logs and in the source cache: `source[0] http`, `os-collect-config heat`.
+    pub name: String,
+    pub kind: &'static str,
+    /// `config` (agent.toml) or `os-collect-config` (self-configured, see docs/openstack.md).
+    pub origin: &'static str,
+    /// The URL (redacted) or path it reads, with the stack, resource or queue it asks for.
+    pub location: String,
+    /// The Keystone user id or EC2 access key id it authenticates as.
+    pub user: Option<String>,
+    /// `***` when it holds a password or secret key.
+    pub secret: Option<&'static str>,
+    pub poll_interval_secs: u64,
+}
+
+/// The sources `run` and `once` poll: the config's, then the self-configured ones persisted in
+/// its state directory.
+pub fn read_sources(config: &Config) -> Result<Vec<SourceRow>, SelfConfigError> {
+    let mut rows: Vec<SourceRow> = config
+        .sources
+        .iter()
+        .enumerate()
+        .map(|(index, source)| {
+            let name = format!("source[{index}] {}", source.kind());
+            source_row(name, "config", source, config.agent.poll_interval.as_secs())
+        })
+        .collect();
+    if let Some(derived) = selfconfig::load(&config.agent.state_dir)? {
+        rows.extend(self_configured_rows(&derived, config.agent.poll_interval.as_secs()));
+    }
+    Ok(rows)
+}
+
+/// The rows of self-configured sources; `default_poll_secs` when the key set no interval.
+pub fn self_configured_rows(derived: &SelfConfig, default_poll_secs: u64) -> Vec<SourceRow> {
+    let poll_secs = derived.poll_interval.map_or(default_poll_secs, |interval| interval.as_secs());
+    derived
+        .sources
+        .iter()
+        .map(|(collector, source)| source_row(collector.source_name(), selfconfig::METADATA_KEY, source, poll_secs))
+        .collect()
+}
+
+fn source_row(name: String, origin: &'static str, source: &SourceConfig, poll_interval_secs: u64) -> SourceRow {
+    let (location, user) = match source {
+        SourceConfig::Http(http) => (redact_url(&http.url), None),
+        SourceConfig::Local(local) => (local.path.display().to_string(), None),
+        SourceConfig::HeatLocal(heat_local) => (heat_local.path.display().to_string(), None),
+        SourceConfig::Heat(heat) => (
+            format!(
+                "{} (stack {}, resource {})",
+                redact_url(&heat.keystone.auth_url),
+                heat.stack_id,
+                heat.resource_name
+            ),
+            Some(heat.keystone.user_id.clone()),
+        ),
+        SourceConfig::Cfn(cfn) => (
+            format!("{} (stack {}, {})", redact_url(&cfn.metadata_url), cfn.stack_name, cfn.path),
+            Some(cfn.access_key_id.clone()),
+        ),
+        SourceConfig::Zaqar(zaqar) => (
+            format!("{} (queue {})", redact_url(&zaqar.keystone.auth_url), zaqar.queue_id),
+            Some(zaqar.keystone.user_id.clone()),
+        ),
+        SourceConfig::Ec2(ec2) => (redact_url(&ec2.metadata_url), None),
+        SourceConfig::ConfigDrive(drive) => match &drive.path {
+            Some(path) => (path.display().to_string(), None),
+            None => (format!("the device labelled {}", drive.label), None),
+        },
+    };
+    let secret = source.holds_secret().then_some("***");
+    SourceRow { name, kind: source.kind(), origin, location, user, secret, poll_interval_secs }
+}
+
+/// The source rows as an aligned text table.
+pub fn render_sources(rows: &[SourceRow]) -> String {
+    let header = ["NAME", "KIND", "ORIGIN", "POLL", "USER", "SECRET", "LOCATION"];
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|title| title.to_string()).collect()];
+    for row in rows {
+        table.push(vec![
+            row.name.clone(),
+            row.kind.to_string(),
+            row.origin.to_string(),
+            format!("{}s", row.poll_interval_secs),
+            row.user.clone().unwrap_or_default(),
+            row.secret.unwrap_or_default().to_string(),
+            row.location.clone(),
+        ]);
+    }
+    align(&table)
+}
+
+fn align(table: &[Vec<String>]) -> String {
+    let columns = table.first().map_or(0, Vec::len);
+    let widths: Vec<usize> =
+        (0..columns).map(|column| table.iter().map(|line| line[column].chars().count()).max().unwrap_or(0)).collect();
+    let mut text = String::new();
+    for line in table {
+        let cells: Vec<String> = line.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
     }
     text
 }

@@ -188,7 +188,7 @@ async fn missing_hook_waits_and_status_says_why() {
 }
 
 #[tokio::test]
-async fn unsupported_transport_is_reported_not_dropped() {
+async fn unusable_heat_signal_is_reported_not_dropped() {
     let sandbox = Sandbox::new();
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/heat/heat-signal-inputs.json"))
@@ -211,7 +211,9 @@ async fn unsupported_transport_is_reported_not_dropped() {
     assert!(!finished.stderr.contains("planted-s3cret-value"), "secrets are not logged, even at trace level");
     let rows = sandbox.status().await;
     let signal = Sandbox::status_of(&rows, "5555")["signal"].as_str().unwrap().to_string();
-    assert!(signal.contains("not supported"), "{signal}");
+    // The fixture's deploy_auth_url is `mock://`: refused for good, the result kept.
+    assert!(signal.contains("HEAT_SIGNAL: invalid keystone auth_url mock://192.0.2.3/auth"), "{signal}");
+    assert!(!signal.contains("planted-s3cret-value"), "{signal}");
 }
 
 #[tokio::test]

@@ -124,6 +124,30 @@ pub fn agent_config(data: &[u8]) {
     }
 }
 
+/// A server's metadata (as `bootstrap --from-metadata` and every source read it) through the
+/// self-configuration of its `os-collect-config` key: an accepted key gives one to four sources
+/// of the four derived kinds with distinct names and an interval in range; a refused one says
+/// which part of the key is wrong.
+pub fn self_config(data: &[u8]) {
+    use anneal_agent::selfconfig::{derive, key_of_metadata};
+    let Ok(metadata) = serde_json::from_slice::<Value>(data) else { return };
+    let Some(key) = key_of_metadata(&metadata) else { return };
+    match derive(key) {
+        Ok(derived) => {
+            let names = derived.source_names();
+            assert!((1..=4).contains(&names.len()), "{names:?}");
+            assert_eq!(names.iter().collect::<BTreeSet<_>>().len(), names.len(), "names are distinct: {names:?}");
+            if let Some(interval) = derived.poll_interval {
+                assert!((1..=86_400).contains(&interval.as_secs()), "{interval:?}");
+            }
+        }
+        Err(error) => {
+            let text = error.to_string();
+            assert!(text.starts_with("the os-collect-config key") || text.starts_with("os-collect-config."), "{text}");
+        }
+    }
+}
+
 /// What `signal_engine` signals: one engine on an in-memory store, with a server, a stack whose
 /// wait condition never completes, and a deployment that is re-published when a signal
 /// completes it.

@@ -94,12 +94,40 @@ pub struct OutputDecl {
 pub enum SignalTransport {
     /// `deploy_signal_id`: an HTTP request to this URL (CFN_SIGNAL, TEMP_URL_SIGNAL, the shim).
     Http { url: String, verb: HttpVerb },
-    /// `deploy_queue_id`: a Zaqar message post.
-    Zaqar,
-    /// `deploy_auth_url` without a queue: keystone v3 then Heat's resource-signal API.
-    HeatApi,
+    /// `deploy_queue_id` (ZAQAR_SIGNAL): a message posted to that Zaqar queue, authenticated with
+    /// the `deploy_*` Keystone inputs.
+    Zaqar { keystone: KeystoneInputs, queue_id: String },
+    /// `deploy_auth_url` without a queue (HEAT_SIGNAL): Keystone v3, then Heat's resource-signal
+    /// API on `deploy_stack_id` / `deploy_resource_name`.
+    HeatApi { keystone: KeystoneInputs, stack_id: String, resource_name: String },
     /// None of the signal inputs: the engine is not waiting for a result.
     None,
+}
+
+/// The Keystone v3 credentials of a HEAT_SIGNAL or ZAQAR_SIGNAL deployment, from its
+/// `deploy_auth_url`, `deploy_user_id`, `deploy_password`, `deploy_project_id` and
+/// `deploy_region_name` inputs. An input that is missing or not a string is empty here (the
+/// sender refuses it); an empty region is none. `Debug` never prints the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeystoneInputs {
+    pub auth_url: String,
+    pub user_id: String,
+    pub password: String,
+    pub project_id: String,
+    pub region_name: Option<String>,
+}
+
+impl std::fmt::Debug for KeystoneInputs {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("KeystoneInputs")
+            .field("auth_url", &self.auth_url)
+            .field("user_id", &self.user_id)
+            .field("password", &"***")
+            .field("project_id", &self.project_id)
+            .field("region_name", &self.region_name)
+            .finish()
+    }
 }
 
 /// The verb of an HTTP signal: POST unless `deploy_signal_verb` is `PUT`.
@@ -160,12 +188,34 @@ impl Deployment {
             return SignalTransport::Http { url, verb };
         }
         if self.input("deploy_queue_id").is_some() {
-            return SignalTransport::Zaqar;
+            let queue_id = self.input_text("deploy_queue_id");
+            return SignalTransport::Zaqar { keystone: self.keystone_inputs(), queue_id };
         }
         if self.input("deploy_auth_url").is_some() {
-            return SignalTransport::HeatApi;
+            return SignalTransport::HeatApi {
+                keystone: self.keystone_inputs(),
+                stack_id: self.input_text("deploy_stack_id"),
+                resource_name: self.input_text("deploy_resource_name"),
+            };
         }
         SignalTransport::None
+    }
+
+    /// The `deploy_*` Keystone inputs, as heat-config-notify reads them.
+    fn keystone_inputs(&self) -> KeystoneInputs {
+        let region = self.input_text("deploy_region_name");
+        KeystoneInputs {
+            auth_url: self.input_text("deploy_auth_url"),
+            user_id: self.input_text("deploy_user_id"),
+            password: self.input_text("deploy_password"),
+            project_id: self.input_text("deploy_project_id"),
+            region_name: (!region.is_empty()).then_some(region),
+        }
+    }
+
+    /// The input `name` as a string; empty when it is missing or not a string.
+    fn input_text(&self, name: &str) -> String {
+        self.input_str(name).unwrap_or_default().to_string()
     }
 
     /// For `group: component`, the deployment as the hook for the current action sees it

@@ -11,6 +11,6 @@ pub mod result;
 pub mod signal;
 pub mod waitcondition;
 
-pub use deployment::{Deployment, HttpVerb, Input, OnInterrupt, Options, OutputDecl, SignalTransport};
+pub use deployment::{Deployment, HttpVerb, Input, KeystoneInputs, OnInterrupt, Options, OutputDecl, SignalTransport};
 pub use error::error_chain;
 pub use result::{Evaluation, HookResult, Outcome, evaluate};

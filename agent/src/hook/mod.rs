@@ -187,6 +187,7 @@ impl HookSettings {
     ) -> ProcessSpec<'a> {
         ProcessSpec {
             program,
+            args: &[],
             env,
             cwd: &self.work_dir,
             stdin: None,

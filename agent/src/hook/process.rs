@@ -5,6 +5,7 @@
 //! can carry the path of its run marker in its environment (`run_marker`), so an agent that dies
 //! between the spawn and writing that file still leaves its successor a way to find the process.
 
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,8 @@ const BUSY_PAUSE: Duration = Duration::from_millis(10);
 #[derive(Debug)]
 pub(crate) struct ProcessSpec<'a> {
     pub(crate) program: &'a Path,
+    /// Arguments after the program name (hooks get none; the config drive's blkid and mount do).
+    pub(crate) args: &'a [OsString],
     /// The complete environment of the child; nothing of the agent's own is inherited.
     pub(crate) env: &'a [(String, String)],
     pub(crate) cwd: &'a Path,
@@ -180,6 +183,7 @@ impl Drop for GroupGuard {
 async fn spawn(spec: &ProcessSpec<'_>) -> io::Result<Child> {
     let mut command = Command::new(spec.program);
     command
+        .args(spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(name, value)| (name, value)))
         .current_dir(spec.cwd)

@@ -91,8 +91,8 @@ impl SignalRecord {
 pub(crate) fn transport_name(transport: &SignalTransport) -> &'static str {
     match transport {
         SignalTransport::Http { .. } => "http",
-        SignalTransport::Zaqar => "zaqar",
-        SignalTransport::HeatApi => "heat",
+        SignalTransport::Zaqar { .. } => "zaqar",
+        SignalTransport::HeatApi { .. } => "heat",
         SignalTransport::None => "none",
     }
 }

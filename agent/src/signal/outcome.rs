@@ -10,7 +10,7 @@ pub(crate) enum DeliveryOutcome {
     Delivered { status: u16 },
     /// Worth retrying: 408, 429, 5xx, connection failures and timeouts.
     Transient { error: String },
-    /// Retrying cannot help: other 4xx, 3xx, bad URLs, unsupported transports.
+    /// Retrying cannot help: other 4xx, 3xx, bad URLs, refused credentials, missing inputs.
     Permanent { error: String },
 }
 

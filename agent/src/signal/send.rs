@@ -4,6 +4,8 @@
 //! (the outbox does); it never follows redirects, never changes the signal URL, and never logs the
 //! URL's query string, which carries the credentials.
 //!
+//! HEAT_SIGNAL and ZAQAR_SIGNAL (Keystone first, then Heat's or Zaqar's API) are in `openstack`.
+//!
 //! The HTTP helpers here (URL check, response and error classification) are shared with
 //! `waitsignal`, so both commands agree on what is transient; the client is the agent's one kind
 //! (`httpclient`: the configured CA files, no environment proxy, no redirects).
@@ -49,6 +51,8 @@ pub(crate) struct SignalSender {
     request: Duration,
     roots: TrustRoots,
     client: Arc<OnceLock<reqwest::Client>>,
+    /// Keystone sessions of HEAT_SIGNAL / ZAQAR_SIGNAL credentials, shared by clones.
+    sessions: Arc<openstack::KeystoneSessions>,
 }
 
 impl SignalSender {
@@ -60,7 +64,13 @@ impl SignalSender {
 
     /// A sender with other timeouts and no extra roots (tests use short ones).
     pub(crate) fn with_timeouts(connect: Duration, request: Duration) -> SignalSender {
-        SignalSender { connect, request, roots: TrustRoots::default(), client: Arc::new(OnceLock::new()) }
+        SignalSender {
+            connect,
+            request,
+            roots: TrustRoots::default(),
+            client: Arc::new(OnceLock::new()),
+            sessions: Arc::default(),
+        }
     }
 
     /// Builds the client now, on a blocking thread (reading the system's CA roots takes
@@ -88,8 +98,10 @@ impl SignalSender {
     pub(crate) async fn send(&self, id: &str, transport: SignalTransport, result: &HookResult) -> DeliveryOutcome {
         match transport {
             SignalTransport::Http { url, verb } => self.send_http(id, &url, verb, result).await,
-            SignalTransport::Zaqar => DeliveryOutcome::Permanent { error: unsupported_transport("ZAQAR_SIGNAL") },
-            SignalTransport::HeatApi => DeliveryOutcome::Permanent { error: unsupported_transport("HEAT_SIGNAL") },
+            SignalTransport::Zaqar { keystone, queue_id } => self.send_zaqar(id, &keystone, &queue_id, result).await,
+            SignalTransport::HeatApi { keystone, stack_id, resource_name } => {
+                self.send_heat(id, &keystone, &stack_id, &resource_name, result).await
+            }
             // NO_SIGNAL: the engine is not waiting, so there is nothing to deliver.
             SignalTransport::None => DeliveryOutcome::Delivered { status: 0 },
         }
@@ -124,10 +136,6 @@ impl SignalSender {
         tracing::debug!(deployment_id = id, url = %redact_url(url), ?outcome, "signal attempt finished");
         outcome
     }
-}
-
-fn unsupported_transport(name: &str) -> String {
-    format!("{name} is not supported yet by anneal-agent; the result is kept in the journal")
 }
 
 /// Parses a signal URL for sending. Heat signs the URL exactly as it publishes it, so a parse
@@ -191,5 +199,6 @@ async fn body_excerpt(mut response: reqwest::Response) -> String {
     excerpt.trim_end().to_string()
 }
 
+mod openstack;
 #[cfg(test)]
 mod tests;

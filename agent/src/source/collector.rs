@@ -2,7 +2,9 @@
 //! view the scheduler works from (`Collected`). `collect_once` fetches every source one time (the
 //! `once` command); `spawn` starts one polling task per source for the daemon and publishes the
 //! merged view on a watch channel whenever it changes. A failing source never empties the view:
-//! it keeps contributing its last good document (from memory or from the cache on disk).
+//! it keeps contributing its last good document (from memory or from the cache on disk). The
+//! self-configured sources (`crate::selfconfig`) follow the config's own; when they change the
+//! daemon builds a new collector and stops the old one's tasks with their own token.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use super::state::{Collected, Slot, collected_from};
 use super::{Fetched, Source, SourceError, Validators, error_chain};
 use crate::config::Config;
 use crate::httpclient::TrustRoots;
+use crate::selfconfig::SelfConfig;
 
 /// All sources with their last good documents.
 #[derive(Debug)]
@@ -25,25 +28,45 @@ pub(crate) struct Collector {
 }
 
 impl Collector {
-    /// Builds every source (http clients trusting `roots` besides the system's) and loads their
-    /// caches (restoring the HTTP validators with them).
+    /// Builds every source of `config` (http clients trusting `roots` besides the system's) and
+    /// loads their caches (restoring the HTTP validators with them).
+    #[cfg(test)]
     pub(crate) fn new(config: &Config, roots: &TrustRoots) -> Result<Collector, SourceError> {
+        Collector::with_self_config(config, None, roots)
+    }
+
+    /// `new`, followed by the self-configured sources of `self_config` (see `crate::selfconfig`),
+    /// each polled at its `polling_interval`. A self-configured source that cannot be built is
+    /// logged and left out: the metadata chose it, and the config's own sources must still run.
+    pub(crate) fn with_self_config(
+        config: &Config,
+        self_config: Option<&SelfConfig>,
+        roots: &TrustRoots,
+    ) -> Result<Collector, SourceError> {
         let cache = Cache::open(&config.agent.state_dir)?;
         let mut slots = Vec::with_capacity(config.sources.len());
         for (index, source_config) in config.sources.iter().enumerate() {
-            let mut source = Source::from_config(index, source_config, roots)?;
-            let cached = cache.load(source.name(), &source.identity());
-            let (document, stored_validators) = match cached {
-                Some(cached) => {
-                    tracing::debug!(source = %source.name(), fetched_at = cached.fetched_at, "loaded cached document");
-                    source.restore_validators(cached.validators.clone());
-                    (Some(cached.document), cached.validators)
+            let source = Source::from_config(index, source_config, roots)?;
+            slots.push(load_slot(&cache, source));
+        }
+        for (collector, source_config) in self_config.map(|derived| derived.sources.as_slice()).unwrap_or_default() {
+            match Source::named(collector.source_name(), source_config, roots) {
+                Ok(source) => {
+                    let mut slot = load_slot(&cache, source);
+                    slot.poll_interval = self_config.and_then(|derived| derived.poll_interval);
+                    slots.push(slot);
                 }
-                None => (None, Validators::default()),
-            };
-            slots.push(Slot::new(source, document, stored_validators));
+                Err(error) => {
+                    tracing::error!(error = %error_chain(&error), "cannot set up a self-configured source; leaving it out");
+                }
+            }
         }
         Ok(Collector { slots, cache })
+    }
+
+    /// The names of the sources, in order.
+    pub(crate) fn source_names(&self) -> Vec<String> {
+        self.slots.iter().map(|slot| slot.source.name().to_string()).collect()
     }
 
     /// Whether any source has a document, fresh or cached.
@@ -95,6 +118,18 @@ impl Collector {
             tokio::spawn(task);
         }
         receiver
+    }
+}
+
+/// `source` with what its cache file holds.
+fn load_slot(cache: &Cache, mut source: Source) -> Slot {
+    match cache.load(source.name(), &source.identity()) {
+        Some(cached) => {
+            tracing::debug!(source = %source.name(), fetched_at = cached.fetched_at, "loaded cached document");
+            source.restore_validators(cached.validators.clone());
+            Slot::new(source, Some(cached.document), cached.validators)
+        }
+        None => Slot::new(source, None, Validators::default()),
     }
 }
 

@@ -1,17 +1,24 @@
 //! Metadata sources: where the agent reads its Heat-format metadata document (a JSON object) from.
-//! `Source` is the closed set of kinds (http, local, heat-local), built from the config in one
-//! place; `cache` keeps each source's last good document across restarts, `state` holds what is
-//! known of each source and merges it into one view, `collector` fetches every source once
-//! (`once`) or starts one polling task per source (`poll`, the daemon). Sources only read: they
-//! never run hooks, and they never log a token or a URL's query string.
+//! `Source` is the closed set of kinds (http, local, heat-local, and os-collect-config's heat,
+//! cfn, zaqar, ec2 and config-drive), built from the config in one place; `cache` keeps each
+//! source's last good document across restarts, `state` holds what is known of each source and
+//! merges it into one view, `collector` fetches every source once (`once`) or starts one polling
+//! task per source (`poll`, the daemon). Sources only read: they never run hooks, and they never
+//! log a token or a URL's query string.
 
+mod body;
 pub(crate) mod cache;
+pub(crate) mod cfn;
 pub(crate) mod collector;
+pub(crate) mod config_drive;
+pub(crate) mod ec2;
+pub(crate) mod heat;
 pub(crate) mod heat_local;
 pub(crate) mod http;
 pub(crate) mod local;
 pub(crate) mod poll;
 pub(crate) mod state;
+pub(crate) mod zaqar;
 
 use std::io;
 use std::path::PathBuf;
@@ -21,12 +28,18 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use cfn::CfnSource;
+pub(crate) use config_drive::ConfigDriveSource;
+pub(crate) use ec2::Ec2Source;
+pub(crate) use heat::HeatSource;
 pub(crate) use heat_local::HeatLocalSource;
 pub(crate) use http::HttpSource;
 pub(crate) use local::LocalSource;
+pub(crate) use zaqar::ZaqarSource;
 
 use crate::config::SourceConfig;
 use crate::httpclient::TrustRoots;
+use crate::keystone::KeystoneError;
 
 /// The largest metadata document (or local file) we accept. Heat's documents are far smaller; the
 /// limit keeps a broken or hostile server from exhausting a small VM's memory.
@@ -38,6 +51,11 @@ pub(crate) enum Source {
     Http(HttpSource),
     Local(LocalSource),
     HeatLocal(HeatLocalSource),
+    Cfn(CfnSource),
+    Ec2(Ec2Source),
+    ConfigDrive(ConfigDriveSource),
+    Heat(HeatSource),
+    Zaqar(ZaqarSource),
 }
 
 /// What one fetch produced.
@@ -102,8 +120,35 @@ pub enum SourceError {
     },
     #[error("{source_name}: {what} is a JSON {found}, not an object")]
     NotObject { source_name: String, what: String, found: &'static str },
-    #[error("{source_name}: the {kind} source is not built into this agent yet")]
-    Unsupported { source_name: String, kind: &'static str },
+    /// The server answered with an error of its own (heat-api-cfn's `ErrorResponse`).
+    #[error("{source_name}: GET {url} was refused with {code} (HTTP {status}): {message}")]
+    Refused { source_name: String, url: String, status: u16, code: String, message: String },
+    /// The server's answer cannot be used (malformed, missing what we asked for, over a limit).
+    #[error("{source_name}: {what}: {reason}")]
+    BadResponse { source_name: String, what: String, reason: String },
+    /// A helper program (blkid, mount, umount) failed.
+    #[error("{source_name}: {program}: {reason}")]
+    Command { source_name: String, program: PathBuf, reason: String },
+    #[error("{source_name}: no token or endpoint from keystone")]
+    Keystone {
+        source_name: String,
+        #[source]
+        source: KeystoneError,
+    },
+    #[error("{source_name}: the {service_type} endpoint {url} in the keystone catalog is not an http(s) URL")]
+    BadEndpoint { source_name: String, url: String, service_type: &'static str },
+    #[error("{source_name}: cannot {method} {url}")]
+    Send {
+        source_name: String,
+        method: &'static str,
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{source_name}: {method} {url} answered HTTP {status}")]
+    Answered { source_name: String, method: &'static str, url: String, status: u16 },
+    #[error("{source_name}: {what}: {reason}")]
+    BadAnswer { source_name: String, what: String, reason: String },
     #[error("cannot use the source cache {path}")]
     Cache {
         path: PathBuf,
@@ -118,8 +163,11 @@ impl SourceError {
     /// are retried with backoff; this decides how loudly they are reported.
     pub(crate) fn is_transient(&self) -> bool {
         match self {
-            SourceError::Request { .. } | SourceError::NotFound { .. } => true,
-            SourceError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            SourceError::Request { .. } | SourceError::NotFound { .. } | SourceError::Send { .. } => true,
+            SourceError::Status { status, .. }
+            | SourceError::Refused { status, .. }
+            | SourceError::Answered { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            SourceError::Keystone { source, .. } => source.is_transient(),
             _ => false,
         }
     }
@@ -129,21 +177,22 @@ impl Source {
     /// Builds source number `index` of the config. Reads an http source's token file; its client
     /// trusts `roots` (every configured CA file) besides the system's.
     pub(crate) fn from_config(index: usize, config: &SourceConfig, roots: &TrustRoots) -> Result<Source, SourceError> {
-        let name = format!("source[{index}] {}", config.kind());
+        Source::named(format!("source[{index}] {}", config.kind()), config, roots)
+    }
+
+    /// Builds a source called `name` (a self-configured one: `os-collect-config heat`).
+    pub(crate) fn named(name: String, config: &SourceConfig, roots: &TrustRoots) -> Result<Source, SourceError> {
         Ok(match config {
             SourceConfig::Http(http) => Source::Http(HttpSource::new(name, http, roots)?),
             SourceConfig::Local(local) => Source::Local(LocalSource::new(name, local.path.clone())),
             SourceConfig::HeatLocal(heat_local) => {
                 Source::HeatLocal(HeatLocalSource::new(name, heat_local.path.clone()))
             }
-            // Being built: each helper replaces its arm.
-            SourceConfig::Heat(_)
-            | SourceConfig::Cfn(_)
-            | SourceConfig::Zaqar(_)
-            | SourceConfig::Ec2(_)
-            | SourceConfig::ConfigDrive(_) => {
-                return Err(SourceError::Unsupported { source_name: name, kind: config.kind() });
-            }
+            SourceConfig::Cfn(cfn) => Source::Cfn(CfnSource::new(name, cfn, roots)?),
+            SourceConfig::Ec2(ec2) => Source::Ec2(Ec2Source::new(name, ec2, roots)?),
+            SourceConfig::ConfigDrive(drive) => Source::ConfigDrive(ConfigDriveSource::new(name, drive)),
+            SourceConfig::Heat(heat) => Source::Heat(HeatSource::new(name, heat, roots)?),
+            SourceConfig::Zaqar(zaqar) => Source::Zaqar(ZaqarSource::new(name, zaqar, roots)?),
         })
     }
 
@@ -153,6 +202,11 @@ impl Source {
             Source::Http(source) => source.name(),
             Source::Local(source) => source.name(),
             Source::HeatLocal(source) => source.name(),
+            Source::Cfn(source) => source.name(),
+            Source::Ec2(source) => source.name(),
+            Source::ConfigDrive(source) => source.name(),
+            Source::Heat(source) => source.name(),
+            Source::Zaqar(source) => source.name(),
         }
     }
 
@@ -161,7 +215,13 @@ impl Source {
     pub(crate) fn can_long_poll(&self) -> bool {
         match self {
             Source::Http(source) => source.can_long_poll(),
-            Source::Local(_) | Source::HeatLocal(_) => false,
+            Source::Local(_)
+            | Source::HeatLocal(_)
+            | Source::Cfn(_)
+            | Source::Ec2(_)
+            | Source::ConfigDrive(_)
+            | Source::Heat(_)
+            | Source::Zaqar(_) => false,
         }
     }
 
@@ -174,6 +234,11 @@ impl Source {
             Source::Http(source) => source.fetch(wait, shutdown).await,
             Source::Local(source) => source.fetch(),
             Source::HeatLocal(source) => source.fetch(),
+            Source::Cfn(source) => source.fetch(shutdown).await,
+            Source::Ec2(source) => source.fetch(shutdown).await,
+            Source::ConfigDrive(source) => source.fetch(shutdown).await,
+            Source::Heat(source) => source.fetch(shutdown).await,
+            Source::Zaqar(source) => source.fetch(shutdown).await,
         }
     }
 
@@ -181,7 +246,13 @@ impl Source {
     pub(crate) fn validators(&self) -> Validators {
         match self {
             Source::Http(source) => source.validators().clone(),
-            Source::Local(_) | Source::HeatLocal(_) => Validators::default(),
+            Source::Local(_)
+            | Source::HeatLocal(_)
+            | Source::Cfn(_)
+            | Source::Ec2(_)
+            | Source::ConfigDrive(_)
+            | Source::Heat(_)
+            | Source::Zaqar(_) => Validators::default(),
         }
     }
 
@@ -200,6 +271,11 @@ impl Source {
             Source::Http(source) => format!("http {}", source.url()),
             Source::Local(source) => format!("local {}", source.path().display()),
             Source::HeatLocal(source) => format!("heat-local {}", source.path().display()),
+            Source::Cfn(source) => source.described(),
+            Source::Ec2(source) => format!("ec2 {}", source.url()),
+            Source::ConfigDrive(source) => source.described(),
+            Source::Heat(source) => source.described(),
+            Source::Zaqar(source) => source.described(),
         };
         hex(&Sha256::digest(described.as_bytes()))
     }
@@ -228,6 +304,32 @@ fn parse_document(source_name: &str, what: &str, bytes: &[u8]) -> Result<Value, 
         source,
     })?;
     require_object(source_name, what, value)
+}
+
+/// Reads a response body of at most `limit` bytes (a longer one is an error, and is not read
+/// further); `url` (redacted) names it in errors.
+async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+    source_name: &str,
+    url: &str,
+) -> Result<Vec<u8>, SourceError> {
+    let too_large = || SourceError::TooLarge { source_name: source_name.to_string(), what: url.to_string(), limit };
+    if response.content_length().is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|source| SourceError::Request {
+        source_name: source_name.to_string(),
+        url: url.to_string(),
+        source: source.without_url(),
+    })? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -270,6 +372,63 @@ mod tests {
     }
 
     #[test]
+    fn os_collect_config_kinds_are_built_without_sending_anything() {
+        use crate::config::{
+            CfnSourceConfig, ClientConfig, ConfigDriveSourceConfig, Ec2SourceConfig, HeatSourceConfig, KeystoneConfig,
+            ZaqarSourceConfig,
+        };
+        use crate::secret::Secret;
+        let keystone = KeystoneConfig {
+            auth_url: "http://127.0.0.1:9/v3".into(),
+            user_id: "u".into(),
+            password: Secret::new("pa55word-in-memory".into()),
+            project_id: "p".into(),
+            region_name: None,
+        };
+        let client = ClientConfig {
+            ca_file: None,
+            connect_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+        };
+        let cfn = SourceConfig::Cfn(CfnSourceConfig {
+            metadata_url: "http://127.0.0.1:9/v1/".to_string(),
+            stack_name: "s".to_string(),
+            path: "server.Metadata".to_string(),
+            access_key_id: "ak".to_string(),
+            secret_access_key: Secret::new("very-secret".to_string()),
+            client: client.clone(),
+        });
+        let ec2 = SourceConfig::Ec2(Ec2SourceConfig {
+            metadata_url: "http://127.0.0.1:9/m/".to_string(),
+            client: client.clone(),
+        });
+        let drive = SourceConfig::ConfigDrive(ConfigDriveSourceConfig { path: None, label: "config-2".to_string() });
+        let heat = SourceConfig::Heat(HeatSourceConfig {
+            keystone: keystone.clone(),
+            stack_id: "s/1".into(),
+            resource_name: "server".into(),
+            client: client.clone(),
+        });
+        let zaqar = SourceConfig::Zaqar(ZaqarSourceConfig { keystone, queue_id: "q".into(), client });
+        let roots = TrustRoots::default();
+        let built: Vec<Source> = [cfn, ec2, drive, heat, zaqar]
+            .iter()
+            .enumerate()
+            .map(|(index, config)| Source::from_config(index, config, &roots).unwrap())
+            .collect();
+        let names: Vec<&str> = built.iter().map(Source::name).collect();
+        assert_eq!(
+            names,
+            ["source[0] cfn", "source[1] ec2", "source[2] config-drive", "source[3] heat", "source[4] zaqar"]
+        );
+        assert!(built.iter().all(|source| !source.can_long_poll() && source.validators() == Validators::default()));
+        let printed = format!("{built:?}");
+        assert!(!printed.contains("very-secret") && !printed.contains("pa55word"), "{printed}");
+        let identities: std::collections::HashSet<String> = built.iter().map(Source::identity).collect();
+        assert_eq!(identities.len(), 5);
+    }
+
+    #[test]
     fn identity_depends_on_what_is_read() {
         let one = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s"), &TrustRoots::default()).unwrap();
         let same = Source::from_config(0, &http_config("http://127.0.0.1:9/a?sig=s"), &TrustRoots::default()).unwrap();
@@ -307,6 +466,14 @@ mod tests {
         assert!(status(408).is_transient());
         assert!(!status(403).is_transient());
         assert!(SourceError::NotFound { source_name: "s".into(), url: "u".into() }.is_transient());
+        let answered =
+            |status| SourceError::Answered { source_name: "s".into(), method: "POST", url: "u".into(), status };
+        assert!(answered(503).is_transient() && answered(429).is_transient() && !answered(403).is_transient());
+        let keystone = |source| SourceError::Keystone { source_name: "s".into(), source };
+        assert!(keystone(KeystoneError::Status { url: "u".into(), status: 502 }).is_transient());
+        let refused =
+            KeystoneError::Refused { url: "u".into(), user_id: "a".into(), project_id: "p".into(), status: 401 };
+        assert!(!keystone(refused).is_transient());
         assert!(!SourceError::Redirect { source_name: "s".into(), url: "u".into(), status: 302 }.is_transient());
         let too_large = SourceError::TooLarge { source_name: "s".into(), what: "w".into(), limit: 1 };
         assert!(!too_large.is_transient());

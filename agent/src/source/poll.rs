@@ -85,7 +85,7 @@ impl Shared {
     }
 }
 
-/// Polls one source until shutdown.
+/// Polls one source until shutdown, every `poll_interval` unless the slot has its own.
 pub(super) async fn poll_source(
     index: usize,
     mut slot: Slot,
@@ -96,6 +96,7 @@ pub(super) async fn poll_source(
 ) {
     let mut rng = new_rng(index);
     let mut failures: u32 = 0;
+    let poll_interval = slot.poll_interval.unwrap_or(poll_interval);
     loop {
         let started = Instant::now();
         let result = slot.source.fetch(true, &shutdown).await;

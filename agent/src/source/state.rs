@@ -4,6 +4,7 @@
 //! Both the collector (`once`) and the polling tasks (the daemon) keep their state here.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use anneal_protocol::Deployment;
 use anneal_protocol::deployment::{Rejected, deployments_from_document};
@@ -12,6 +13,7 @@ use serde_json::Value;
 use super::cache::CachedDocument;
 use super::{Fetched, Source, SourceError, Validators, error_chain};
 use crate::clock::now_millis;
+use crate::selfconfig::METADATA_KEY;
 
 /// The merged view handed to the scheduler.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -27,6 +29,9 @@ pub(crate) struct Collected {
     /// Every source has a document (fresh or its last good one): the deployments are all the
     /// engine listed, so an id missing from them has really left (journal retention relies on it).
     pub(crate) complete: bool,
+    /// The `os-collect-config` key of each source whose document carries one, in source order:
+    /// (source name, the key's value), for self-configuration (see `crate::selfconfig`).
+    pub(crate) self_config_keys: Vec<(String, Value)>,
 }
 
 /// Merges documents given in config order (see `Collected::deployments` for the rule).
@@ -56,6 +61,10 @@ pub(super) fn collected_from<'a>(
     let documents = slots.clone().filter_map(|(name, document, _)| document.map(|document| (name, document)));
     let mut collected = merge_documents(documents);
     collected.complete = slots.clone().all(|(_, document, _)| document.is_some());
+    collected.self_config_keys = slots
+        .clone()
+        .filter_map(|(name, document, _)| Some((name.to_string(), document?.get(METADATA_KEY)?.clone())))
+        .collect();
     collected.failing =
         slots.filter_map(|(name, _, failing)| failing.map(|error| (name.to_string(), error.clone()))).collect();
     collected
@@ -72,6 +81,9 @@ pub(super) struct Slot {
     /// fetch writes it again even when nothing changed.
     cache_stale: bool,
     pub(super) failing: Option<String>,
+    /// This source's own poll interval (a self-configured source's `polling_interval`); the
+    /// config's when `None`.
+    pub(super) poll_interval: Option<Duration>,
 }
 
 /// What recording one fetch result changed.
@@ -85,7 +97,7 @@ pub(super) struct Recorded {
 impl Slot {
     /// A source with what its cache file held (`document` and the validators stored with it).
     pub(super) fn new(source: Source, document: Option<Value>, stored_validators: Validators) -> Slot {
-        Slot { source, document, stored_validators, cache_stale: false, failing: None }
+        Slot { source, document, stored_validators, cache_stale: false, failing: None, poll_interval: None }
     }
 
     /// Records that writing the cache entry `record` asked for failed, so the next fetch retries.
@@ -129,7 +141,10 @@ impl Slot {
             Ok(Fetched::Unchanged) if self.document.is_none() => {
                 // Validators without a document (a cache written by hand?): ask unconditionally.
                 self.source.restore_validators(Validators::default());
-                self.failing = Some("the server answered 304 Not Modified but no document is cached".to_string());
+                self.failing = Some(
+                    "no document yet: the source reported no change (304 Not Modified, or an empty queue) and none is cached"
+                        .to_string(),
+                );
             }
             Ok(Fetched::Unchanged) | Ok(Fetched::Cancelled) => {
                 if self.failing.take().is_some() {

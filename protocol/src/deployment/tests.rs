@@ -59,10 +59,30 @@ fn heat_config_fixture_defaults() {
 #[test]
 fn signal_transport_precedence_follows_heat_config_notify() {
     let heat: Deployment = serde_json::from_value(fixture("heat-signal-inputs.json")).unwrap();
-    assert_eq!(heat.signal_transport(), SignalTransport::HeatApi);
+    let keystone = KeystoneInputs {
+        auth_url: "mock://192.0.2.3/auth".into(),
+        user_id: "aaaa".into(),
+        password: "password".into(),
+        project_id: "bbbb".into(),
+        region_name: Some("RegionOne".into()),
+    };
+    assert_eq!(
+        heat.signal_transport(),
+        SignalTransport::HeatApi {
+            keystone: keystone.clone(),
+            stack_id: "cccc".into(),
+            resource_name: "the_resource".into()
+        }
+    );
+    assert!(!format!("{:?}", heat.signal_transport()).contains("password\""), "Debug hides the password");
     let mut zaqar = heat.clone();
     zaqar.inputs.push(serde_json::from_value(json!({"name": "deploy_queue_id", "value": "q"})).unwrap());
-    assert_eq!(zaqar.signal_transport(), SignalTransport::Zaqar);
+    assert_eq!(zaqar.signal_transport(), SignalTransport::Zaqar { keystone, queue_id: "q".into() });
+    let mut sparse = heat.clone();
+    sparse.inputs.retain(|input| input.name == "deploy_auth_url");
+    sparse.inputs.push(serde_json::from_value(json!({"name": "deploy_region_name", "value": ""})).unwrap());
+    let SignalTransport::HeatApi { keystone, stack_id, .. } = sparse.signal_transport() else { panic!() };
+    assert_eq!((keystone.password.as_str(), keystone.region_name, stack_id.as_str()), ("", None, ""));
     let mut put = heat.clone();
     put.inputs.push(serde_json::from_value(json!({"name": "deploy_signal_id", "value": "http://x/"})).unwrap());
     put.inputs.push(serde_json::from_value(json!({"name": "deploy_signal_verb", "value": "PUT"})).unwrap());

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 fn spec<'a>(program: &'a Path, env: &'a [(String, String)], cwd: &'a Path) -> ProcessSpec<'a> {
     ProcessSpec {
         program,
+        args: &[],
         env,
         cwd,
         stdin: None,

@@ -143,13 +143,13 @@ async fn unsupported_urls_and_transports_are_permanent() {
     let outcome = send_entry(&sender, &http_entry("not a url", None)).await;
     assert!(matches!(outcome, DeliveryOutcome::Permanent { .. }));
 
+    // HEAT_SIGNAL and ZAQAR_SIGNAL without their credentials: refused before anything is sent.
     let zaqar = entry_for(json!([{"name": "deploy_queue_id", "value": "q"}]), HookResult::default());
     let DeliveryOutcome::Permanent { error } = send_entry(&sender, &zaqar).await else { panic!() };
-    assert_eq!(error, "ZAQAR_SIGNAL is not supported yet by anneal-agent; the result is kept in the journal");
+    assert_eq!(error, "ZAQAR_SIGNAL needs the deploy_auth_url input, which is missing or empty");
     let heat = entry_for(json!([{"name": "deploy_auth_url", "value": "http://k"}]), HookResult::default());
-    assert!(
-        matches!(send_entry(&sender, &heat).await, DeliveryOutcome::Permanent { error } if error.starts_with("HEAT_SIGNAL"))
-    );
+    let DeliveryOutcome::Permanent { error } = send_entry(&sender, &heat).await else { panic!() };
+    assert_eq!(error, "HEAT_SIGNAL needs the deploy_user_id input, which is missing or empty");
 
     let none = entry_for(json!([]), HookResult::default());
     assert_eq!(send_entry(&sender, &none).await, DeliveryOutcome::Delivered { status: 0 });

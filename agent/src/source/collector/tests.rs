@@ -321,3 +321,41 @@ async fn spawn_long_polls_when_the_server_advertises_it() {
     assert_eq!(ids(&*next(&mut receiver).await), ["b"]);
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn self_configured_sources_follow_the_config_with_their_own_name_and_interval() {
+    let own = MockServer::start().await;
+    let own_document = json!({"deployments": [deployment("o1", "10_o1")],
+        "os-collect-config": {"collectors": ["request"], "request": {"metadata_url": "http://127.0.0.1:1/x"}}});
+    Mock::given(method("GET")).respond_with(document_response(&own_document, "\"o\"")).mount(&own).await;
+    let swift = MockServer::start().await;
+    let derived_document = json!({"deployments": [deployment("d1", "20_d1")]});
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&derived_document))
+        .mount(&swift)
+        .await;
+    let key = json!({"collectors": ["ec2", "request", "local"], "polling_interval": 1,
+        "request": {"metadata_url": format!("{}/v1/AUTH_t/c/o?temp_url_sig=s", swift.uri())}});
+    let derived = crate::selfconfig::derive(&key).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let settings = config(state.path(), vec![http(&format!("{}/m", own.uri()))]);
+
+    let mut collector = Collector::with_self_config(&settings, Some(&derived), &TrustRoots::default()).unwrap();
+    assert_eq!(collector.source_names(), ["source[0] http", "os-collect-config request"]);
+    let collected = collector.collect_once(&CancellationToken::new()).await;
+    assert_eq!(ids(&collected), ["o1", "d1"]);
+    assert!(state.path().join("sources/os-collect-config-request.json").exists(), "cached under its own name");
+    assert_eq!(collected.self_config_keys.len(), 1);
+    assert_eq!(collected.self_config_keys[0].0, "source[0] http");
+
+    // The config's interval is 30 s; the derived source polls every second (±10%).
+    let shutdown = CancellationToken::new();
+    let collector = Collector::with_self_config(&settings, Some(&derived), &TrustRoots::default()).unwrap();
+    let _receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    shutdown.cancel();
+    let own_requests = own.received_requests().await.unwrap().len();
+    let swift_requests = swift.received_requests().await.unwrap().len();
+    assert_eq!(own_requests, 2, "once by collect_once, once by the first round");
+    assert!(swift_requests >= 3, "1 + at least two polls a second apart: {swift_requests}");
+}

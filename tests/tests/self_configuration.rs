@@ -1,0 +1,238 @@
+//! Self-configuration from Heat's `os-collect-config` key with the real binary
+//! (docs/openstack.md): `anneal-agent bootstrap --from-metadata FILE` writes
+//! `state/os-collect-config.toml` from a server's metadata, and `once` then polls the derived
+//! `request` source (a Swift-style temp URL on a loopback `SwitchableServer`) and runs its
+//! deployment; a running daemon follows a changed key to a new source without a restart and
+//! without losing its journal, and leaves the file alone while the key stays the same. The
+//! credentials in the key (a temp URL signature, a Keystone password) reach neither a log line at
+//! debug level nor `status --sources`, and the file holding them is 0600.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anneal_tests::metadata::{document, journal_entries, script_deployment};
+use anneal_tests::process::{CommandOutput, run_command};
+use anneal_tests::{Agent, AgentSettings, SwitchableServer, agent_binary, toml_string, wait_until};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+/// The temp URL signature: a credential, so it must stay out of logs and `status`.
+const SIGNATURE: &str = "5e1f0c0ffee5e1f0c0ffee5e1f0c0ffee5e1f0c0";
+const PASSWORD: &str = "pl4nted-keystone-passw0rd";
+
+/// A standalone agent whose only own source is an empty `local` dir, as an image's config has.
+fn image_agent(parent: &Path) -> (Agent, PathBuf) {
+    let local = parent.join("local.d");
+    std::fs::create_dir_all(&local).expect("local dir");
+    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o700)).expect("chmod local dir");
+    let sources = format!("[[source]]\nkind = \"local\"\npath = {}\n", toml_string(&local.display().to_string()));
+    (Agent::standalone(parent, "vm", &AgentSettings::default(), &sources), local)
+}
+
+fn request_key(server: &SwitchableServer, object: &str) -> Value {
+    let url = format!("{}/v1/AUTH_t/c/{object}?temp_url_sig={SIGNATURE}&temp_url_expires=2147483647", server.url());
+    json!({"collectors": ["ec2", "request", "local"], "request": {"metadata_url": url}, "polling_interval": 1})
+}
+
+/// `anneal-agent ARGS --config CONFIG` with `ANNEAL_LOG=debug`.
+async fn agent_command(agent: &Agent, args: &[&str]) -> CommandOutput {
+    let mut command = Command::new(agent_binary());
+    command.args(args).arg("--config").arg(agent.config_path()).env("ANNEAL_LOG", "debug");
+    run_command(command, Duration::from_secs(30)).await
+}
+
+fn write_metadata(dir: &Path, metadata: &Value) -> String {
+    let path = dir.join("server-metadata.json");
+    std::fs::write(&path, metadata.to_string()).expect("write metadata");
+    path.display().to_string()
+}
+
+fn self_config_file(agent: &Agent) -> PathBuf {
+    agent.state_dir().join("os-collect-config.toml")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_from_metadata_then_once_runs_the_deployment() {
+    let receiver = SwitchableServer::start().await;
+    let swift = SwitchableServer::start().await;
+    let signal_url = format!("{}/signal/d1", receiver.url());
+    swift.set_document(document(&[script_deployment("d1", "#!/bin/sh\necho hello\n", &signal_url)]));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (agent, _) = image_agent(dir.path());
+
+    // Heat's API answer for the server resource's metadata: wrapped in "metadata".
+    let metadata = json!({"metadata": {"os-collect-config": request_key(&swift, "server"), "deployments": []}});
+    let file = write_metadata(dir.path(), &metadata);
+    let bootstrap = agent_command(&agent, &["bootstrap", "--from-metadata", &file]).await;
+    assert_eq!(bootstrap.code, 0, "{bootstrap:?}");
+    assert!(bootstrap.stdout.contains("os-collect-config request"), "{}", bootstrap.stdout);
+    assert!(bootstrap.stdout.contains(&swift.url()[7..]), "the host is shown: {}", bootstrap.stdout);
+    assert!(!bootstrap.stdout.contains(SIGNATURE), "the signature is redacted: {}", bootstrap.stdout);
+    let written = std::fs::metadata(self_config_file(&agent)).expect("the file is written");
+    assert_eq!(written.mode() & 0o777, 0o600);
+
+    let once = agent_command(&agent, &["once"]).await;
+    assert_eq!(once.code, 0, "{once:?}");
+    assert_eq!(receiver.answered("POST", "/signal/d1").len(), 1, "the deployment ran and signalled");
+    assert_eq!(swift.answered("GET", "/v1/AUTH_t/c/server").len(), 1, "from the derived source");
+    assert!(!once.stderr.contains(SIGNATURE), "no log line holds the signature:\n{}", once.stderr);
+
+    let sources = agent_command(&agent, &["status", "--sources", "--json"]).await;
+    assert_eq!(sources.code, 0, "{sources:?}");
+    let rows: Value = serde_json::from_str(&sources.stdout).expect("JSON");
+    let origins: Vec<_> = rows.as_array().unwrap().iter().map(|row| row["origin"].as_str().unwrap()).collect();
+    assert_eq!(origins, ["config", "os-collect-config"]);
+    assert_eq!(rows[1]["kind"], "http");
+    assert_eq!(rows[1]["poll_interval_secs"], 1);
+    assert!(!sources.stdout.contains(SIGNATURE), "{}", sources.stdout);
+    // The deployments view is unchanged: one row per deployment.
+    assert_eq!(agent.status().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_refuses_a_file_without_a_usable_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (agent, _) = image_agent(dir.path());
+    let cases = [
+        ("not json {", "is not a JSON document"),
+        ("{\"deployments\": []}", "has no os-collect-config key"),
+        ("{\"os-collect-config\": {\"collectors\": [\"ec2\", \"local\"]}}", "names no collector"),
+        ("{\"os-collect-config\": {\"collectors\": [\"heat\", \"bogus\"]}}", "unknown collector \"bogus\""),
+    ];
+    for (text, expected) in cases {
+        let path = dir.path().join("metadata.json");
+        std::fs::write(&path, text).expect("write");
+        let finished = agent_command(&agent, &["bootstrap", "--from-metadata", path.to_str().unwrap()]).await;
+        assert_eq!(finished.code, 2, "{text}: {finished:?}");
+        assert!(finished.stderr.contains(expected), "{text}: {}", finished.stderr);
+        assert!(!self_config_file(&agent).exists(), "nothing is written");
+    }
+    let missing = agent_command(&agent, &["bootstrap", "--from-metadata", "/nonexistent/metadata.json"]).await;
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(missing.stderr.contains("cannot read /nonexistent/metadata.json"), "{}", missing.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keystone_credentials_from_metadata_are_never_shown() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut agent, _) = image_agent(dir.path());
+    // Both point at a closed loopback port: every fetch fails, and its error is logged.
+    let metadata = json!({"os-collect-config": {
+        "collectors": ["ec2", "heat", "cfn", "local"],
+        "heat": {"user_id": "u-42", "password": PASSWORD, "auth_url": "http://127.0.0.1:9/v3",
+                 "project_id": "p-1", "stack_id": "s/1", "resource_name": "server", "region_name": ""},
+        "cfn": {"metadata_url": "http://127.0.0.1:9/v1/", "access_key_id": "AK-7", "secret_access_key": PASSWORD,
+                "stack_name": "s", "path": "server.Metadata"}}});
+    let file = write_metadata(dir.path(), &metadata);
+    let bootstrap = agent_command(&agent, &["bootstrap", "--from-metadata", &file]).await;
+    assert_eq!(bootstrap.code, 0, "{bootstrap:?}");
+    assert!(bootstrap.stdout.contains("u-42") && bootstrap.stdout.contains("***"), "{}", bootstrap.stdout);
+    let stored = std::fs::read_to_string(self_config_file(&agent)).expect("read");
+    assert!(stored.contains(PASSWORD), "the file keeps the password (0600) for the next start");
+
+    for args in [&["status", "--sources"][..], &["status", "--sources", "--json"], &["once"]] {
+        let finished = agent_command(&agent, args).await;
+        let output = format!("{}{}", finished.stdout, finished.stderr);
+        assert!(!output.contains(PASSWORD), "{args:?} shows the password:\n{output}");
+        if args[0] == "status" {
+            assert_eq!(finished.code, 0, "{finished:?}");
+            assert!(finished.stdout.contains("os-collect-config heat"), "{}", finished.stdout);
+        }
+    }
+    let json = agent_command(&agent, &["status", "--sources", "--json"]).await;
+    let rows: Value = serde_json::from_str(&json.stdout).expect("JSON");
+    assert_eq!(rows[1]["user"], "u-42");
+    assert_eq!(rows[1]["secret"], "***");
+    assert_eq!(rows[2]["user"], "AK-7");
+    assert_eq!(rows[2]["secret"], "***");
+
+    // The daemon at debug level for a few polls (the harness's interval is 1 s).
+    agent.start();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    agent.stop().await;
+    let log = agent.log_text();
+    assert!(log.contains("os-collect-config heat"), "the derived sources are named in the log:\n{log}");
+    assert!(!log.contains(PASSWORD), "no log line holds the password:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_follows_a_changed_key_without_a_restart() {
+    let receiver = SwitchableServer::start().await;
+    let first = SwitchableServer::start().await;
+    let second = SwitchableServer::start().await;
+    let signal = |id: &str| format!("{}/signal/{id}", receiver.url());
+    let a1 = script_deployment("a1", "#!/bin/sh\necho a1\n", &signal("a1"));
+    first.set_document(document(std::slice::from_ref(&a1)));
+    second.set_document(document(&[a1, script_deployment("b1", "#!/bin/sh\necho b1\n", &signal("b1"))]));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut agent, local) = image_agent(dir.path());
+    // What Heat writes to cfn-init-data at boot, read here by the image's own local source.
+    let boot = local.join("boot.json");
+    std::fs::write(&boot, json!({"os-collect-config": request_key(&first, "one")}).to_string()).expect("write");
+    agent.start();
+
+    wait_until(Duration::from_secs(30), "a1 ran from the first derived source", || async {
+        (receiver.answered("POST", "/signal/a1").len() == 1).then_some(())
+    })
+    .await;
+    let file = self_config_file(&agent);
+    let written = std::fs::metadata(&file).expect("persisted").modified().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), written, "an unchanged key is not rewritten");
+
+    std::fs::write(&boot, json!({"os-collect-config": request_key(&second, "two")}).to_string()).expect("write");
+    wait_until(Duration::from_secs(30), "b1 ran from the new source", || async {
+        (receiver.answered("POST", "/signal/b1").len() == 1).then_some(())
+    })
+    .await;
+    assert!(std::fs::read_to_string(&file).unwrap().contains("/c/two"), "the file follows the key");
+    assert!(agent.is_alive(), "no restart");
+    // A hostile key (an injected table, an unknown collector) is refused with a warning.
+    let mut hostile = request_key(&first, "one\n[[source]]\nkind = \"local\"");
+    hostile["collectors"] = json!(["request", "nova"]);
+    std::fs::write(&boot, json!({"os-collect-config": hostile}).to_string()).expect("write");
+    wait_until(Duration::from_secs(30), "the hostile key is refused", || async {
+        agent.log_text().contains("ignoring the os-collect-config key").then_some(())
+    })
+    .await;
+    assert!(agent.log_text().contains("unknown collector \"nova\""), "{}", agent.log_text());
+    assert!(std::fs::read_to_string(&file).unwrap().contains("/c/two"), "the sources in use stay");
+    // A document without the key keeps what is persisted.
+    std::fs::write(&boot, json!({"deployments": []}).to_string()).expect("write");
+    let polled = second.answered("GET", "/v1/AUTH_t/c/two").len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(second.answered("GET", "/v1/AUTH_t/c/two").len() > polled, "still polling the derived source");
+    agent.stop().await;
+
+    assert_eq!(receiver.answered("POST", "/signal/a1").len(), 1, "a1 is not rerun after the switch");
+    let mut ids: Vec<String> =
+        journal_entries(&agent.state_dir()).iter().map(|entry| entry["id"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    assert_eq!(ids, ["a1", "b1"], "the journal is kept");
+    let log = agent.log_text();
+    assert!(log.contains("switching the polled sources"), "{log}");
+    assert!(!log.contains(SIGNATURE), "no log line holds the signature:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_configures_itself_from_the_boot_metadata_in_the_same_cycle() {
+    let receiver = SwitchableServer::start().await;
+    let swift = SwitchableServer::start().await;
+    let signal_url = format!("{}/signal/d1", receiver.url());
+    swift.set_document(document(&[script_deployment("d1", "#!/bin/sh\necho hello\n", &signal_url)]));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (agent, local) = image_agent(dir.path());
+    let boot = json!({"os-collect-config": request_key(&swift, "server"), "deployments": []});
+    std::fs::write(local.join("boot.json"), boot.to_string()).expect("write");
+
+    let once = agent_command(&agent, &["once"]).await;
+    assert_eq!(once.code, 0, "{once:?}");
+    assert_eq!(receiver.answered("POST", "/signal/d1").len(), 1, "the derived source's deployment ran");
+    assert!(self_config_file(&agent).exists());
+    let again = agent_command(&agent, &["once"]).await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(receiver.answered("POST", "/signal/d1").len(), 1, "and only once");
+    assert_eq!(swift.answered("GET", "/v1/AUTH_t/c/server").len(), 2, "the second cycle polls it from the file");
+    assert!(!again.stderr.contains("switching"), "an unchanged key switches nothing:\n{}", again.stderr);
+}
