@@ -214,6 +214,9 @@ def start_keystone(state_dir, state, port):
     with open(config, "w") as file:
         file.write(
             "[DEFAULT]\nlog_file = {logs}/keystone.log\n"
+            # bcrypt's minimum: the stock heat collector authenticates with a password on
+            # every poll, and wsgi_serve.py serves one request at a time.
+            "[identity]\npassword_hash_rounds = 4\n"
             "[database]\nconnection = sqlite:///{data}/keystone.db?timeout=60\n"
             "[token]\nprovider = fernet\n"
             "[fernet_tokens]\nkey_repository = {data}/fernet-keys\n"
