@@ -157,6 +157,21 @@ async fn real_heat_anneal_failing_deployment_gives_heats_create_failed_reason_as
     assert_eq!(deployment["resource_status_reason"], reference["resource_status_reason"]);
     let signals = deployment_signals(&anneal, &["deployment"]).await;
     assert_eq!(signals, deployment_signals(&stock, &["deployment"]).await, "what the failure signalled");
+    assert_eq!(failure_events(&anneal).await, failure_events(&stock).await, "the deployment's events");
+}
+
+/// The deployment's events as Heat recorded them: status and reason (its id, which differs
+/// between the stacks, replaced by `<id>`), oldest first.
+async fn failure_events(run: &Converged) -> Vec<(String, String)> {
+    let deployment = run.api.resource(&run.stack, "deployment").await;
+    let id = deployment["physical_resource_id"].as_str().expect("the deployment's id").to_string();
+    let events = run.api.events(&run.stack).await;
+    let text = |value: &Value| value.as_str().unwrap_or_default().replace(&id, "<id>");
+    events
+        .iter()
+        .filter(|event| event["resource_name"] == "deployment")
+        .map(|event| (text(&event["resource_status"]), text(&event["resource_status_reason"])))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
