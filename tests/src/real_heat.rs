@@ -1,6 +1,6 @@
 //! A real OpenStack Heat + Keystone for the tests, and Heat's REST API as its admin.
 //!
-//! `RealHeat::shared()` runs `tests/peers/real-heat/ctl.py start <target>/real-heat` with the
+//! `RealHeat::shared()` runs `tests/peers/real-heat/ctl.py start <target>/real-heat/shared` with the
 //! python3 of the heat venv (`tests/peers/real-heat/install.sh`): one Keystone and one Heat
 //! process (engine, heat-api and heat-api-cfn together) on loopback ports picked at start, shared
 //! by every test of a run: the first test starts them, the others find them healthy through the
@@ -37,15 +37,28 @@ pub struct RealHeat {
 impl RealHeat {
     /// The run's shared instance, started when no healthy one is running.
     pub async fn shared() -> RealHeat {
-        let cache = peers::cache(&["heat-venv/bin/python3"]);
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/real-heat/ctl.py");
-        let mut command = Command::new(cache.join("heat-venv/bin/python3"));
-        command.arg(script).arg("start").arg(state_dir());
-        let output = run_command(command, START_LIMIT).await;
+        RealHeat::start_in(&state_dir().join("shared")).await
+    }
+
+    /// An instance of the calling test alone (for a test that stops or pauses a service), in
+    /// `<target>/real-heat/private-<name>`; stopped when the value drops.
+    pub async fn private(name: &str) -> PrivateRealHeat {
+        let dir = state_dir().join(format!("private-{name}"));
+        PrivateRealHeat { heat: RealHeat::start_in(&dir).await, dir }
+    }
+
+    async fn start_in(dir: &Path) -> RealHeat {
+        let output = run_command(ctl_command("start", dir), START_LIMIT).await;
         let stdout = output.expect_success("tests/peers/real-heat/ctl.py start (a real Keystone + Heat)");
         let state: Value = serde_json::from_str(&stdout)
             .unwrap_or_else(|error| panic!("ctl.py start printed no state ({error}): {stdout}"));
         RealHeat { state }
+    }
+
+    /// The process id of `service` (`keystone` or `heat`), the leader of its own process group.
+    pub fn pid(&self, service: &str) -> i32 {
+        let pid = self.state["pids"][service].as_i64();
+        pid.unwrap_or_else(|| panic!("ctl.py's state has no pid of {service}: {}", self.state)) as i32
     }
 
     fn field(&self, name: &str) -> &str {
@@ -102,6 +115,66 @@ impl RealHeat {
             .unwrap_or_else(|| panic!("no public orchestration endpoint in the catalog: {answer}"));
         HeatApi { client, token, endpoint, project }
     }
+}
+
+/// An instance of one test alone; `ctl.py stop` when dropped (also when the test panics).
+pub struct PrivateRealHeat {
+    heat: RealHeat,
+    dir: PathBuf,
+}
+
+impl PrivateRealHeat {
+    /// SIGKILL of `service`'s process group (`keystone` or `heat`), waited for.
+    pub async fn kill(&self, service: &str) {
+        let pid = self.heat.pid(service);
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let gone = || !Path::new(&format!("/proc/{pid}/cmdline")).exists() || is_zombie(pid);
+        crate::wait::eventually(Duration::from_secs(10), &format!("{service} (pid {pid}) to die"), gone).await;
+    }
+
+    /// Starts again, on its port, each service that no longer runs (`ctl.py revive`).
+    pub async fn revive(&mut self) {
+        let output = run_command(ctl_command("revive", &self.dir), START_LIMIT).await;
+        let stdout = output.expect_success("tests/peers/real-heat/ctl.py revive");
+        self.heat.state = serde_json::from_str(&stdout)
+            .unwrap_or_else(|error| panic!("ctl.py revive printed no state ({error}): {stdout}"));
+    }
+}
+
+fn is_zombie(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+}
+
+impl std::ops::Deref for PrivateRealHeat {
+    type Target = RealHeat;
+    fn deref(&self) -> &RealHeat {
+        &self.heat
+    }
+}
+
+impl Drop for PrivateRealHeat {
+    fn drop(&mut self) {
+        // A SIGSTOPped service would not see the TERM: let it run again first.
+        for service in ["keystone", "heat"] {
+            let group = nix::unistd::Pid::from_raw(self.heat.pid(service));
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGCONT);
+        }
+        let mut stop = ctl_command("stop", &self.dir).into_std();
+        stop.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
+        if let Err(error) = stop.status() {
+            eprintln!("cannot run ctl.py stop for {}: {error}", self.dir.display());
+        }
+    }
+}
+
+/// `ctl.py COMMAND DIR` with the heat venv's python3.
+fn ctl_command(command: &str, dir: &Path) -> Command {
+    let cache = peers::cache(&["heat-venv/bin/python3"]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/real-heat/ctl.py");
+    let mut ctl = Command::new(cache.join("heat-venv/bin/python3"));
+    ctl.arg(script).arg(command).arg(dir);
+    ctl
 }
 
 /// `<cargo target dir>/real-heat`, from the test executable's path

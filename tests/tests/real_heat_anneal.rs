@@ -3,15 +3,20 @@
 //! stock os-collect-config chain and one by anneal-agent configured only from its server's
 //! metadata (`anneal-agent bootstrap --from-metadata`, then `run`), and checks that Heat reports
 //! the same thing for both: status, reason, outputs and what each deployment signalled. Both use
-//! heat-agents' hook-script.py as the `script` hook, so a difference is the agents'.
+//! heat-agents' hook-script.py as the `script` hook, so a difference is the agents'. The last test
+//! takes Keystone down on an instance of its own while anneal-agent makes its first
+//! authentication.
 
 mod real_heat_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use anneal_tests::{agent_binary, wait_until};
-use real_heat_support::{Chain, Converged, Server, cfn_signal, chain_result, converge, trace_lines};
+use anneal_tests::real_heat::{fixture_template, unique_stack_name};
+use anneal_tests::{AgentSettings, AnnealServer, RealHeat, agent_binary, wait_until};
+use real_heat_support::{
+    Chain, Converged, SERVER_LIMIT, STACK_LIMIT, Server, cfn_signal, chain_result, converge, trace_lines,
+};
 use serde_json::{Value, json};
 
 /// Converges `fixture` with both chains at once; `parameters` gets each chain's extra parameters.
@@ -187,4 +192,41 @@ async fn real_heat_anneal_wait_condition_is_signalled_by_anneal_agent_signal() {
     let data: Value =
         serde_json::from_str(anneal.outputs["wait_data"].as_str().unwrap_or_default()).unwrap_or_default();
     assert_eq!(data, json!({"server1": "ready from the server"}), "{}", context(&stock, &anneal));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_rides_out_keystone_down_at_its_first_authentication() {
+    // An instance of its own: Keystone goes down here, which would fail the other tests.
+    let mut heat = RealHeat::private("keystone-down").await;
+    let api = heat.admin().await;
+    let parameters = [("transport", "POLL_SERVER_HEAT"), ("signal", "HEAT_SIGNAL")];
+    let stack = api.create_stack(&unique_stack_name("outage"), &fixture_template("chain5.yaml"), &parameters).await;
+    api.wait_resource_status(&stack, "server", "CREATE_COMPLETE", SERVER_LIMIT).await;
+    // Heat's own Keystone work for hop1 (its signal user) ends before hop1 is in the server's
+    // metadata; from then on Heat only waits for the agent.
+    let metadata = wait_until(SERVER_LIMIT, "hop1 in the server's metadata", || async {
+        let metadata = api.resource_metadata(&stack, "server").await;
+        let deployments = metadata["metadata"]["deployments"].as_array().cloned().unwrap_or_default();
+        deployments.iter().any(|deployment| deployment["name"] == "hop1").then_some(metadata)
+    })
+    .await;
+
+    // Keystone is down (connections refused) while the agent bootstraps and tries its first
+    // authentication, then comes back on the same port.
+    heat.kill("keystone").await;
+    let mut server = AnnealServer::start(&metadata, AgentSettings::default()).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(server.agent_mut().is_alive(), "the agent runs through the outage:\n{}", server.logs());
+    let log = server.agent().log_text();
+    assert!(log.contains("Connection refused"), "the agent met Keystone down:\n{log}");
+    heat.revive().await;
+
+    let shown = api.wait_stack_settled(&stack, None, STACK_LIMIT).await;
+    let context = || format!("stack: {shown}\n{}\n{}", server.logs(), heat.log_tail());
+    assert_eq!(shown["stack_status"], "CREATE_COMPLETE", "{}", context());
+    let outputs = api.outputs(&stack).await;
+    assert_eq!(outputs["result"], json!(chain_result("v1")), "{}", context());
+    let status = server.agent().status().await;
+    let runs = |name: &str| status.iter().filter(|row| row["name"] == name).count();
+    assert_eq!([runs("hop1"), runs("hop2"), runs("hop3"), runs("hop4"), runs("hop5")], [1, 1, 1, 1, 1], "{status:?}");
 }

@@ -4,6 +4,8 @@ usage: ctl.py start STATE_DIR    print the running instance's state (JSON), star
                                  is healthy
        ctl.py status STATE_DIR   print the state and exit 0 when healthy, exit 1 otherwise
        ctl.py stop STATE_DIR     stop the instance by the pids in its state file
+       ctl.py revive STATE_DIR   start again, on the same port, each service of the instance that
+                                 no longer runs (a test that killed one); print the state
 
 Run by the python3 of tests/peers/.cache/heat-venv (install.sh). One instance serves a whole
 test run: each test process runs `start`, which holds STATE_DIR.lock (flock) while it checks the
@@ -47,7 +49,7 @@ class StartFailed(Exception):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("start", "status", "stop"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("start", "status", "stop", "revive"):
         sys.exit(__doc__)
     command, state_dir = sys.argv[1], os.path.abspath(sys.argv[2])
     os.makedirs(os.path.dirname(state_dir), exist_ok=True)
@@ -61,6 +63,10 @@ def main():
         if command == "stop":
             stop(state)
             shutil.rmtree(state_dir, ignore_errors=True)
+            return
+        if command == "revive" and state is not None:
+            revive(state_dir, state)
+            print(json.dumps(state))
             return
         if not healthy:
             stop(state)
@@ -167,12 +173,32 @@ def start(state_dir):
         stop(state)
         sys.exit(1)
     state["start_seconds"] = round(time.monotonic() - began, 1)
+    write_state(state_dir, state)
+    print("ctl.py: real Keystone + Heat up in %.1f s (%s)" % (state["start_seconds"], state_dir), file=sys.stderr)
+    return state
+
+
+def write_state(state_dir, state):
     path = os.path.join(state_dir, "state.json")
     with open(os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
         json.dump(state, file, indent=1)
     os.rename(path + ".new", path)
-    print("ctl.py: real Keystone + Heat up in %.1f s (%s)" % (state["start_seconds"], state_dir), file=sys.stderr)
-    return state
+
+
+def revive(state_dir, state):
+    for name, pid in list(state["pids"].items()):
+        if process_runs(pid):
+            continue
+        command = state["commands"][name]
+        try:
+            process = spawn(state_dir, state, name, command["argv"], command["env"], command["health"])
+            wait_answering(process, name, command["health"])
+        except StartFailed as error:
+            print("ctl.py: cannot start %s again: %s" % (name, error), file=sys.stderr)
+            print_log_tails(os.path.join(state_dir, "logs"))
+            sys.exit(1)
+        print("ctl.py: started %s again (pid %d)" % (name, process.pid), file=sys.stderr)
+    write_state(state_dir, state)
 
 
 def run(state_dir, name, argv, env=None):
@@ -188,13 +214,20 @@ def run(state_dir, name, argv, env=None):
         raise StartFailed("%s exited %d (log: %s)" % (" ".join(argv[:3]), result.returncode, log))
 
 
-def spawn(state_dir, state, name, argv, env=None):
+def spawn(state_dir, state, name, argv, extra_env, health):
+    """Starts a service in its own session; the state keeps how, for `revive`."""
     log = os.path.join(state_dir, "logs", name + ".out")
     with open(log, "ab") as output:
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=env, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            env=dict(os.environ, **extra_env),
+            start_new_session=True,
         )
     state["pids"][name] = process.pid
+    state.setdefault("commands", {})[name] = {"argv": argv, "env": extra_env, "health": health}
     return process
 
 
@@ -236,9 +269,8 @@ def start_keystone(state_dir, state, port):
         bootstrap += ["--bootstrap-%s-url" % interface, url]
     run(state_dir, "keystone-manage", manage + bootstrap)
     write_ahead_log(os.path.join(data, "keystone.db"))
-    env = dict(os.environ, OS_KEYSTONE_CONFIG_FILES=config)
     server = [sys.executable, os.path.join(HERE, "wsgi_serve.py"), "keystone.wsgi.api:application", HOST, str(port)]
-    process = spawn(state_dir, state, "keystone", server, env)
+    process = spawn(state_dir, state, "keystone", server, {"OS_KEYSTONE_CONFIG_FILES": config}, [url])
     wait_answering(process, "keystone", [url])
 
 
@@ -360,8 +392,9 @@ def start_heat(state_dir, state, passwords, api_port, cfn_port):
     never_reuse_ids(os.path.join(state_dir, "data", "heat.db"))
     write_ahead_log(os.path.join(state_dir, "data", "heat.db"))
     server = [sys.executable, os.path.join(HERE, "heat_all.py"), str(api_port), str(cfn_port), "--config-file", config]
-    process = spawn(state_dir, state, "heat", server)
-    wait_answering(process, "heat", [state["heat_api_url"] + "/", state["heat_cfn_url"] + "/"])
+    health = [state["heat_api_url"] + "/", state["heat_cfn_url"] + "/"]
+    process = spawn(state_dir, state, "heat", server, {}, health)
+    wait_answering(process, "heat", health)
 
 
 def heat_config(state_dir, state, passwords):
