@@ -1,13 +1,15 @@
 //! A real OpenStack Heat + Keystone for the tests, and Heat's REST API as its admin.
 //!
-//! `RealHeat::shared()` runs `tests/peers/real-heat/ctl.py start <target>/real-heat/shared` with the
-//! python3 of the heat venv (`tests/peers/real-heat/install.sh`): one Keystone and one Heat
-//! process (engine, heat-api and heat-api-cfn together) on loopback ports picked at start, shared
-//! by every test of a run: the first test starts them, the others find them healthy through the
-//! state file and reuse them (ctl.py holds a lock while it decides). scripts/test stops them with
-//! `tests/peers/real-heat/ctl.sh stop` when the tests end. `RealHeat::admin()` is a Keystone
-//! token of the bootstrap admin and the orchestration endpoint of its project; `HeatApi` creates,
-//! updates and reads stacks with it. Every wait has a deadline and names what it waited for.
+//! `RealHeat::shared()` runs `tests/peers/real-heat/ctl.py start <target>/real-heat/shared`
+//! with the python3 of the heat venv (`tests/peers/real-heat/install.sh`): one Keystone and one
+//! Heat process (engine, heat-api and heat-api-cfn together) on loopback ports picked at start,
+//! shared by every test of a run: the first test starts them, the others find them healthy
+//! through the state file and reuse them (ctl.py holds a lock while it decides). scripts/test
+//! stops them with `tests/peers/real-heat/ctl.sh stop-all` when the tests end.
+//! `RealHeat::private()` is an instance of one test alone, for a test that takes a service down.
+//! `RealHeat::admin()` is a Keystone token of the bootstrap admin and the orchestration endpoint
+//! of its project; `HeatApi` creates, updates and reads stacks with it. Every wait has a deadline
+//! and names what it waited for.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +43,7 @@ impl RealHeat {
     }
 
     /// An instance of the calling test alone (for a test that stops or pauses a service), in
-    /// `<target>/real-heat/private-<name>`; stopped when the value drops.
+    /// `<target>/real-heat/private-<name>`; stopped when the value drops (and by `ctl.sh stop-all`).
     pub async fn private(name: &str) -> PrivateRealHeat {
         let dir = state_dir().join(format!("private-{name}"));
         PrivateRealHeat { heat: RealHeat::start_in(&dir).await, dir }

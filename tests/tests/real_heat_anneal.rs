@@ -114,8 +114,15 @@ async fn real_heat_anneal_poll_server_cfn_with_no_signal_runs_the_deployment_as_
         .await;
         assert_eq!(ran, ["deployment CREATE hello"], "{}: {}", trace.display(), context(&stock, &anneal));
     }
-    let status = anneal_agent(&anneal).agent().status().await;
+    // The script's trace line comes before the hook's end: wait for the journal to settle.
+    let agent = anneal_agent(&anneal).agent();
+    let status = wait_until(Duration::from_secs(30), "the NO_SIGNAL deployment's outcome", || async {
+        let status = agent.status().await;
+        status.iter().all(|row| !row["outcome"].is_null()).then_some(status)
+    })
+    .await;
     assert_eq!(status.len(), 1, "{status:?}");
+    assert_eq!(status[0]["outcome"], "COMPLETE", "{status:?}");
     assert!(status[0]["signal"].as_str().unwrap_or_default().contains("NO_SIGNAL"), "{status:?}");
 }
 

@@ -14,8 +14,8 @@ Keystone (fernet tokens, SQLite) and Heat (engine + heat-api + heat-api-cfn in o
 heat_all.py) each listen on a port picked at start; the admin password is random per start and
 kept in the state file (0600). The services run in their own sessions with their output in
 STATE_DIR/logs, so they outlive the test that started them and hold none of its pipes; `stop`
-(scripts/test runs it when the tests end, failing or not) ends them. Every wait is bounded, and a
-failed start prints the tail of each service's logs.
+ends them (scripts/test runs `ctl.sh stop-all` when the tests end, failing or not). Every wait is
+bounded, and a failed start prints the tail of each service's logs.
 """
 
 import fcntl
