@@ -61,13 +61,16 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
     }
     let (fixture, rounds) = ("chain5.yaml", 3);
     let variants = [Variant::Stock, Variant::AnnealEverySecond, Variant::AnnealDefault];
-    report.command("tests/peers/real-heat/ctl.sh start   # keystone + heat-engine/heat-api/heat-api-cfn on loopback");
+    report.command(
+        "tests/peers/real-heat/ctl.py start <target>/real-heat/private-bench   # keystone + heat-engine/heat-api/heat-api-cfn on loopback",
+    );
     report.command(&format!(
         "POST /v1/<project>/stacks {{template: tests/fixtures/real-heat/{fixture}, transport POLL_SERVER_CFN, signal CFN_SIGNAL}}"
     ));
     report.command("os-collect-config --polling-interval 1 cfn   # after os-apply-config renders its config from the server's metadata");
     report.command("anneal-agent bootstrap --from-metadata $TMP/server-metadata.json; anneal-agent run");
-    let heat = RealHeat::shared().await;
+    // An instance of its own, stopped when the scenario ends: nothing else loads it meanwhile.
+    let heat = RealHeat::private("bench").await;
     let api = heat.admin().await;
     let mut figures: Vec<(Variant, Vec<f64>)> = Vec::new();
     for variant in variants {
