@@ -8,6 +8,8 @@
 #   venv/ (python3 -m venv): os-collect-config, os-refresh-config, os-apply-config and
 #   heat-cfntools (cfn-signal) at pinned versions, with every dependency pinned too; its python3
 #   also runs heat-agents' scripts (55-heat-config needs PyYAML, heat-config-notify requests).
+#   heat-venv/ (real-heat/install.sh): a real OpenStack Heat and Keystone for the tests that run
+#   stacks on a real engine (real-heat/ctl.sh starts and stops them).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -179,3 +181,6 @@ if [ ! -f "$venv_marker" ]; then
   touch "$venv_marker"
   echo "tests/peers/setup.sh: $packages ready in $venv" >&2
 fi
+
+# --- heat-venv: openstack-heat and keystone -----------------------------------------------------
+"$here/real-heat/install.sh"

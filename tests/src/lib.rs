@@ -13,24 +13,34 @@
 //!   `[[source]]` tables instead of registering with a shim.
 //! - `wait_until` / `eventually`: poll with a deadline.
 //! - `run_command`, `Daemon`: any other process, in its own group, with a deadline.
+//! - `RealHeat::shared()`: a real OpenStack Keystone + Heat (from PyPI, tests/peers/real-heat),
+//!   started once per test run and shared; `RealHeat::admin()` → `HeatApi` (create, update and
+//!   read stacks). `StockServer`: a deployed server run by the stock os-collect-config chain;
+//!   `AnnealServer`: one run by anneal-agent, configured by `bootstrap --from-metadata`.
 //! - `SwitchableServer`: an in-process HTTP source or signal receiver the test takes down and
 //!   brings back, recording every request. `metadata`: deployment entries for it, and the
 //!   agent's journal files as JSON.
 
+pub mod anneal_server;
 pub mod binaries;
 pub mod fleet;
 pub mod metadata;
 pub mod peers;
 pub mod process;
+pub mod real_heat;
 pub mod shim;
+pub mod stock_chain;
 pub mod switchable;
 pub mod wait;
 
+pub use anneal_server::AnnealServer;
 pub use binaries::{BUILD_COMMAND, agent_binary, shim_binary};
 pub use fleet::{Agent, AgentSettings, Fleet, toml_string};
 pub use metadata::read_json;
 pub use process::{CommandOutput, Daemon, run_command};
+pub use real_heat::{HeatApi, RealHeat, StackRef};
 pub use shim::{Shim, capability_token};
+pub use stock_chain::StockServer;
 pub use switchable::{Request, SwitchableServer};
 pub use wait::{eventually, wait_until};
 

@@ -1,6 +1,7 @@
 //! The scenarios of the benchmark issue, each a module returning a `ScenarioReport`:
-//! 1 `footprint`, 2 `overhead`, 3 `latency`, 4 `chain`, 5 `fleet`, 6 `graph`, 7 `throughput`. `Context` says which binaries to
-//! run, where the peers are and whether this is the smoke run (tiny sizes).
+//! 1 `footprint`, 2 `overhead`, 3 `latency`, 4 `chain`, 5 `fleet`, 6 `graph`, 7 `throughput`,
+//! 8 `real_heat`. `Context` says which binaries to run, where the peers are and whether this is
+//! the smoke run (tiny sizes).
 
 mod chain;
 mod fleet;
@@ -8,6 +9,7 @@ mod footprint;
 mod graph;
 mod latency;
 mod overhead;
+mod real_heat;
 mod throughput;
 
 use std::path::Path;
@@ -59,10 +61,13 @@ pub enum Scenario {
     Graph,
     /// 7: durable signals per second on SQLite.
     Throughput,
+    /// 8: a 5-hop chain on a real Heat: the stock agents vs anneal-agent, each polling every
+    /// second, and anneal-agent at its default interval.
+    RealHeat,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Footprint,
         Scenario::Overhead,
         Scenario::Latency,
@@ -70,6 +75,7 @@ impl Scenario {
         Scenario::Fleet,
         Scenario::Graph,
         Scenario::Throughput,
+        Scenario::RealHeat,
     ];
 
     pub async fn run(self, context: &Context) -> BenchResult<ScenarioReport> {
@@ -82,6 +88,7 @@ impl Scenario {
             Scenario::Fleet => fleet::run(context).await?,
             Scenario::Graph => graph::run(context).await?,
             Scenario::Throughput => throughput::run(context).await?,
+            Scenario::RealHeat => real_heat::run(context).await?,
         };
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)

@@ -1,0 +1,239 @@
+//! anneal-agent as a drop-in for the stock OpenStack agents on a real Heat + Keystone
+//! (tests/peers/real-heat): each test converges the same fixture twice at once, one stack by the
+//! stock os-collect-config chain and one by anneal-agent configured only from its server's
+//! metadata (`anneal-agent bootstrap --from-metadata`, then `run`), and checks that Heat reports
+//! the same thing for both: status, reason, outputs and what each deployment signalled. Both use
+//! heat-agents' hook-script.py as the `script` hook, so a difference is the agents'. The last test
+//! takes Keystone down on an instance of its own while anneal-agent makes its first
+//! authentication.
+
+mod real_heat_support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use anneal_tests::real_heat::{fixture_template, unique_stack_name};
+use anneal_tests::{AgentSettings, AnnealServer, RealHeat, agent_binary, wait_until};
+use real_heat_support::{
+    Chain, Converged, SERVER_LIMIT, STACK_LIMIT, Server, cfn_signal, chain_result, converge, trace_lines,
+};
+use serde_json::{Value, json};
+
+/// Converges `fixture` with both chains at once; `parameters` gets each chain's extra parameters.
+async fn both(fixture: &str, stock: &[(&str, &str)], anneal: &[(&str, &str)]) -> (Converged, Converged) {
+    tokio::join!(converge(Chain::Stock, fixture, stock), converge(Chain::Anneal, fixture, anneal))
+}
+
+/// Both runs' logs, for a failure message.
+fn context(stock: &Converged, anneal: &Converged) -> String {
+    format!("=== anneal ===\n{}\n=== stock ===\n{}", anneal.context(), stock.context())
+}
+
+async fn deployment_signals(run: &Converged, names: &[&str]) -> Vec<Value> {
+    let mut signals = Vec::new();
+    for name in names {
+        signals.push(run.api.deployment_output_values(&run.stack, name).await);
+    }
+    signals
+}
+
+fn anneal_agent(run: &Converged) -> &anneal_tests::AnnealServer {
+    match &run.server {
+        Server::Anneal(server) => server,
+        Server::Stock(_) => panic!("not an anneal run"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_poll_server_heat_with_heat_signal_matches_the_stock_chain() {
+    let parameters = [("transport", "POLL_SERVER_HEAT"), ("signal", "HEAT_SIGNAL")];
+    let (stock, anneal) = both("one.yaml", &parameters, &parameters).await;
+    assert_eq!(stock.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs, stock.outputs, "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs["stdout"], json!("greeting is hello\n"), "{}", context(&stock, &anneal));
+    let signals = deployment_signals(&anneal, &["deployment"]).await;
+    assert_eq!(signals, deployment_signals(&stock, &["deployment"]).await, "what the deployment signalled");
+
+    // bootstrap kept the heat collector's credentials in state_dir, readable by the agent only.
+    let derived = anneal_agent(&anneal).derived_sources_file();
+    let mode = std::fs::metadata(&derived).expect("bootstrap wrote the derived sources").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", derived.display());
+    let text = std::fs::read_to_string(&derived).expect("read the derived sources");
+    assert!(text.contains("kind = \"heat\""), "a heat source from the metadata: {text}");
+    let password = anneal.metadata["metadata"]["os-collect-config"]["heat"]["password"].as_str();
+    let password = password.expect("the heat collector's password in the server's metadata");
+    assert_secret_not_logged(&anneal, password);
+}
+
+/// The agent's debug log never shows a credential it was given.
+fn assert_secret_not_logged(run: &Converged, secret: &str) {
+    let server = anneal_agent(run);
+    let log = server.agent().log_text();
+    assert!(!log.is_empty(), "the agent logged at debug level");
+    assert!(!log.contains(secret), "a credential from the metadata is in the agent's log:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_poll_server_cfn_with_cfn_signal_runs_the_chain_as_the_stock_chain() {
+    let parameters = [("transport", "POLL_SERVER_CFN"), ("signal", "CFN_SIGNAL")];
+    let (stock, anneal) = both("chain5.yaml", &parameters, &parameters).await;
+    println!(
+        "5-hop chain, agents' start to settled: stock {:?}, anneal {:?}",
+        stock.converge_time, anneal.converge_time
+    );
+    assert_eq!(stock.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs["result"], json!(chain_result("v1")), "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs, stock.outputs, "{}", context(&stock, &anneal));
+    let hops = ["hop1", "hop2", "hop3", "hop4", "hop5"];
+    assert_eq!(deployment_signals(&anneal, &hops).await, deployment_signals(&stock, &hops).await);
+
+    let derived = std::fs::read_to_string(anneal_agent(&anneal).derived_sources_file()).expect("derived sources");
+    assert!(derived.contains("kind = \"cfn\""), "a cfn source from the metadata: {derived}");
+    let secret = anneal.metadata["metadata"]["os-collect-config"]["cfn"]["secret_access_key"].as_str();
+    assert_secret_not_logged(&anneal, secret.expect("the cfn collector's secret key in the server's metadata"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_poll_server_cfn_with_no_signal_runs_the_deployment_as_the_stock_chain() {
+    let traces = tempfile::tempdir().expect("temp dir");
+    let (stock_trace, anneal_trace) = (traces.path().join("stock"), traces.path().join("anneal"));
+    let (stock_path, anneal_path) = (stock_trace.display().to_string(), anneal_trace.display().to_string());
+    let parameters = [("transport", "POLL_SERVER_CFN"), ("signal", "NO_SIGNAL")];
+    let stock_parameters = [parameters[0], parameters[1], ("trace", stock_path.as_str())];
+    let anneal_parameters = [parameters[0], parameters[1], ("trace", anneal_path.as_str())];
+    let (stock, anneal) = both("one.yaml", &stock_parameters, &anneal_parameters).await;
+    assert_eq!(anneal.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs, stock.outputs, "{}", context(&stock, &anneal));
+    for trace in [&stock_trace, &anneal_trace] {
+        let ran = wait_until(Duration::from_secs(60), "both chains ran the NO_SIGNAL deployment", || async {
+            let lines = trace_lines(trace);
+            (!lines.is_empty()).then_some(lines)
+        })
+        .await;
+        assert_eq!(ran, ["deployment CREATE hello"], "{}: {}", trace.display(), context(&stock, &anneal));
+    }
+    // The script's trace line comes before the hook's end: wait for the journal to settle.
+    let agent = anneal_agent(&anneal).agent();
+    let status = wait_until(Duration::from_secs(30), "the NO_SIGNAL deployment's outcome", || async {
+        let status = agent.status().await;
+        status.iter().all(|row| !row["outcome"].is_null()).then_some(status)
+    })
+    .await;
+    assert_eq!(status.len(), 1, "{status:?}");
+    assert_eq!(status[0]["outcome"], "COMPLETE", "{status:?}");
+    assert!(status[0]["signal"].as_str().unwrap_or_default().contains("NO_SIGNAL"), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_update_reruns_only_the_changed_deployment() {
+    let traces = tempfile::tempdir().expect("temp dir");
+    let (stock_trace, anneal_trace) = (traces.path().join("stock"), traces.path().join("anneal"));
+    let (stock_path, anneal_path) = (stock_trace.display().to_string(), anneal_trace.display().to_string());
+    let base = [("transport", "POLL_SERVER_HEAT"), ("signal", "HEAT_SIGNAL")];
+    let stock_parameters = [base[0], base[1], ("trace", stock_path.as_str())];
+    let anneal_parameters = [base[0], base[1], ("trace", anneal_path.as_str())];
+    let (mut stock, mut anneal) = both("chain5.yaml", &stock_parameters, &anneal_parameters).await;
+    assert_eq!(anneal.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+
+    let stock_update = [stock_parameters[0], stock_parameters[1], stock_parameters[2], ("tag", "v2")];
+    let anneal_update = [anneal_parameters[0], anneal_parameters[1], anneal_parameters[2], ("tag", "v2")];
+    tokio::join!(stock.update("chain5.yaml", &stock_update), anneal.update("chain5.yaml", &anneal_update));
+    assert_eq!(stock.status(), "UPDATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.status(), "UPDATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs["result"], json!(chain_result("v2")), "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs, stock.outputs, "{}", context(&stock, &anneal));
+    let mut expected: Vec<String> = (1..=5).map(|hop| format!("hop{hop} CREATE")).collect();
+    expected.push("hop5 UPDATE".to_string());
+    expected.sort();
+    assert_eq!(trace_lines(&anneal_trace), expected, "only hop5 ran again\n{}", context(&stock, &anneal));
+    assert_eq!(trace_lines(&stock_trace), expected, "the stock chain too\n{}", context(&stock, &anneal));
+
+    // The journal: one run per hop, and a second one for hop5 only (a new derived config).
+    let status = anneal_agent(&anneal).agent().status().await;
+    let runs = |name: &str| status.iter().filter(|row| row["name"] == name).count();
+    assert_eq!([runs("hop1"), runs("hop2"), runs("hop3"), runs("hop4"), runs("hop5")], [1, 1, 1, 1, 2], "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_failing_deployment_gives_heats_create_failed_reason_as_the_stock_chain() {
+    let parameters = [("transport", "POLL_SERVER_HEAT"), ("signal", "HEAT_SIGNAL")];
+    let (stock, anneal) = both("failing.yaml", &parameters, &parameters).await;
+    assert_eq!(stock.status(), "CREATE_FAILED", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.status(), "CREATE_FAILED", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.reason(), stock.reason(), "Heat's reason\n{}", context(&stock, &anneal));
+    assert!(anneal.reason().contains("non-zero status code: 3"), "{}", context(&stock, &anneal));
+    let deployment = anneal.api.resource(&anneal.stack, "deployment").await;
+    let reference = stock.api.resource(&stock.stack, "deployment").await;
+    assert_eq!(deployment["resource_status_reason"], reference["resource_status_reason"]);
+    let signals = deployment_signals(&anneal, &["deployment"]).await;
+    assert_eq!(signals, deployment_signals(&stock, &["deployment"]).await, "what the failure signalled");
+    assert_eq!(failure_events(&anneal).await, failure_events(&stock).await, "the deployment's events");
+}
+
+/// The deployment's events as Heat recorded them: status and reason (its id, which differs
+/// between the stacks, replaced by `<id>`), oldest first.
+async fn failure_events(run: &Converged) -> Vec<(String, String)> {
+    let deployment = run.api.resource(&run.stack, "deployment").await;
+    let id = deployment["physical_resource_id"].as_str().expect("the deployment's id").to_string();
+    let events = run.api.events(&run.stack).await;
+    let text = |value: &Value| value.as_str().unwrap_or_default().replace(&id, "<id>");
+    events
+        .iter()
+        .filter(|event| event["resource_name"] == "deployment")
+        .map(|event| (text(&event["resource_status"]), text(&event["resource_status_reason"])))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_wait_condition_is_signalled_by_anneal_agent_signal() {
+    let (cfn, agent) = (cfn_signal(), agent_binary().display().to_string());
+    let base = [("transport", "POLL_SERVER_CFN"), ("signal", "CFN_SIGNAL")];
+    let stock_parameters = [base[0], base[1], ("signal_tool", cfn.as_str())];
+    let anneal_parameters = [base[0], base[1], ("signal_tool", agent.as_str())];
+    let (stock, anneal) = both("waitcondition.yaml", &stock_parameters, &anneal_parameters).await;
+    assert_eq!(stock.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.status(), "CREATE_COMPLETE", "{}", context(&stock, &anneal));
+    assert_eq!(anneal.outputs, stock.outputs, "the wait condition's data and the deployment's stdout");
+    let data: Value =
+        serde_json::from_str(anneal.outputs["wait_data"].as_str().unwrap_or_default()).unwrap_or_default();
+    assert_eq!(data, json!({"server1": "ready from the server"}), "{}", context(&stock, &anneal));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_rides_out_keystone_down_at_its_first_authentication() {
+    // An instance of its own: Keystone goes down here, which would fail the other tests.
+    let mut heat = RealHeat::private("keystone-down").await;
+    let api = heat.admin().await;
+    let parameters = [("transport", "POLL_SERVER_HEAT"), ("signal", "HEAT_SIGNAL")];
+    let stack = api.create_stack(&unique_stack_name("outage"), &fixture_template("chain5.yaml"), &parameters).await;
+    api.wait_resource_status(&stack, "server", "CREATE_COMPLETE", SERVER_LIMIT).await;
+    // Heat's own Keystone work for hop1 (its signal user) ends before hop1 is in the server's
+    // metadata; from then on Heat only waits for the agent.
+    let metadata = wait_until(SERVER_LIMIT, "hop1 in the server's metadata", || async {
+        let metadata = api.resource_metadata(&stack, "server").await;
+        let deployments = metadata["metadata"]["deployments"].as_array().cloned().unwrap_or_default();
+        deployments.iter().any(|deployment| deployment["name"] == "hop1").then_some(metadata)
+    })
+    .await;
+
+    // Keystone is down (connections refused) while the agent bootstraps and tries its first
+    // authentication, then comes back on the same port.
+    heat.kill("keystone").await;
+    let mut server = AnnealServer::start(&metadata, AgentSettings::default()).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(server.agent_mut().is_alive(), "the agent runs through the outage:\n{}", server.logs());
+    let log = server.agent().log_text();
+    assert!(log.contains("Connection refused"), "the agent met Keystone down:\n{log}");
+    heat.revive().await;
+
+    let shown = api.wait_stack_settled(&stack, None, STACK_LIMIT).await;
+    let context = || format!("stack: {shown}\n{}\n{}", server.logs(), heat.log_tail());
+    assert_eq!(shown["stack_status"], "CREATE_COMPLETE", "{}", context());
+    let outputs = api.outputs(&stack).await;
+    assert_eq!(outputs["result"], json!(chain_result("v1")), "{}", context());
+    let status = server.agent().status().await;
+    let runs = |name: &str| status.iter().filter(|row| row["name"] == name).count();
+    assert_eq!([runs("hop1"), runs("hop2"), runs("hop3"), runs("hop4"), runs("hop5")], [1, 1, 1, 1, 1], "{status:?}");
+}
