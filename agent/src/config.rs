@@ -48,6 +48,9 @@ pub struct AgentSettings {
     pub state_dir: PathBuf,
     pub hooks_dirs: Vec<PathBuf>,
     pub poll_interval: Duration,
+    /// Whether sources that cannot long-poll are read again soon after a signal was delivered or
+    /// a document changed (docs/metadata.md, "Polling").
+    pub fast_follow: bool,
     pub hook_timeout: Duration,
     /// Time between TERM and KILL when a hook's process group is stopped.
     pub hook_kill_grace: Duration,
@@ -205,6 +208,7 @@ struct RawAgent {
     state_dir: Option<PathBuf>,
     hooks_dirs: Option<Vec<PathBuf>>,
     poll_interval_secs: Option<u64>,
+    fast_follow: Option<bool>,
     hook_timeout_secs: Option<u64>,
     hook_kill_grace_secs: Option<u64>,
     parallel: Option<u64>,
@@ -279,6 +283,7 @@ fn validate_agent(raw: RawAgent) -> Result<AgentSettings, Problem> {
         state_dir,
         hooks_dirs,
         poll_interval,
+        fast_follow: raw.fast_follow.unwrap_or(true),
         hook_timeout,
         hook_kill_grace,
         // Safe: `parallel` was checked to be at most 64 above.

@@ -4,6 +4,9 @@
 //! running hook groups, and the journal keeps them as interrupted for the next start. When a
 //! document carries a new `os-collect-config` key, the self-configured sources are persisted and
 //! the polling tasks rebuilt around them (see docs/openstack.md), the journal left as it is.
+//! The outbox and the executor tell the polling tasks when the engine may have moved (a signal
+//! delivered, a NO_SIGNAL deployment finished) through one shared `EngineMoved`, so sources
+//! that cannot long-poll fast-follow (docs/metadata.md, "Polling").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +29,7 @@ use crate::signal::outbox::{Outbox, OutboxSummary};
 use crate::signal::send::SignalSender;
 use crate::source::SourceError;
 use crate::source::collector::Collector;
+use crate::source::pace::EngineMoved;
 use crate::source::state::Collected;
 
 /// Per-stream bound on the hook output the agent keeps.
@@ -75,6 +79,8 @@ struct Parts {
     executor: Executor,
     outbox: Arc<Outbox>,
     wake_outbox: Arc<Notify>,
+    /// Raised by the outbox and the executor, heard by the polling tasks.
+    moved: EngineMoved,
     collector: Collector,
     /// The self-configured sources (see docs/openstack.md), to follow changes of the key.
     tracker: Tracker,
@@ -91,16 +97,18 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
     let journal = Arc::new(Journal::open(&settings.state_dir)?);
     let runner = Arc::new(HookRunner::new(hook_settings(config, base_env)));
     let wake_outbox = Arc::new(Notify::new());
+    let moved = EngineMoved::new();
     let executor = Executor::new(
         Arc::clone(&journal),
         runner,
         settings.hook_timeout,
         settings.parallel,
         Arc::clone(&wake_outbox),
+        moved.clone(),
     )?;
     // One set of roots for every client: a signal goes to the engine the metadata came from.
     let roots = TrustRoots::from_config(config)?;
-    let outbox = Arc::new(Outbox::new(journal, SignalSender::new(roots.clone())));
+    let outbox = Arc::new(Outbox::new(journal, SignalSender::new(roots.clone()), moved.clone()));
     let mut tracker = Tracker::load(&settings.state_dir);
     let collector = Collector::with_self_config(config, tracker.current(), &roots)?;
     // With sources persisted, the keys of the cached documents were acted on before: only a
@@ -108,7 +116,7 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
     if tracker.current().is_some() {
         tracker.prime(&collector.collected().self_config_keys);
     }
-    Ok(Parts { executor, outbox, wake_outbox, collector, tracker, roots })
+    Ok(Parts { executor, outbox, wake_outbox, moved, collector, tracker, roots })
 }
 
 /// The hook runner's settings: directories under `state_dir`, the environment `main` built.
@@ -176,7 +184,7 @@ pub async fn run(
     shutdown: CancellationToken,
     ready: impl FnOnce(),
 ) -> Result<(), DaemonError> {
-    let Parts { mut executor, outbox, wake_outbox, collector, mut tracker, roots } = build(config, base_env)?;
+    let Parts { mut executor, outbox, wake_outbox, moved, collector, mut tracker, roots } = build(config, base_env)?;
     ready();
     info!(state_dir = %config.agent.state_dir.display(), sources = ?collector.source_names(), "agent running");
     let outbox_task = tokio::spawn({
@@ -185,7 +193,9 @@ pub async fn run(
         let shutdown = shutdown.clone();
         async move { outbox.run(wake, shutdown).await }
     });
-    let mut polling = Polling::start(collector, config.agent.poll_interval, &shutdown);
+    // Fast-follow off: the polling tasks get no listener and keep the plain schedule.
+    let moved = config.agent.fast_follow.then_some(moved);
+    let mut polling = Polling::start(collector, config.agent.poll_interval, moved.clone(), &shutdown);
     let mut current: Arc<Collected> = polling.updates.borrow_and_update().clone();
     // Hooks may appear without a metadata change (another package installs one): look again.
     let mut recheck = tokio::time::interval(config.agent.poll_interval);
@@ -203,7 +213,7 @@ pub async fn run(
                 }
                 current = polling.updates.borrow_and_update().clone();
                 if tracker.observe(&current.self_config_keys) {
-                    polling.switch(config, &tracker, &roots, &shutdown);
+                    polling.switch(config, &tracker, &roots, moved.clone(), &shutdown);
                     current = polling.updates.borrow_and_update().clone();
                 }
                 log_collected(&current);
@@ -231,15 +241,21 @@ pub async fn run(
 
 /// The polling tasks of one collector: their own token (a child of shutdown), so a switch of
 /// the self-configured sources stops them without stopping the agent, and their merged view.
+/// `moved`, when fast-follow is on, is heard by every task.
 struct Polling {
     token: CancellationToken,
     updates: watch::Receiver<Arc<Collected>>,
 }
 
 impl Polling {
-    fn start(collector: Collector, poll_interval: Duration, shutdown: &CancellationToken) -> Polling {
+    fn start(
+        collector: Collector,
+        poll_interval: Duration,
+        moved: Option<EngineMoved>,
+        shutdown: &CancellationToken,
+    ) -> Polling {
         let token = shutdown.child_token();
-        let updates = collector.spawn(poll_interval, token.clone());
+        let updates = collector.spawn(poll_interval, moved.as_ref(), token.clone());
         Polling { token, updates }
     }
 
@@ -247,12 +263,19 @@ impl Polling {
     /// now in `tracker`. The new collector is built first: if it cannot be (its cache directory
     /// became unusable) the old tasks keep running. Journal and executor are untouched; the
     /// caches are keyed by source name, which a switch keeps for sources that stay.
-    fn switch(&mut self, config: &Config, tracker: &Tracker, roots: &TrustRoots, shutdown: &CancellationToken) {
+    fn switch(
+        &mut self,
+        config: &Config,
+        tracker: &Tracker,
+        roots: &TrustRoots,
+        moved: Option<EngineMoved>,
+        shutdown: &CancellationToken,
+    ) {
         match Collector::with_self_config(config, tracker.current(), roots) {
             Ok(collector) => {
                 info!(sources = ?collector.source_names(), "switching the polled sources");
                 self.token.cancel();
-                *self = Polling::start(collector, config.agent.poll_interval, shutdown);
+                *self = Polling::start(collector, config.agent.poll_interval, moved, shutdown);
             }
             Err(error) => error!(error = %error_chain(&error), "cannot switch to the self-configured sources"),
         }

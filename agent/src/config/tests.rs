@@ -19,6 +19,7 @@ fn defaults_apply() {
     let expected: Vec<PathBuf> = DEFAULT_HOOKS_DIRS.iter().map(PathBuf::from).collect();
     assert_eq!(agent.hooks_dirs, expected);
     assert_eq!(agent.poll_interval, Duration::from_secs(30));
+    assert!(agent.fast_follow, "fast-follow is on unless turned off");
     assert_eq!(agent.hook_timeout, Duration::from_secs(3600));
     assert_eq!(agent.hook_kill_grace, Duration::from_secs(10));
     assert_eq!(agent.parallel, 1);
@@ -35,6 +36,7 @@ fn full_config_parses_in_order() {
         state_dir = "/srv/anneal"
         hooks_dirs = ["/opt/hooks"]
         poll_interval_secs = 5
+        fast_follow = false
         hook_timeout_secs = 60
         hook_kill_grace_secs = 0
         parallel = 64
@@ -62,6 +64,7 @@ fn full_config_parses_in_order() {
     assert_eq!(config.agent.state_dir, Path::new("/srv/anneal"));
     assert_eq!(config.agent.hooks_dirs, vec![PathBuf::from("/opt/hooks")]);
     assert_eq!(config.agent.poll_interval, Duration::from_secs(5));
+    assert!(!config.agent.fast_follow);
     assert_eq!(config.agent.hook_timeout, Duration::from_secs(60));
     assert_eq!(config.agent.hook_kill_grace, Duration::ZERO);
     assert_eq!(config.agent.parallel, 64);
@@ -118,6 +121,8 @@ fn syntax_and_type_errors_use_toml_messages() {
     assert!(message.contains("parallel") && message.contains("line 2"), "{message}");
     let message = error_text(&format!("[agent]\npoll_interval_secs = -1\n{MINIMAL}"));
     assert!(message.contains("poll_interval_secs"), "{message}");
+    let message = error_text(&format!("[agent]\nfast_follow = \"no\"\n{MINIMAL}"));
+    assert!(message.contains("fast_follow") && message.contains("line 2"), "{message}");
 }
 
 #[test]

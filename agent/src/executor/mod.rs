@@ -21,6 +21,7 @@ use crate::hook::{HookChoice, HookError, HookRun, HookRunner, Spawned};
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::orphan;
 use crate::schedule::{self, Decision, Progress};
+use crate::source::pace::EngineMoved;
 
 mod prune;
 mod record;
@@ -76,6 +77,9 @@ pub(crate) struct Executor {
     running: JoinSet<RunOutput>,
     running_ids: HashMap<tokio::task::Id, String>,
     wake_outbox: Arc<Notify>,
+    /// Raised when a NO_SIGNAL deployment finishes: nothing is delivered for it, so the outbox
+    /// cannot raise it (see `source::pace`).
+    moved: EngineMoved,
     counts: RunCounts,
 }
 
@@ -87,6 +91,7 @@ impl Executor {
         hook_timeout: Duration,
         parallel: usize,
         wake_outbox: Arc<Notify>,
+        moved: EngineMoved,
     ) -> Result<Executor, ExecutorError> {
         // Spare files an earlier agent left behind hold old versions of entries; this process
         // owns the journal from here on.
@@ -104,6 +109,7 @@ impl Executor {
             running: JoinSet::new(),
             running_ids: HashMap::new(),
             wake_outbox,
+            moved,
             counts: RunCounts::default(),
         };
         executor.recover()?;

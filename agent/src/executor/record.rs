@@ -1,6 +1,7 @@
 //! The executor's half of recording results: a hook run's outcome becomes a durable `finished`
 //! entry (or, when the journal refuses it, waits in `unrecorded` and is retried; the run itself is
-//! never repeated), and the outbox is woken for it.
+//! never repeated), and the outbox is woken for it (or, for a NO_SIGNAL deployment, which owes
+//! nothing, the polling tasks are told the engine may have moved).
 
 use anneal_protocol::HookResult;
 use tracing::{error, info, warn};
@@ -9,6 +10,7 @@ use super::{Executor, ExecutorError};
 use crate::clock::now_millis;
 use crate::failpoint::{self, Failpoint};
 use crate::hook::{Ending, HookError, HookRun, Spawned};
+use crate::journal::State;
 use crate::orphan;
 
 impl Executor {
@@ -81,7 +83,8 @@ impl Executor {
         Ok(())
     }
 
-    /// Writes `id`'s result durably, then tells the outbox.
+    /// Writes `id`'s result durably, then tells the outbox, or the polling tasks when nothing is
+    /// owed (NO_SIGNAL: the result is as good as delivered).
     pub(super) fn finish(&mut self, id: &str, result: HookResult) -> Result<(), ExecutorError> {
         let now = now_millis();
         self.update(id, |entry| entry.finished(result, now))?;
@@ -91,8 +94,14 @@ impl Executor {
                 self.counts.failed += 1;
                 warn!(deployment_id = %id, outcome = entry.outcome.as_deref().unwrap_or(""), "deployment failed");
             }
+            if entry.state == State::Signalled {
+                self.moved.raise();
+            }
         }
         self.wake_outbox.notify_one();
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

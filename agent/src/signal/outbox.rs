@@ -4,7 +4,9 @@
 //! Signalled), so a restart resumes exactly where it stopped and never reruns a hook to resend a
 //! result. Permanent refusals stay Finished with `permanent_failure` set: they are not retried
 //! automatically, and `status` shows them. It reads only the entries the journal's index of
-//! undelivered signals names (see `journal::index`), never the whole journal on each pass.
+//! undelivered signals names (see `journal::index`), never the whole journal on each pass. Each
+//! delivery (a NO_SIGNAL deployment's included: it is delivered without sending) raises
+//! `EngineMoved`, so the polling tasks look for what the engine released next.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ use crate::backoff::FLUSH_RETRY;
 use crate::clock::{millis, now_millis};
 use crate::failpoint::{self, Failpoint};
 use crate::journal::{Entry, Journal, JournalError, Owed};
+use crate::source::pace::EngineMoved;
 
 /// How many entries `flush` delivers at once.
 const FLUSH_PARALLEL: usize = 8;
@@ -43,6 +46,7 @@ pub struct OutboxSummary {
 pub(crate) struct Outbox {
     journal: Arc<Journal>,
     sender: SignalSender,
+    moved: EngineMoved,
 }
 
 /// Where one entry ended up after `flush` tried it.
@@ -53,8 +57,9 @@ enum Delivery {
 }
 
 impl Outbox {
-    pub(crate) fn new(journal: Arc<Journal>, sender: SignalSender) -> Outbox {
-        Outbox { journal, sender }
+    /// `moved` is raised after every delivery (see `source::pace`).
+    pub(crate) fn new(journal: Arc<Journal>, sender: SignalSender, moved: EngineMoved) -> Outbox {
+        Outbox { journal, sender, moved }
     }
 
     /// Builds the signal client in the background (see `SignalSender::warm_up`).
@@ -180,6 +185,10 @@ impl Outbox {
         entry.delivery_attempted(outcome.clone(), now_millis());
         self.record(entry).await?;
         log_attempt(entry, &outcome);
+        if matches!(outcome, DeliveryOutcome::Delivered { .. }) {
+            // The engine has the result: it may release the next deployment now.
+            self.moved.raise();
+        }
         Ok(Some(outcome))
     }
 

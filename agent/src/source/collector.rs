@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::Cache;
+use super::pace::EngineMoved;
 use super::poll::{Shared, SlotView, poll_source};
 use super::state::{Collected, Slot, collected_from};
 use super::{Fetched, Source, SourceError, Validators, error_chain};
@@ -120,8 +121,15 @@ impl Collector {
     /// The daemon: one task per source (see `poll::poll_source`). The receiver starts with the
     /// view known now (cached documents); the first change notification comes once every source
     /// has been tried once, and later ones whenever the merged view changes. All tasks end on
-    /// shutdown, which drops the sender. Must be called within a tokio runtime.
-    pub(crate) fn spawn(self, poll_interval: Duration, shutdown: CancellationToken) -> watch::Receiver<Arc<Collected>> {
+    /// shutdown, which drops the sender. With `moved`, the tasks of sources that cannot long-poll
+    /// fast-follow its raises (see `pace`); `None` turns fast-follow off. Must be called within a
+    /// tokio runtime.
+    pub(crate) fn spawn(
+        self,
+        poll_interval: Duration,
+        moved: Option<&EngineMoved>,
+        shutdown: CancellationToken,
+    ) -> watch::Receiver<Arc<Collected>> {
         let (sender, receiver) = watch::channel(Arc::new(self.collected()));
         let views = self
             .slots
@@ -131,8 +139,9 @@ impl Collector {
             .collect();
         let shared = Arc::new(Shared::new(views, sender));
         for (index, slot) in self.slots.into_iter().enumerate() {
-            let task =
-                poll_source(index, slot, Arc::clone(&shared), self.cache.clone(), poll_interval, shutdown.clone());
+            let listener = moved.map(EngineMoved::listen);
+            let shared = Arc::clone(&shared);
+            let task = poll_source(index, slot, shared, self.cache.clone(), poll_interval, listener, shutdown.clone());
             tokio::spawn(task);
         }
         receiver

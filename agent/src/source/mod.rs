@@ -3,7 +3,7 @@
 //! cfn, zaqar, ec2 and config-drive), built from the config in one place; `cache` keeps each
 //! source's last good document across restarts, `state` holds what is known of each source and
 //! merges it into one view, `collector` fetches every source once (`once`) or starts one polling
-//! task per source (`poll`, the daemon). Sources only read: they never run hooks, and they never
+//! task per source (`poll`, the daemon, timed by `pace`). Sources only read: they never run hooks, and they never
 //! log a token or a URL's query string.
 
 mod body;
@@ -16,6 +16,7 @@ pub(crate) mod heat;
 pub(crate) mod heat_local;
 pub(crate) mod http;
 pub(crate) mod local;
+pub(crate) mod pace;
 pub(crate) mod poll;
 pub(crate) mod state;
 pub(crate) mod zaqar;

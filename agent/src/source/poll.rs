@@ -1,26 +1,23 @@
-//! The daemon's per-source polling task and its timing: long-poll back to back when the source
-//! can, otherwise poll every `poll_interval` with ±10% jitter; after an error, jittered
-//! exponential backoff from 1 s up to the poll interval (at most 5 min: `backoff::source_retry`). Every task publishes its
-//! source's state into one shared table, which sends the merged view when it changes.
+//! The daemon's per-source polling task: fetch, cache, publish, then pause as `pace::Pacer`
+//! decides (long-poll back to back, plain polls every `poll_interval` ±10%, backoff after errors,
+//! fast-follow after a change or a delivered signal). Every task publishes its source's state
+//! into one shared table, which sends the merged view when it changes.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{Cache, CachedDocument};
+use super::pace::{Pacer, PollOutcome};
 use super::state::{Collected, Slot, collected_from};
 use super::{Fetched, error_chain};
-use crate::backoff::{jitter, source_retry};
 use crate::clock::now_millis;
-
-/// A long-poll answered without a change sooner than this waits out the rest before the next
-/// request, so a server that ignores `?wait=` cannot make us spin.
-pub(crate) const MIN_LONG_POLL_GAP: Duration = Duration::from_secs(1);
 
 /// What the shared table knows of one source.
 #[derive(Debug)]
@@ -91,18 +88,19 @@ impl Shared {
     }
 }
 
-/// Polls one source until shutdown, every `poll_interval` unless the slot has its own.
+/// Polls one source until shutdown, every `poll_interval` unless the slot has its own. `moved`
+/// is the daemon's `EngineMoved` listener (`None`: fast-follow is off).
 pub(super) async fn poll_source(
     index: usize,
     mut slot: Slot,
     shared: Arc<Shared>,
     cache: Cache,
     poll_interval: Duration,
+    moved: Option<watch::Receiver<()>>,
     shutdown: CancellationToken,
 ) {
-    let mut rng = new_rng(index);
-    let mut failures: u32 = 0;
     let poll_interval = slot.poll_interval.unwrap_or(poll_interval);
+    let mut pacer = Pacer::new(poll_interval, moved, new_rng(index));
     loop {
         let started = Instant::now();
         let result = slot.source.fetch(true, &shutdown).await;
@@ -122,16 +120,9 @@ pub(super) async fn poll_source(
         }
         let document = if recorded.changed { slot.document.clone() } else { None };
         shared.publish(index, document, slot.failing.clone());
-        let delay = if failed {
-            failures = failures.saturating_add(1);
-            source_retry(poll_interval).delay(failures, &mut rng)
-        } else {
-            failures = 0;
-            next_poll_delay(slot.source.can_long_poll(), recorded.changed, started.elapsed(), poll_interval, &mut rng)
-        };
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = shutdown.cancelled() => break,
+        let outcome = PollOutcome { failed, changed: recorded.changed, long_poll: slot.source.can_long_poll() };
+        if !pacer.pause(outcome, started, &shutdown).await {
+            break;
         }
     }
     tracing::debug!(source = %slot.source.name(), "source polling stopped");
@@ -154,46 +145,7 @@ async fn persist(cache: Cache, cached: CachedDocument) -> bool {
     }
 }
 
-/// The pause before the next request after a successful one.
-pub(crate) fn next_poll_delay(
-    can_long_poll: bool,
-    changed: bool,
-    elapsed: Duration,
-    poll_interval: Duration,
-    rng: &mut impl Rng,
-) -> Duration {
-    if !can_long_poll {
-        return jitter(poll_interval, 0.1, rng);
-    }
-    if changed { Duration::ZERO } else { MIN_LONG_POLL_GAP.saturating_sub(elapsed) }
-}
-
 fn new_rng(index: usize) -> StdRng {
     // Jitter needs no cryptographic quality; fall back to a time seed if the OS refuses.
     StdRng::try_from_os_rng().unwrap_or_else(|_| StdRng::seed_from_u64(now_millis() ^ index as u64))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn polling_is_jittered_by_ten_percent() {
-        let mut rng = StdRng::seed_from_u64(1);
-        let interval = Duration::from_secs(30);
-        let delays: Vec<_> =
-            (0..50).map(|_| next_poll_delay(false, false, Duration::ZERO, interval, &mut rng)).collect();
-        assert!(delays.iter().all(|delay| *delay >= Duration::from_secs(27) && *delay <= Duration::from_secs(33)));
-        assert!(delays.iter().any(|delay| *delay != delays[0]), "delays vary");
-    }
-
-    #[test]
-    fn long_poll_goes_straight_on_but_never_spins() {
-        let mut rng = StdRng::seed_from_u64(1);
-        let interval = Duration::from_secs(30);
-        assert_eq!(next_poll_delay(true, true, Duration::ZERO, interval, &mut rng), Duration::ZERO);
-        let quick = next_poll_delay(true, false, Duration::from_millis(100), interval, &mut rng);
-        assert_eq!(quick, Duration::from_millis(900));
-        assert_eq!(next_poll_delay(true, false, Duration::from_secs(60), interval, &mut rng), Duration::ZERO);
-    }
 }

@@ -11,6 +11,7 @@ use super::*;
 use crate::hook::{HookRunner, HookSettings};
 use crate::journal::{Entry, Journal, State};
 use crate::signal::outcome::DeliveryOutcome;
+use crate::source::pace::EngineMoved;
 
 const DAY: Duration = Duration::from_secs(86_400);
 const DAY_MS: u64 = 86_400_000;
@@ -81,8 +82,15 @@ fn prune_removes_only_old_entries_of_departed_deployments_that_owe_nothing() {
     }
 
     let runner = Arc::new(HookRunner::new(settings(state)));
-    let mut executor =
-        Executor::new(Arc::clone(&journal), runner, Duration::from_secs(5), 1, Arc::new(Notify::new())).unwrap();
+    let mut executor = Executor::new(
+        Arc::clone(&journal),
+        runner,
+        Duration::from_secs(5),
+        1,
+        Arc::new(Notify::new()),
+        EngineMoved::new(),
+    )
+    .unwrap();
     let metadata = [deployment("listed", json!([]))];
     assert_eq!(executor.prune(&metadata, None, NOW), 0, "no retention keeps everything");
     assert_eq!(executor.prune(&metadata, Some(DAY), NOW), 3);

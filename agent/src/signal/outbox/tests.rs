@@ -12,14 +12,16 @@ struct Fixture {
     _state: tempfile::TempDir,
     journal: Arc<Journal>,
     outbox: Arc<Outbox>,
+    moved: EngineMoved,
 }
 
 fn fixture() -> Fixture {
     let state = tempfile::tempdir().unwrap();
     let journal = Arc::new(Journal::open(state.path()).unwrap());
     let sender = SignalSender::with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
-    let outbox = Arc::new(Outbox::new(journal.clone(), sender));
-    Fixture { _state: state, journal, outbox }
+    let moved = EngineMoved::new();
+    let outbox = Arc::new(Outbox::new(journal.clone(), sender, moved.clone()));
+    Fixture { _state: state, journal, outbox, moved }
 }
 
 fn finished(id: &str, inputs: Value) -> Entry {
@@ -77,6 +79,25 @@ async fn flush_delivers_finished_entries_and_records_them() {
 
     let again = fixture.outbox.flush(3, &CancellationToken::new()).await.unwrap();
     assert_eq!(again, OutboxSummary::default(), "a signalled entry is never resent");
+}
+
+#[tokio::test]
+async fn only_a_delivery_tells_the_polling_tasks_the_engine_may_have_moved() {
+    let flaky = MockServer::start().await;
+    respond(&flaky, 503, Some(1)).await;
+    respond(&flaky, 200, None).await;
+    let refusing = MockServer::start().await;
+    respond(&refusing, 403, None).await;
+    let fixture = fixture();
+    let listener = fixture.moved.listen();
+    fixture.journal.write(&finished_http("busy", &flaky)).unwrap();
+    fixture.journal.write(&finished_http("refused", &refusing)).unwrap();
+    let summary = fixture.outbox.flush(1, &CancellationToken::new()).await.unwrap();
+    assert_eq!(summary, OutboxSummary { delivered: 0, pending: 1, permanent: 1 });
+    assert!(!listener.has_changed().unwrap(), "neither a transient failure nor a refusal moved the engine");
+    let summary = fixture.outbox.flush(1, &CancellationToken::new()).await.unwrap();
+    assert_eq!(summary, OutboxSummary { delivered: 1, pending: 0, permanent: 1 });
+    assert!(listener.has_changed().unwrap(), "a delivery may have released the next deployment");
 }
 
 #[tokio::test]

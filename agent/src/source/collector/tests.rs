@@ -43,6 +43,7 @@ fn config(state_dir: &Path, sources: Vec<SourceConfig>) -> Config {
             state_dir: state_dir.to_path_buf(),
             hooks_dirs: Vec::new(),
             poll_interval: Duration::from_secs(30),
+            fast_follow: true,
             hook_timeout: Duration::from_secs(60),
             hook_kill_grace: Duration::from_secs(1),
             parallel: 1,
@@ -255,7 +256,7 @@ async fn spawn_delivers_an_update_after_a_change() {
         Collector::new(&config(state.path(), vec![http(&format!("{}/m", server.uri()))]), &TrustRoots::default())
             .unwrap();
     let shutdown = CancellationToken::new();
-    let mut receiver = collector.spawn(Duration::from_millis(100), shutdown.clone());
+    let mut receiver = collector.spawn(Duration::from_millis(100), None, shutdown.clone());
     assert!(receiver.borrow().deployments.is_empty(), "no cache: starts empty");
     assert_eq!(ids(&*next(&mut receiver).await), ["a"]);
 
@@ -283,7 +284,7 @@ async fn spawn_sends_the_first_round_even_when_nothing_changed() {
     let sources = vec![SourceConfig::Local(LocalSourceConfig { path: missing })];
     let collector = Collector::new(&config(state.path(), sources), &TrustRoots::default()).unwrap();
     let shutdown = CancellationToken::new();
-    let mut receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
+    let mut receiver = collector.spawn(Duration::from_secs(30), None, shutdown.clone());
     // The missing directory is an empty document: no deployments, and every source answered.
     assert_eq!(*next(&mut receiver).await, Collected { complete: true, ..Collected::default() });
     shutdown.cancel();
@@ -308,7 +309,7 @@ async fn spawn_long_polls_when_the_server_advertises_it() {
             .unwrap();
     let shutdown = CancellationToken::new();
     // A poll interval this long shows that the change below arrives through long-poll.
-    let mut receiver = collector.spawn(Duration::from_secs(3600), shutdown.clone());
+    let mut receiver = collector.spawn(Duration::from_secs(3600), None, shutdown.clone());
     assert_eq!(ids(&*next(&mut receiver).await), ["a"]);
 
     let second = json!({"deployments": [deployment("b", "20_b")]});
@@ -351,7 +352,7 @@ async fn self_configured_sources_follow_the_config_with_their_own_name_and_inter
     // The config's interval is 30 s; the derived source polls every second (±10%).
     let shutdown = CancellationToken::new();
     let collector = Collector::with_self_config(&settings, Some(&derived), &TrustRoots::default()).unwrap();
-    let _receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
+    let _receiver = collector.spawn(Duration::from_secs(30), None, shutdown.clone());
     tokio::time::sleep(Duration::from_millis(2600)).await;
     shutdown.cancel();
     let own_requests = own.received_requests().await.unwrap().len();
@@ -387,7 +388,7 @@ async fn a_self_configured_source_that_cannot_be_built_makes_the_view_incomplete
     let collector = Collector::with_self_config(&settings, Some(&derived), &TrustRoots::default()).unwrap();
     assert!(!collector.collected().complete, "not even from the cache");
     let shutdown = CancellationToken::new();
-    let mut receiver = collector.spawn(Duration::from_secs(30), shutdown.clone());
+    let mut receiver = collector.spawn(Duration::from_secs(30), None, shutdown.clone());
     let first = next(&mut receiver).await;
     assert_eq!(ids(&first), ["o1"]);
     assert!(!first.complete && first.failing.len() == 1, "{first:?}");

@@ -420,6 +420,7 @@ async fn collect_once_deletes_the_messages_only_after_caching_the_document() {
             state_dir: state.path().to_path_buf(),
             hooks_dirs: Vec::new(),
             poll_interval: Duration::from_secs(30),
+            fast_follow: true,
             hook_timeout: Duration::from_secs(60),
             hook_kill_grace: Duration::from_secs(1),
             parallel: 1,
