@@ -4,7 +4,7 @@
 //! outage still runs a deployment from it), retry on the schedule of `agent/src/backoff.rs`
 //! (`source_retry`: 1 s doubling up to the poll interval, ±20% jitter; plain polls ±10%), deliver the signals
 //! queued while the receiver was down, and apply a new document within one step of the source's
-//! recovery.
+//! recovery. Fast-follow is off (`fast_follow = false`): its extra polls are not this schedule.
 //!
 //! The outage lasts a full minute; with a 4 s poll interval the backoff reaches its cap
 //! after three failures (1 + 2 + 4 s) and then repeats the capped step. Request counts are
@@ -135,7 +135,12 @@ async fn flapping_source_is_polled_on_a_bounded_jittered_schedule() {
 fn start_agent(dir: &Path, source: &SwitchableServer, schedule: Schedule) -> Agent {
     let url = format!("{}/metadata/vm", source.url());
     let sources = format!("[[source]]\nkind = \"http\"\nurl = {}\n", toml_string(&url));
-    let settings = AgentSettings::default().line(&format!("poll_interval_secs = {}", schedule.poll.as_secs()));
+    // The schedule checked here is the plain one and the error backoff: fast-follow (read again
+    // after 1, 2, 4 s when a signal is delivered or the document changes) is off, and
+    // tests/tests/fast_follow.rs covers it.
+    let settings = AgentSettings::default()
+        .line(&format!("poll_interval_secs = {}", schedule.poll.as_secs()))
+        .line("fast_follow = false");
     let mut agent = Agent::standalone(dir, "vm", &settings, &sources);
     agent.start();
     agent
