@@ -15,7 +15,7 @@ use std::time::Duration;
 use anneal_tests::real_heat::{fixture_template, unique_stack_name};
 use anneal_tests::{AgentSettings, AnnealServer, RealHeat, agent_binary, wait_until};
 use real_heat_support::{
-    Chain, Converged, SERVER_LIMIT, STACK_LIMIT, Server, cfn_signal, chain_result, converge, trace_lines,
+    Chain, Converged, SERVER_LIMIT, STACK_LIMIT, Server, cfn_signal, chain_result, converge, converge_with, trace_lines,
 };
 use serde_json::{Value, json};
 
@@ -93,6 +93,24 @@ async fn real_heat_anneal_poll_server_cfn_with_cfn_signal_runs_the_chain_as_the_
     assert!(derived.contains("kind = \"cfn\""), "a cfn source from the metadata: {derived}");
     let secret = anneal.metadata["metadata"]["os-collect-config"]["cfn"]["secret_access_key"].as_str();
     assert_secret_not_logged(&anneal, secret.expect("the cfn collector's secret key in the server's metadata"));
+}
+
+/// At the documented default `poll_interval_secs` (30), the 5-hop chain on POLL_SERVER_CFN +
+/// CFN_SIGNAL still takes seconds per hop, not an interval: after each delivered signal the agent
+/// reads the cfn source again after about 1 s, then 2, 4, ... s (fast-follow, docs/metadata.md),
+/// and Heat has released the next hop by then. Waiting for the plain poll would take about 30 s
+/// per hop, 150 s for the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_cfn_chain_fast_follows_at_the_default_poll_interval() {
+    let parameters = [("transport", "POLL_SERVER_CFN"), ("signal", "CFN_SIGNAL")];
+    let settings = AgentSettings::default().line("poll_interval_secs = 30");
+    let anneal = converge_with(Chain::Anneal, "chain5.yaml", &parameters, settings).await;
+    println!("5-hop chain at poll_interval_secs = 30, agent's start to settled: {:?}", anneal.converge_time);
+    let context = || anneal.context();
+    assert_eq!(anneal.status(), "CREATE_COMPLETE", "{}", context());
+    assert_eq!(anneal.outputs["result"], json!(chain_result("v1")), "{}", context());
+    let limit = Duration::from_secs(60);
+    assert!(anneal.converge_time < limit, "{:?}, not within {limit:?}\n{}", anneal.converge_time, context());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

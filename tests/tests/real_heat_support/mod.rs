@@ -89,6 +89,16 @@ impl Converged {
 /// Creates a stack from `fixture` with `parameters`, starts `chain` on its deployed server (named
 /// `server`) from the metadata Heat answers, and waits for the stack to settle.
 pub async fn converge(chain: Chain, fixture: &str, parameters: &[(&str, &str)]) -> Converged {
+    converge_with(chain, fixture, parameters, AgentSettings::default()).await
+}
+
+/// `converge`, anneal-agent configured with `settings` (the stock chain ignores them).
+pub async fn converge_with(
+    chain: Chain,
+    fixture: &str,
+    parameters: &[(&str, &str)],
+    settings: AgentSettings,
+) -> Converged {
     let heat = RealHeat::shared().await;
     let api = heat.admin().await;
     let name = unique_stack_name(match chain {
@@ -102,7 +112,7 @@ pub async fn converge(chain: Chain, fixture: &str, parameters: &[(&str, &str)]) 
     let started = std::time::Instant::now();
     let server = match chain {
         Chain::Stock => Server::Stock(StockServer::start(&metadata).await),
-        Chain::Anneal => Server::Anneal(AnnealServer::start(&metadata, AgentSettings::default()).await),
+        Chain::Anneal => Server::Anneal(AnnealServer::start(&metadata, settings).await),
     };
     let shown = api.wait_stack_settled(&stack, None, STACK_LIMIT).await;
     let converge_time = started.elapsed();
