@@ -5,8 +5,8 @@
 //! result. Permanent refusals stay Finished with `permanent_failure` set: they are not retried
 //! automatically, and `status` shows them. It reads only the entries the journal's index of
 //! undelivered signals names (see `journal::index`), never the whole journal on each pass. Each
-//! delivery (a NO_SIGNAL deployment's included: it is delivered without sending) raises
-//! `EngineMoved`, so the polling tasks look for what the engine released next.
+//! delivery raises `EngineMoved`, so the polling tasks look for what the engine released next (a
+//! NO_SIGNAL deployment owes no signal: the executor raises it when one finishes).
 
 use std::sync::Arc;
 use std::time::Duration;
