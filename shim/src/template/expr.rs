@@ -381,6 +381,12 @@ fn list_join(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
     if lists.is_empty() {
         return Err(usage());
     }
+    // Before 2015-10-15 list_join is heat.engine.hot.functions.Join: one list only.
+    if lists.len() > 1 && !dialect.stored && dialect.version < Version::V2015_10_15 {
+        return Err(
+            "Incorrect arguments to \"list_join\" should be: \"list_join\" : [ \" \", [ \"str1\", \"str2\"]]".into()
+        );
+    }
     let lists = lists.iter().map(|list| Expr::parse(list, dialect)).collect::<Result<Vec<_>, _>>()?;
     if lists.iter().any(|list| {
         matches!(list, Expr::Literal(value) if !value.is_array() && !value.is_null()) || matches!(list, Expr::Map(_))
