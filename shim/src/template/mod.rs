@@ -27,7 +27,7 @@ pub use functions::evaluate_snippet;
 pub use hot::{MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_template, raise_template_limit};
 pub use parameters::resolve_parameters;
 pub use structured::substitute_inputs;
-pub use validate::{Plan, PlanNode, validate};
+pub use validate::{Plan, PlanNode, apply_conditions, validate};
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.

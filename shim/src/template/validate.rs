@@ -33,7 +33,7 @@ pub fn validate(
     parameters: &BTreeMap<String, Value>,
     is_registered_server: &dyn Fn(&str) -> bool,
 ) -> Result<Plan, Vec<String>> {
-    let (chosen, mut problems) = apply_conditions(template, parameters);
+    let (chosen, mut problems) = choose(template, parameters);
     let template = &chosen;
     let context = Context::new(template, parameters, is_registered_server);
     let mut edges = Vec::with_capacity(template.resources.len());
@@ -96,8 +96,15 @@ fn dependencies(context: &Context, resource: &Resource) -> Vec<String> {
 
 /// The template as Heat sees it once conditions are decided: resources whose `condition` is
 /// false left out (heat.engine.template_common: they are not in the stack, so a reference
-/// to one is an error) and every `if` replaced by its chosen branch.
-fn apply_conditions(template: &Template, parameters: &BTreeMap<String, Value>) -> (Template, Vec<String>) {
+/// to one is an error) and every `if` replaced by its chosen branch. The engine stores this
+/// form, so what it reads (`get_resource` in `config`, `server`) is what `validate` checked.
+/// `validate` reports the problems (with every other problem of the template).
+pub fn apply_conditions(template: &Template, parameters: &BTreeMap<String, Value>) -> Result<Template, Vec<String>> {
+    let (chosen, problems) = choose(template, parameters);
+    if problems.is_empty() { Ok(chosen) } else { Err(problems) }
+}
+
+fn choose(template: &Template, parameters: &BTreeMap<String, Value>) -> (Template, Vec<String>) {
     let scope = ParameterScope { parameters };
     let mut problems = Vec::new();
     let mut chosen = template.clone();

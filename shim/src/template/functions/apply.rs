@@ -8,20 +8,20 @@ use serde_json::{Map, Value};
 use sha2::Digest as _;
 
 use super::Function;
-use crate::template::evaluate::{MAX_RESULT_BYTES, kind_name, str_replace};
+use crate::template::evaluate::{kind_name, str_replace};
 use crate::template::expr::EvalError;
 
 /// Most items `repeat`, `list_concat` or `str_split` may produce.
 pub const MAX_LIST_ITEMS: usize = 100_000;
 
-fn invalid(message: impl Into<String>) -> EvalError {
+pub(super) fn invalid(message: impl Into<String>) -> EvalError {
     EvalError::Invalid { message: message.into() }
 }
 
 /// Applies `function` to its evaluated arguments.
 pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
     match function {
-        Function::Repeat { with_maps, with_permutations } => repeat(args, with_maps, with_permutations),
+        Function::Repeat { with_maps, with_permutations } => super::repeat::repeat(args, with_maps, with_permutations),
         Function::Digest => digest(args),
         Function::StrSplit => str_split(args),
         Function::StrReplaceStrict { empty_allowed } => str_replace_strict(args, empty_allowed),
@@ -37,10 +37,10 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
         },
         Function::Not => Ok(Value::Bool(!condition("not", &args)?)),
         Function::And | Function::Or => boolean(function, args),
-        Function::Select => select(args),
-        Function::CfnJoin => cfn_join(args),
-        Function::CfnSplit => cfn_split(args),
-        Function::CfnReplace => cfn_replace(args),
+        Function::Select => super::cfn::select(args),
+        Function::CfnJoin => super::cfn::cfn_join(args),
+        Function::CfnSplit => super::cfn::cfn_split(args),
+        Function::CfnReplace => super::cfn::cfn_replace(args),
         Function::Base64 => match args {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),
@@ -88,106 +88,6 @@ fn boolean(function: Function, args: Value) -> Result<Value, EvalError> {
     let result =
         if function == Function::And { flags.iter().all(|flag| *flag) } else { flags.iter().any(|flag| *flag) };
     Ok(Value::Bool(result))
-}
-
-/// As heat.engine.hot.functions.Repeat and its subclasses: a cartesian product (or a zip
-/// with `permutations: false`) of the `for_each` lists, each placeholder replaced in every
-/// string (keys included) of `template`.
-fn repeat(args: Value, with_maps: bool, with_permutations: bool) -> Result<Value, EvalError> {
-    let Value::Object(mut args) = args else { return Err(invalid("Arguments to \"repeat\" must be a map")) };
-    let (Some(for_each), Some(template)) = (args.remove("for_each"), args.remove("template")) else {
-        return Err(invalid("\"repeat\" syntax should be {template: ..., for_each: {%var%: [...]}}"));
-    };
-    let nested = match args.remove("permutations") {
-        Some(Value::Bool(flag)) if with_permutations => flag,
-        Some(_) if with_permutations => {
-            return Err(invalid("\"permutations\" should be boolean type for repeat function."));
-        }
-        _ => true,
-    };
-    let Value::Object(for_each) = for_each else {
-        return Err(invalid("The \"for_each\" argument to \"repeat\" must contain a map"));
-    };
-    if for_each.is_empty() {
-        // Heat's `zip(*for_each.items())` cannot unpack nothing.
-        return Err(invalid("repeat: not enough values to unpack (the for_each map is empty)"));
-    }
-    let mut keys = Vec::new();
-    let mut lists: Vec<Vec<Value>> = Vec::new();
-    for (key, value) in for_each {
-        let items = match value {
-            Value::Null => Vec::new(),
-            Value::Array(items) => items,
-            Value::Object(map) if with_maps && nested => map.keys().cloned().map(Value::String).collect(),
-            _ if with_maps && nested => {
-                return Err(invalid("The values of the \"for_each\" argument to \"repeat\" must be lists or maps"));
-            }
-            _ => return Err(invalid("The values of the \"for_each\" argument to \"repeat\" must be lists")),
-        };
-        keys.push(key);
-        lists.push(items);
-    }
-    let rows = combinations(&lists, nested, template_weight(&template))?;
-    rows.into_iter().map(|row| replace_in(&template, &keys, &row)).collect::<Result<Vec<_>, _>>().map(Value::Array)
-}
-
-fn template_weight(template: &Value) -> usize {
-    serde_json::to_string(template).map_or(1, |text| text.len().max(1))
-}
-
-/// The rows `repeat` makes, bounded in count and in estimated result size.
-fn combinations(lists: &[Vec<Value>], nested: bool, weight: usize) -> Result<Vec<Vec<&Value>>, EvalError> {
-    let count = if nested {
-        lists.iter().try_fold(1usize, |count, list| count.checked_mul(list.len()))
-    } else {
-        let lengths: Vec<usize> = lists.iter().map(Vec::len).filter(|length| *length > 0).collect();
-        if lengths.windows(2).any(|pair| pair[0] != pair[1]) {
-            return Err(invalid("For repeat, the length of for_each values should be equal if no nested loop."));
-        }
-        Some(lists.iter().map(Vec::len).min().unwrap_or(0))
-    };
-    let too_many = |count: usize| count > MAX_LIST_ITEMS || count.saturating_mul(weight) > MAX_RESULT_BYTES;
-    let Some(count) = count.filter(|count| !too_many(*count)) else {
-        return Err(invalid(format!(
-            "repeat: the result would have more than {MAX_LIST_ITEMS} items or {MAX_RESULT_BYTES} bytes"
-        )));
-    };
-    if !nested {
-        return Ok((0..count).map(|index| lists.iter().map(|list| &list[index]).collect()).collect());
-    }
-    let mut rows: Vec<Vec<&Value>> = vec![Vec::new()];
-    for list in lists {
-        rows =
-            rows.into_iter().flat_map(|row| list.iter().map(move |item| [row.clone(), vec![item]].concat())).collect();
-    }
-    Ok(rows)
-}
-
-fn replace_in(template: &Value, keys: &[String], row: &[&Value]) -> Result<Value, EvalError> {
-    let replace = |text: &str| -> Result<String, EvalError> {
-        let mut text = text.to_owned();
-        for (key, value) in keys.iter().zip(row) {
-            let Value::String(value) = value else {
-                return Err(invalid(format!("repeat: replace() argument 2 must be str, not {}", kind_name(value))));
-            };
-            text = text.replace(key.as_str(), value);
-        }
-        Ok(text)
-    };
-    match template {
-        Value::String(text) => replace(text).map(Value::String),
-        Value::Array(items) => {
-            items.iter().map(|item| replace_in(item, keys, row)).collect::<Result<_, _>>().map(Value::Array)
-        }
-        Value::Object(map) => {
-            let mut out = Map::new();
-            for (key, item) in map {
-                out.insert(replace(key)?, replace_in(item, keys, row)?);
-            }
-            Ok(Value::Object(out))
-        }
-        scalar => Ok(scalar.clone()),
-    }
 }
 
 /// As heat.engine.hot.functions.Digest; the SHA-2 family only (no MD5 or SHA-1 here).
@@ -283,7 +183,7 @@ fn str_replace_strict(args: Value, empty_allowed: bool) -> Result<Value, EvalErr
     str_replace(template, params).map_err(|error| rename(error, name))
 }
 
-fn rename(error: EvalError, name: &str) -> EvalError {
+pub(super) fn rename(error: EvalError, name: &str) -> EvalError {
     match error {
         EvalError::Invalid { message } => invalid(message.replacen("str_replace", name, 1)),
         other => other,
@@ -477,98 +377,4 @@ fn filter(args: Value) -> Result<Value, EvalError> {
     }
     let Value::Array(values) = values else { return Err(invalid("\"filter\" filters a list of values")) };
     Ok(Value::Array(sequence.into_iter().filter(|item| !values.iter().any(|value| py_eq(value, item))).collect()))
-}
-
-/// As heat.engine.cfn.functions.Select.
-fn select(args: Value) -> Result<Value, EvalError> {
-    let Value::Array(items) = args else {
-        return Err(invalid("Arguments to \"Fn::Select\" must be of the form [index, collection]"));
-    };
-    let [index, collection] = <[Value; 2]>::try_from(items)
-        .map_err(|_| invalid("Arguments to \"Fn::Select\" must be of the form [index, collection]"))?;
-    let collection = match collection {
-        Value::String(text) if text.is_empty() => return Ok(Value::String(String::new())),
-        Value::String(text) => {
-            serde_json::from_str(&text).map_err(|error| invalid(format!("\"Fn::Select\": {error}")))?
-        }
-        other => other,
-    };
-    match collection {
-        Value::Object(map) => match index {
-            Value::String(key) => Ok(map.get(&key).cloned().unwrap_or_else(|| Value::String(String::new()))),
-            _ => Err(invalid("Index to \"Fn::Select\" must be a string")),
-        },
-        Value::Array(list) => {
-            let position = match &index {
-                Value::Number(number) => number.as_i64(),
-                Value::String(text) => text.trim().parse::<i64>().ok(),
-                Value::Bool(flag) => Some(i64::from(*flag)),
-                _ => None,
-            };
-            let Some(position) = position else { return Err(invalid("Index to \"Fn::Select\" must be an integer")) };
-            let item = if position < 0 {
-                list.len().checked_sub(position.unsigned_abs() as usize).and_then(|at| list.get(at))
-            } else {
-                list.get(position as usize)
-            };
-            Ok(item.cloned().unwrap_or_else(|| Value::String(String::new())))
-        }
-        Value::Null => Ok(Value::String(String::new())),
-        _ => Err(invalid("Arguments to Fn::Select not fully resolved")),
-    }
-}
-
-const CFN_JOIN_USAGE: &str =
-    "Incorrect arguments to \"Fn::Join\" should be: \"Fn::Join\" : [ \" \", [ \"str1\", \"str2\"]]";
-
-/// As heat.engine.hot.functions.Join (one list of strings), which Fn::Join is.
-fn cfn_join(args: Value) -> Result<Value, EvalError> {
-    let Value::Array(items) = args else { return Err(invalid(CFN_JOIN_USAGE)) };
-    let [delimiter, strings] = <[Value; 2]>::try_from(items).map_err(|_| invalid(CFN_JOIN_USAGE))?;
-    let strings = match strings {
-        Value::Null => Vec::new(),
-        Value::Array(strings) => strings,
-        _ => return Err(invalid("\"Fn::Join\" must operate on a list")),
-    };
-    let Value::String(delimiter) = delimiter else { return Err(invalid("\"Fn::Join\" delimiter must be a string")) };
-    let mut parts = Vec::with_capacity(strings.len());
-    let mut size = 0usize;
-    for item in strings {
-        let text = match item {
-            Value::Null => String::new(),
-            Value::String(text) => text,
-            other => return Err(invalid(format!("Items to join must be strings not {}", kind_name(&other)))),
-        };
-        size = size.saturating_add(text.len() + delimiter.len());
-        if size > MAX_RESULT_BYTES {
-            return Err(invalid(format!("Fn::Join: the result is larger than {MAX_RESULT_BYTES} bytes")));
-        }
-        parts.push(text);
-    }
-    Ok(Value::String(parts.join(&delimiter)))
-}
-
-fn cfn_split(args: Value) -> Result<Value, EvalError> {
-    let usage = "Incorrect arguments to \"Fn::Split\" should be: \"Fn::Split\" : [ \",\", \"str1,str2\"]]";
-    let Value::Array(items) = args else { return Err(invalid(usage)) };
-    let [delimiter, text] = <[Value; 2]>::try_from(items).map_err(|_| invalid(usage))?;
-    let Value::String(delimiter) = delimiter else { return Err(invalid("Delimiter for Fn::Split must be string")) };
-    let Value::String(text) = text else { return Err(invalid("String to split must be string")) };
-    if delimiter.is_empty() {
-        return Err(invalid("Fn::Split: empty separator"));
-    }
-    Ok(Value::Array(text.split(delimiter.as_str()).map(|part| Value::String(part.to_owned())).collect()))
-}
-
-/// As heat.engine.cfn.functions.Replace: `[params, template]`, params strings or numbers.
-fn cfn_replace(args: Value) -> Result<Value, EvalError> {
-    let usage = "Incorrect arguments to \"Fn::Replace\" should be: {\"Fn::Replace\": [ {\"$var1\": \"foo\", \"%var2%\": \"bar\"}, \"$var1 is %var2%\"]}";
-    let Value::Array(items) = args else { return Err(invalid(usage)) };
-    let [params, template] = <[Value; 2]>::try_from(items).map_err(|_| invalid(usage))?;
-    if let Value::Object(map) = &params
-        && let Some((key, _)) = map.iter().find(|(_, value)| matches!(value, Value::Array(_) | Value::Object(_)))
-    {
-        return Err(invalid(format!("\"Fn::Replace\" params must be strings or numbers, param {key} is not valid")));
-    }
-    str_replace(template, params).map_err(|error| rename(error, "Fn::Replace"))
 }

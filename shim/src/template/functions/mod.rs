@@ -5,7 +5,9 @@
 //! function computes is `apply.rs`; the `conditions` section and `if` are `conditions.rs`.
 
 mod apply;
+mod cfn;
 pub mod conditions;
+mod repeat;
 mod snippet;
 mod url;
 
