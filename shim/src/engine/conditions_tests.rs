@@ -67,3 +67,23 @@ async fn conditions_choose_resources_branches_and_outputs() {
     assert_eq!(output("label"), json!("env=prod"));
     assert_eq!(output("dev_only"), json!(null));
 }
+
+#[tokio::test]
+async fn an_update_that_turns_a_condition_false_removes_the_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["vm1"]).await;
+    let template = TEMPLATE.replace("{list_concat: [[1], [2]]}", "{b: 2}");
+    engine.create_stack(request("s", &template, &[])).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    engine.update_stack("s", request("s", &template, &[("env", "dev")])).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE");
+    let published = deployments(&engine, "vm1").await;
+    assert_eq!(published.last().unwrap()["config"], json!("#!/bin/sh\necho dev\n"), "{published:?}");
+    assert_eq!(input(published.last().unwrap(), "extra"), &json!("shown"));
+    let detail = engine.show_stack("s").await.unwrap();
+    let resources: Vec<&str> = detail.resources.iter().map(|resource| resource.name.as_str()).collect();
+    assert!(resources.contains(&"dev_config") && !resources.contains(&"prod_config"), "{resources:?}");
+    let output = detail.outputs.iter().find(|output| output.name == "dev_only").unwrap();
+    assert_eq!(output.value, json!("#!/bin/sh\necho dev\n"));
+}

@@ -14,11 +14,20 @@ use crate::template::expr::{Dialect, EvalError, Expr, Scope, collapse_list, coll
 /// Deepest nesting of condition names; a longer chain is refused rather than recursed into.
 const MAX_CONDITION_DEPTH: usize = 64;
 
+/// Largest expression one condition may inline to: names are copied where they are used, so
+/// `c2: {and: [c1, c1]}` doubles, and a chain of such definitions must not grow exponentially.
+pub const MAX_CONDITION_NODES: usize = 1_000;
+
+/// Most nodes all the `if`s and `condition` keys of one template may inline together.
+pub const MAX_INLINED_NODES: usize = 1_000_000;
+
 /// A template's `conditions`, each name resolved to its expression (or why it cannot be).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Conditions {
     raw: Map<String, Value>,
     resolved: BTreeMap<String, Result<Expr, String>>,
+    /// Nodes inlined so far by `condition` (bounded by `MAX_INLINED_NODES`).
+    inlined: std::cell::Cell<usize>,
 }
 
 impl Conditions {
@@ -33,7 +42,7 @@ impl Conditions {
             }
         }
         let resolved = resolver.done;
-        (Conditions { raw: section.clone(), resolved }, problems)
+        (Conditions { raw: section.clone(), resolved, inlined: std::cell::Cell::new(0) }, problems)
     }
 
     /// A condition as written in a `condition` key or as `if`'s first argument.
@@ -45,8 +54,28 @@ impl Conditions {
             in_progress: Vec::new(),
             version,
         };
-        resolver.condition(value)
+        let condition = resolver.condition(value)?;
+        let inlined = self.inlined.get().saturating_add(size(&condition));
+        if inlined > MAX_INLINED_NODES {
+            return Err(format!("the conditions of this template inline to more than {MAX_INLINED_NODES} nodes"));
+        }
+        self.inlined.set(inlined);
+        Ok(condition)
     }
+}
+
+/// The number of nodes of an expression.
+fn size(expr: &Expr) -> usize {
+    let mut count = 0usize;
+    expr.visit(&mut |_| count += 1);
+    count
+}
+
+fn too_big(expr: &Expr) -> Result<(), String> {
+    if size(expr) > MAX_CONDITION_NODES {
+        return Err(format!("a condition expands to more than {MAX_CONDITION_NODES} nodes"));
+    }
+    Ok(())
 }
 
 struct Resolver<'a> {
@@ -76,6 +105,7 @@ impl Resolver<'_> {
             _ => Err(format!("The definition of condition \"{name}\" is invalid: {definition}")),
         };
         self.in_progress.pop();
+        let resolved = resolved.and_then(|expr| too_big(&expr).map(|()| expr));
         self.done.insert(name.to_owned(), resolved.clone());
         resolved
     }
@@ -109,8 +139,17 @@ impl Resolver<'_> {
                 if items.len() < 2 {
                     return Err(format!("The minimum number of condition arguments to \"{name}\" is 2."));
                 }
-                let items = items.iter().map(|item| self.condition(item)).collect::<Result<Vec<_>, _>>()?;
-                Ok(call(function, Expr::List(items)))
+                let mut inlined = Vec::with_capacity(items.len());
+                let mut nodes = 0usize;
+                for item in items {
+                    let item = self.condition(item)?;
+                    nodes = nodes.saturating_add(size(&item));
+                    if nodes > MAX_CONDITION_NODES {
+                        return Err(format!("a condition expands to more than {MAX_CONDITION_NODES} nodes"));
+                    }
+                    inlined.push(item);
+                }
+                Ok(call(function, Expr::List(inlined)))
             }
             "yaql" if self.version >= Version::V2017_09_01 => Err("yaql is not supported".into()),
             _ if is_reference_function(name) => Err(format!("The function \"{name}\" is invalid in this context")),

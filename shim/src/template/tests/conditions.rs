@@ -131,3 +131,22 @@ fn deep_condition_chains_are_refused() {
     text.push_str("resources: {}\n");
     assert_problem(&parse_problems(&text), "conditions nest more than 64 names deep");
 }
+
+#[test]
+fn conditions_cannot_grow_exponentially() {
+    let mut text = String::from("heat_template_version: 2021-04-16\nconditions:\n  c00: true\n");
+    for index in 1..40 {
+        text.push_str(&format!("  c{index:02}: {{and: [c{0:02}, c{0:02}]}}\n", index - 1));
+    }
+    text.push_str("resources: {}\n");
+    assert_problem(&parse_problems(&text), "a condition expands to more than 1000 nodes");
+    let mut text = String::from("heat_template_version: 2021-04-16\nconditions:\n  c0: true\n");
+    // c1 is 12 nodes, c2 (80 times c1) 962: within a condition's limit, not 1,100 times.
+    text.push_str("  c1: {and: [c0, c0, c0, c0, c0, c0, c0, c0, c0, c0]}\n");
+    text.push_str(&format!("  c2: {{and: [{}]}}\n", vec!["c1"; 80].join(", ")));
+    text.push_str("resources:\n");
+    for index in 0..1100 {
+        text.push_str(&format!("  r{index}: {{type: OS::Heat::SoftwareConfig, condition: c2}}\n"));
+    }
+    assert_problem(&parse_problems(&text), "inline to more than 1000000 nodes");
+}
