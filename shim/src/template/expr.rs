@@ -289,6 +289,11 @@ fn function(name: &str, arguments: &Value, dialect: &Dialect) -> Result<Option<E
         "get_input" => Expr::GetInput(string_argument(name, arguments, "an input name")?),
         "str_replace" => str_replace(arguments, dialect)?,
         "list_join" => list_join(arguments, dialect)?,
+        // Not implemented: the message names the expression, so a user knows what to rewrite.
+        "yaql" if matches!(dialect.meaning(name), Meaning::Refused(_)) => {
+            let expression = arguments.get("expression").map_or_else(|| arguments.to_string(), Value::to_string);
+            return Err(format!("yaql is not supported (expression {expression})"));
+        }
         _ => match dialect.meaning(name) {
             Meaning::Data => return Ok(None),
             Meaning::Function(function) => Expr::Call { function, args: Box::new(Expr::parse(arguments, dialect)?) },

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use sha2::Digest as _;
 
 use super::Function;
-use crate::template::evaluate::{kind_name, str_replace};
+use crate::template::evaluate::{MAX_RESULT_BYTES, kind_name, str_replace};
 use crate::template::expr::EvalError;
 
 /// Most items `repeat`, `list_concat` or `str_split` may produce.
@@ -304,10 +304,18 @@ fn list_concat(args: Value, unique: bool) -> Result<Value, EvalError> {
         )));
     };
     let mut joined: Vec<Value> = Vec::new();
+    // The same large list may be named many times: the size is bounded, not only the count.
+    let mut bytes = 0usize;
     for item in items {
         match item {
             Value::Null => {}
-            Value::Array(list) => joined.extend(list),
+            Value::Array(list) => {
+                bytes = bytes.saturating_add(serde_json::to_string(&list).map_or(usize::MAX, |text| text.len()));
+                if bytes > MAX_RESULT_BYTES {
+                    return Err(invalid(format!("{name}: the result is larger than {MAX_RESULT_BYTES} bytes")));
+                }
+                joined.extend(list);
+            }
             other => {
                 return Err(invalid(format!(
                     "Incorrect arguments: Items to concat must be lists. An item is {}",

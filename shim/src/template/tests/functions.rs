@@ -79,6 +79,9 @@ fn repeat_and_list_concat_are_bounded() {
     assert!(error("2021-04-16", snippet).contains("bytes"));
     let list: Vec<u32> = (0..60_000).collect();
     assert!(error("2021-04-16", json!({"list_concat": [list, list]})).contains("more than 100000 items"));
+    let big = vec!["x".repeat(1 << 20)];
+    let copies: Vec<&Vec<String>> = std::iter::repeat_n(&big, 20).collect();
+    assert!(error("2021-04-16", json!({"list_concat": copies})).contains("larger than"));
 }
 
 #[test]

@@ -197,7 +197,7 @@ outputs:
         problems,
         [
             "resource a: property \"config\": unsupported function get_file (line 6)",
-            "resource a: property \"options\": yaql is not supported (line 7)",
+            "resource a: property \"options\": yaql is not supported (expression \"$.data\") (line 7)",
             "output o: unsupported function Fn::GetAtt (line 10)",
         ]
     );
