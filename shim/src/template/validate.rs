@@ -122,7 +122,16 @@ fn choose(template: &Template, parameters: &BTreeMap<String, Value>) -> (Templat
             }
         }
     });
+    let disabled: Vec<&str> = template
+        .resources
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| chosen.resource(name).is_none())
+        .collect();
     for (name, resource) in &mut chosen.resources {
+        // heat.engine.rsrc_defn.dependencies: depending on a resource that is left out is
+        // allowed and means nothing; a get_resource or get_attr of it is an error.
+        resource.depends_on.retain(|dependency| !disabled.contains(&dependency.as_str()));
         let mut kept = Vec::with_capacity(resource.properties.len());
         for (property, expr) in &resource.properties {
             match expr.choose_branches(&scope) {

@@ -76,6 +76,16 @@ fn outputs_of_false_conditions_have_no_value() {
 }
 
 #[test]
+fn depending_on_a_left_out_resource_is_allowed() {
+    let text = TEMPLATE.replace("  deploy:\n", "  deploy:\n    depends_on: [dev_only, prod_only]\n");
+    let plan = check(&text, "prod").expect("depends_on a left-out resource is ignored");
+    assert_eq!(
+        plan.nodes.iter().find(|node| node.name == "deploy").map(|node| node.depends_on.clone()),
+        Some(vec!["always".to_owned(), "prod_only".to_owned()])
+    );
+}
+
+#[test]
 fn a_reference_to_a_left_out_resource_is_refused() {
     let text = TEMPLATE.replace("config: {get_resource: always}", "config: {get_resource: dev_only}");
     let problems = check(&text, "prod").expect_err("dev_only is not in a prod stack");
