@@ -218,6 +218,15 @@ fn cases() -> Vec<Case> {
         case(latest, json!({"if": [{"and": ["is_prod"]}, 1, 2]})),
         case("2017-02-24", json!({"if": [{"contains": ["a", ["a"]]}, 1, 2]})),
         case(latest, json!({"if": ["is_prod", {"get_param": "zones"}, {"get_attr": ["nothing", "x"]}]})),
+        // str_replace and list_join before 2015-10-15 are Heat's older classes
+        refused(
+            "2014-10-16",
+            json!({"str_replace": {"template": "$a", "params": {"$a": [1]}}}),
+            "params must be strings or numbers",
+        ),
+        case("2015-04-30", json!({"str_replace": {"template": "$a $b", "params": {"$a": 1, "$b": null}}})),
+        refused("2013-05-23", json!({"list_join": [",", ["a", 1]]}), "Items to join must be strings"),
+        case("2014-10-16", json!({"list_join": [",", ["a", null, "b"]]})),
         // the existing functions, for the record
         case(latest, json!({"list_join": [",", ["a"], {"get_param": "zones"}, [{"k": 1}]]})),
         case(latest, json!({"str_replace": {"template": "$a $ab", "params": {"$a": [1], "$ab": {"x": true}}}})),

@@ -376,7 +376,17 @@ fn str_replace(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
     if matches!(&params, Expr::Literal(value) if !value.is_object()) || matches!(params, Expr::List(_)) {
         return Err("str_replace: params must be a map".into());
     }
+    if is_legacy(dialect) {
+        let args = collapse_map(vec![("template".into(), template), ("params".into(), params)]);
+        return Ok(Expr::Call { function: Function::LegacyReplace, args: Box::new(args) });
+    }
     Ok(Expr::StrReplace { template: Box::new(template), params: Box::new(params) })
+}
+
+/// Before 2015-10-15 `str_replace` and `list_join` are Heat's older classes. The stored form
+/// reads back as the newer ones, a superset (docs/templates.md, "Functions").
+fn is_legacy(dialect: &Dialect) -> bool {
+    !dialect.stored && dialect.version < Version::V2015_10_15
 }
 
 fn list_join(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
@@ -387,7 +397,7 @@ fn list_join(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
         return Err(usage());
     }
     // Before 2015-10-15 list_join is heat.engine.hot.functions.Join: one list only.
-    if lists.len() > 1 && !dialect.stored && dialect.version < Version::V2015_10_15 {
+    if lists.len() > 1 && is_legacy(dialect) {
         return Err(
             "Incorrect arguments to \"list_join\" should be: \"list_join\" : [ \" \", [ \"str1\", \"str2\"]]".into()
         );
@@ -397,6 +407,10 @@ fn list_join(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
         matches!(list, Expr::Literal(value) if !value.is_array() && !value.is_null()) || matches!(list, Expr::Map(_))
     }) {
         return Err("list_join: each argument after the delimiter must be a list".into());
+    }
+    if is_legacy(dialect) {
+        let args = collapse_list([Expr::Literal(Value::String(delimiter.clone()))].into_iter().chain(lists).collect());
+        return Ok(Expr::Call { function: Function::LegacyJoin, args: Box::new(args) });
     }
     Ok(Expr::ListJoin { delimiter: delimiter.clone(), lists })
 }

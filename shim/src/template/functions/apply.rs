@@ -41,6 +41,8 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
         Function::CfnJoin => super::cfn::cfn_join(args),
         Function::CfnSplit => super::cfn::cfn_split(args),
         Function::CfnReplace => super::cfn::cfn_replace(args),
+        Function::LegacyReplace => super::cfn::legacy_replace(args),
+        Function::LegacyJoin => super::cfn::legacy_join(args),
         Function::Base64 => match args {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),

@@ -1,6 +1,7 @@
 //! The CloudFormation functions Heat accepts in early HOT versions (heat.engine.cfn.functions):
 //! `Fn::Select` (until 2015-04-30), `Fn::Join`, `Fn::Split`, `Fn::Replace` (2013-05-23 only).
-//! `Fn::Base64` is the identity, as in Heat, and lives in `apply.rs`.
+//! `Fn::Base64` is the identity, as in Heat, and lives in `apply.rs`. Also `str_replace` and
+//! `list_join` as templates before 2015-10-15 have them, which Fn::Replace and Fn::Join share.
 
 use serde_json::Value;
 
@@ -89,15 +90,37 @@ pub(super) fn cfn_split(args: Value) -> Result<Value, EvalError> {
     Ok(Value::Array(text.split(delimiter.as_str()).map(|part| Value::String(part.to_owned())).collect()))
 }
 
+/// `str_replace` before 2015-10-15 (heat.engine.hot.functions.Replace).
+pub(super) fn legacy_replace(args: Value) -> Result<Value, EvalError> {
+    let Value::Object(mut args) = args else { return Err(invalid("Arguments to \"str_replace\" must be a map")) };
+    let template = args.remove("template").unwrap_or(Value::Null);
+    let params = args.remove("params").unwrap_or(Value::Null);
+    scalar_params("str_replace", &params)?;
+    str_replace(template, params)
+}
+
+/// `list_join` before 2015-10-15 (heat.engine.hot.functions.Join): Fn::Join's rules.
+pub(super) fn legacy_join(args: Value) -> Result<Value, EvalError> {
+    cfn_join(args).map_err(|error| match error {
+        EvalError::Invalid { message } => invalid(message.replace("Fn::Join", "list_join")),
+        other => other,
+    })
+}
+
+fn scalar_params(name: &str, params: &Value) -> Result<(), EvalError> {
+    if let Value::Object(map) = params
+        && let Some((key, _)) = map.iter().find(|(_, value)| matches!(value, Value::Array(_) | Value::Object(_)))
+    {
+        return Err(invalid(format!("\"{name}\" params must be strings or numbers, param {key} is not valid")));
+    }
+    Ok(())
+}
+
 /// As heat.engine.cfn.functions.Replace: `[params, template]`, params strings or numbers.
 pub(super) fn cfn_replace(args: Value) -> Result<Value, EvalError> {
     let usage = "Incorrect arguments to \"Fn::Replace\" should be: {\"Fn::Replace\": [ {\"$var1\": \"foo\", \"%var2%\": \"bar\"}, \"$var1 is %var2%\"]}";
     let Value::Array(items) = args else { return Err(invalid(usage)) };
     let [params, template] = <[Value; 2]>::try_from(items).map_err(|_| invalid(usage))?;
-    if let Value::Object(map) = &params
-        && let Some((key, _)) = map.iter().find(|(_, value)| matches!(value, Value::Array(_) | Value::Object(_)))
-    {
-        return Err(invalid(format!("\"Fn::Replace\" params must be strings or numbers, param {key} is not valid")));
-    }
+    scalar_params("Fn::Replace", &params)?;
     str_replace(template, params).map_err(|error| rename(error, "Fn::Replace"))
 }

@@ -95,6 +95,10 @@ pub enum Function {
     CfnSplit,
     CfnReplace,
     Base64,
+    /// `str_replace` and `list_join` before 2015-10-15 (heat.engine.hot.functions.Replace and
+    /// Join): params must be strings or numbers; one list, of strings.
+    LegacyReplace,
+    LegacyJoin,
 }
 
 /// What a single-key map's key means in a template of a given version.
@@ -222,6 +226,8 @@ impl Function {
             Function::CfnSplit => "Fn::Split",
             Function::CfnReplace => "Fn::Replace",
             Function::Base64 => "Fn::Base64",
+            Function::LegacyReplace => "str_replace",
+            Function::LegacyJoin => "list_join",
         }
     }
 }
