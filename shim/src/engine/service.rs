@@ -41,6 +41,9 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     parameters.insert("OS::stack_id".into(), json!(stack_id));
     parameters.insert("OS::project_id".into(), json!("anneal"));
     let servers: BTreeSet<String> = ctx.tx.servers()?.into_iter().map(|server| server.name).collect();
+    // Stored with its conditions decided (docs/templates.md, "Conditions"); when they cannot
+    // be, `validate` reports why together with every other problem.
+    let template = template::apply_conditions(&template, &parameters).unwrap_or(template);
     let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
         .map_err(|problems| EngineError::Template { problems })?;
     Ok(Checked { template, parameters, plan })

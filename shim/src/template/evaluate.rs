@@ -10,6 +10,7 @@ use anneal_protocol::pyjson;
 use serde_json::{Map, Value};
 
 use super::expr::{EvalError, Expr, Scope};
+use super::functions;
 
 /// Largest string `str_replace` or `list_join` may build.
 pub const MAX_RESULT_BYTES: usize = 16 << 20;
@@ -38,18 +39,46 @@ impl Expr {
     /// The value of the expression now. `GetInput` evaluates to `{"get_input": name}`, left for
     /// the StructuredDeployment that releases the config.
     pub fn evaluate(&self, scope: &dyn Scope) -> Result<Value, EvalError> {
+        Ok(self.evaluate_item(scope)?.unwrap_or(Value::Null))
+    }
+
+    /// The value, or `None` for an `if` whose omitted branch was chosen (heat's IfNullable):
+    /// the list item or map entry holding it is then left out.
+    fn evaluate_item(&self, scope: &dyn Scope) -> Result<Option<Value>, EvalError> {
+        match self {
+            Expr::If { condition, then, otherwise } => {
+                let chosen = match condition.evaluate(scope)? {
+                    Value::Bool(true) => Some(then),
+                    Value::Bool(false) => otherwise.as_ref(),
+                    other => return Err(invalid(format!("if: the condition is {}, not a boolean", kind_name(&other)))),
+                };
+                chosen.map(|branch| branch.evaluate_item(scope)).transpose().map(Option::flatten)
+            }
+            other => other.evaluate_value(scope).map(Some),
+        }
+    }
+
+    fn evaluate_value(&self, scope: &dyn Scope) -> Result<Value, EvalError> {
         match self {
             Expr::Literal(value) => Ok(value.clone()),
             Expr::List(items) => {
-                Ok(Value::Array(items.iter().map(|item| item.evaluate(scope)).collect::<Result<_, _>>()?))
+                let mut list = Vec::with_capacity(items.len());
+                for item in items {
+                    list.extend(item.evaluate_item(scope)?);
+                }
+                Ok(Value::Array(list))
             }
             Expr::Map(entries) => {
                 let mut map = Map::new();
                 for (key, item) in entries {
-                    map.insert(key.clone(), item.evaluate(scope)?);
+                    if let Some(value) = item.evaluate_item(scope)? {
+                        map.insert(key.clone(), value);
+                    }
                 }
                 Ok(Value::Object(map))
             }
+            Expr::Call { function, args } => functions::apply(*function, args.evaluate(scope)?),
+            Expr::If { .. } => self.evaluate(scope),
             Expr::GetParam { name, path } => {
                 let value =
                     scope.parameter(name).ok_or_else(|| invalid(format!("get_param: unknown parameter \"{name}\"")))?;
@@ -156,7 +185,7 @@ fn too_large(function: &str) -> EvalError {
     invalid(format!("{function}: the result is larger than {MAX_RESULT_BYTES} bytes"))
 }
 
-fn str_replace(template: Value, params: Value) -> Result<Value, EvalError> {
+pub(super) fn str_replace(template: Value, params: Value) -> Result<Value, EvalError> {
     let Value::String(template) = template else {
         return Err(invalid(format!("str_replace: template must be a string, not {}", kind_name(&template))));
     };

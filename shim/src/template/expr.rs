@@ -4,6 +4,9 @@
 
 use serde_json::{Map, Value};
 
+use super::functions::conditions::{self, Conditions};
+use super::functions::{Function, Meaning, Version, meaning};
+
 /// A property or output value with its intrinsic functions recognised.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -31,6 +34,40 @@ pub enum Expr {
         delimiter: String,
         lists: Vec<Expr>,
     },
+    /// A function of `functions` applied to its evaluated arguments.
+    Call {
+        function: Function,
+        args: Box<Expr>,
+    },
+    /// `if`, its condition names inlined (`functions/conditions.rs`). `otherwise: None` is
+    /// 2021-04-16's omitted branch: the enclosing item is left out.
+    If {
+        condition: Box<Expr>,
+        then: Box<Expr>,
+        otherwise: Option<Box<Expr>>,
+    },
+}
+
+/// How a template's functions are read: its version and its `conditions` section.
+/// `stored` reads the engine's stored form back, accepting every version's functions.
+#[derive(Debug, Clone, Copy)]
+pub struct Dialect<'a> {
+    pub version: Version,
+    pub conditions: Option<&'a Conditions>,
+    pub stored: bool,
+}
+
+impl Dialect<'_> {
+    pub const STORED: Dialect<'static> = Dialect { version: Version::LATEST, conditions: None, stored: true };
+
+    pub fn meaning(&self, name: &str) -> Meaning {
+        let found = meaning(name, self.version);
+        match found {
+            Meaning::Removed | Meaning::NotYet { .. } if self.stored => meaning(name, Version::V2013_05_23),
+            Meaning::Condition(function) if self.stored => Meaning::Function(function),
+            other => other,
+        }
+    }
 }
 
 /// A dependency an expression creates: `get_resource` (attribute `None`) or `get_attr`.
@@ -65,46 +102,37 @@ pub enum EvalError {
 pub const UNSUPPORTED_FUNCTIONS: &[&str] = &[
     "get_file",
     "get_server_attr",
-    "repeat",
     "resource_facade",
-    "digest",
-    "str_split",
-    "str_replace_strict",
-    "str_replace_vstrict",
-    "map_merge",
-    "map_replace",
-    "list_concat",
-    "list_concat_unique",
-    "contains",
-    "filter",
-    "make_url",
     "yaql",
-    "equals",
-    "if",
-    "not",
-    "and",
-    "or",
     "Ref",
+    "Fn::GetAZs",
+    "Fn::ResourceFacade",
+    "Fn::MemberListToMap",
 ];
 
 impl Expr {
     /// Recognises functions in a JSON value: a single-key map whose key is a function name.
     /// The error names the function and what is wrong with its arguments.
     pub fn from_json(value: &Value) -> Result<Expr, String> {
+        Expr::parse(value, &Dialect::STORED)
+    }
+
+    /// Recognises functions as a template of `dialect`'s version has them.
+    pub fn parse(value: &Value, dialect: &Dialect) -> Result<Expr, String> {
         match value {
             Value::Array(items) => {
-                let items = items.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+                let items = items.iter().map(|item| Expr::parse(item, dialect)).collect::<Result<Vec<_>, _>>()?;
                 Ok(collapse_list(items))
             }
             Value::Object(map) => {
                 if let Some((name, arguments)) = map.iter().next().filter(|_| map.len() == 1)
-                    && let Some(function) = function(name, arguments)?
+                    && let Some(function) = function(name, arguments, dialect)?
                 {
                     return Ok(function);
                 }
                 let entries = map
                     .iter()
-                    .map(|(key, item)| Ok((key.clone(), Expr::from_json(item)?)))
+                    .map(|(key, item)| Ok((key.clone(), Expr::parse(item, dialect)?)))
                     .collect::<Result<Vec<_>, String>>()?;
                 Ok(collapse_map(entries))
             }
@@ -142,6 +170,12 @@ impl Expr {
                 let arguments =
                     std::iter::once(Value::String(delimiter.clone())).chain(lists.iter().map(Expr::to_json));
                 call("list_join", Value::Array(arguments.collect()))
+            }
+            Expr::Call { function, args } => call(function.name(), args.to_json()),
+            Expr::If { condition, then, otherwise } => {
+                let mut arguments = vec![condition.to_json(), then.to_json()];
+                arguments.extend(otherwise.iter().map(|otherwise| otherwise.to_json()));
+                call("if", Value::Array(arguments))
             }
         }
     }
@@ -195,6 +229,12 @@ impl Expr {
                 params.visit(visitor);
             }
             Expr::ListJoin { lists, .. } => lists.iter().for_each(|item| item.visit(visitor)),
+            Expr::Call { args, .. } => args.visit(visitor),
+            Expr::If { condition, then, otherwise } => {
+                condition.visit(visitor);
+                then.visit(visitor);
+                otherwise.iter().for_each(|otherwise| otherwise.visit(visitor));
+            }
         }
     }
 
@@ -224,7 +264,7 @@ fn call(name: &str, arguments: Value) -> Value {
     Value::Object(map)
 }
 
-fn collapse_list(items: Vec<Expr>) -> Expr {
+pub(super) fn collapse_list(items: Vec<Expr>) -> Expr {
     if items.iter().all(|item| matches!(item, Expr::Literal(_))) {
         let values = items.into_iter().map(|item| item.to_json()).collect();
         return Expr::Literal(Value::Array(values));
@@ -232,7 +272,7 @@ fn collapse_list(items: Vec<Expr>) -> Expr {
     Expr::List(items)
 }
 
-fn collapse_map(entries: Vec<(String, Expr)>) -> Expr {
+pub(super) fn collapse_map(entries: Vec<(String, Expr)>) -> Expr {
     if entries.iter().all(|(_, item)| matches!(item, Expr::Literal(_))) {
         let values = entries.into_iter().map(|(key, item)| (key, item.to_json())).collect();
         return Expr::Literal(Value::Object(values));
@@ -240,21 +280,47 @@ fn collapse_map(entries: Vec<(String, Expr)>) -> Expr {
     Expr::Map(entries)
 }
 
-fn is_unsupported(name: &str) -> bool {
-    UNSUPPORTED_FUNCTIONS.contains(&name) || name.starts_with("Fn::")
-}
-
 /// `Ok(None)`: not a function name, so the map is data.
-fn function(name: &str, arguments: &Value) -> Result<Option<Expr>, String> {
+fn function(name: &str, arguments: &Value, dialect: &Dialect) -> Result<Option<Expr>, String> {
     let expr = match name {
-        "get_param" => get_param(arguments)?,
+        "get_param" => get_param(arguments, dialect)?,
         "get_resource" => Expr::GetResource(string_argument(name, arguments, "a resource name")?),
-        "get_attr" => get_attr(arguments)?,
+        "get_attr" => get_attr(arguments, dialect)?,
         "get_input" => Expr::GetInput(string_argument(name, arguments, "an input name")?),
-        "str_replace" => str_replace(arguments)?,
-        "list_join" => list_join(arguments)?,
-        _ if is_unsupported(name) => return Err(format!("unsupported function {name}")),
-        _ => return Ok(None),
+        "str_replace" => str_replace(arguments, dialect)?,
+        "list_join" => list_join(arguments, dialect)?,
+        // Not implemented: the message names the expression, so a user knows what to rewrite.
+        "yaql" if matches!(dialect.meaning(name), Meaning::Refused(_)) => {
+            let expression = arguments.get("expression").map_or_else(|| arguments.to_string(), Value::to_string);
+            return Err(format!("yaql is not supported (expression {expression})"));
+        }
+        _ => match dialect.meaning(name) {
+            Meaning::Data => return Ok(None),
+            Meaning::Function(function) => Expr::Call { function, args: Box::new(Expr::parse(arguments, dialect)?) },
+            Meaning::If { nullable } => conditions::parse_if(arguments, nullable, dialect)?,
+            Meaning::Condition(_) => {
+                return Err(format!(
+                    "{name} is only valid in a condition (the conditions section, a condition key or the first argument of if)"
+                ));
+            }
+            // heat.engine.hot.functions.Removed's message, as InvalidTemplateVersion words it.
+            Meaning::Removed => {
+                return Err(format!(
+                    "The template version is invalid: The function {name} is not supported in this version of HOT."
+                ));
+            }
+            Meaning::NotYet { added } => {
+                return Err(format!(
+                    "function {name} is not available in heat_template_version {} (it was added in {})",
+                    dialect.version.date(),
+                    added.date()
+                ));
+            }
+            Meaning::Refused("unsupported function") => {
+                return Err(format!("unsupported function {name}"));
+            }
+            Meaning::Refused(reason) => return Err(reason.to_owned()),
+        },
     };
     Ok(Some(expr))
 }
@@ -266,13 +332,13 @@ fn string_argument(function: &str, arguments: &Value, what: &str) -> Result<Stri
     }
 }
 
-fn get_param(arguments: &Value) -> Result<Expr, String> {
+fn get_param(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
     const USAGE: &str = "get_param: expected a parameter name or [name, path...]";
     match arguments {
         Value::String(name) if !name.is_empty() => Ok(Expr::GetParam { name: name.clone(), path: Vec::new() }),
         Value::Array(items) => match items.split_first() {
             Some((Value::String(name), path)) if !name.is_empty() => {
-                let path = path.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+                let path = path.iter().map(|item| Expr::parse(item, dialect)).collect::<Result<Vec<_>, _>>()?;
                 Ok(Expr::GetParam { name: name.clone(), path })
             }
             _ => Err(USAGE.into()),
@@ -281,7 +347,7 @@ fn get_param(arguments: &Value) -> Result<Expr, String> {
     }
 }
 
-fn get_attr(arguments: &Value) -> Result<Expr, String> {
+fn get_attr(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
     let Value::Array(items) = arguments else {
         return Err("get_attr: expected [resource, attribute, path...]".into());
     };
@@ -289,42 +355,62 @@ fn get_attr(arguments: &Value) -> Result<Expr, String> {
         [Value::String(resource), Value::String(attribute), path @ ..]
             if !resource.is_empty() && !attribute.is_empty() =>
         {
-            let path = path.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+            let path = path.iter().map(|item| Expr::parse(item, dialect)).collect::<Result<Vec<_>, _>>()?;
             Ok(Expr::GetAttr { resource: resource.clone(), attribute: attribute.clone(), path })
         }
         _ => Err("get_attr: expected [resource, attribute, path...] with the resource and attribute as strings".into()),
     }
 }
 
-fn str_replace(arguments: &Value) -> Result<Expr, String> {
+fn str_replace(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
     let usage = || "str_replace: expected a map with the keys \"template\" and \"params\"".to_owned();
     let Value::Object(map) = arguments else { return Err(usage()) };
     let (Some(template), Some(params), 2) = (map.get("template"), map.get("params"), map.len()) else {
         return Err(usage());
     };
-    let template = Expr::from_json(template)?;
+    let template = Expr::parse(template, dialect)?;
     if matches!(&template, Expr::Literal(value) if !value.is_string()) {
         return Err("str_replace: template must be a string".into());
     }
-    let params = Expr::from_json(params)?;
+    let params = Expr::parse(params, dialect)?;
     if matches!(&params, Expr::Literal(value) if !value.is_object()) || matches!(params, Expr::List(_)) {
         return Err("str_replace: params must be a map".into());
+    }
+    if is_legacy(dialect) {
+        let args = collapse_map(vec![("template".into(), template), ("params".into(), params)]);
+        return Ok(Expr::Call { function: Function::LegacyReplace, args: Box::new(args) });
     }
     Ok(Expr::StrReplace { template: Box::new(template), params: Box::new(params) })
 }
 
-fn list_join(arguments: &Value) -> Result<Expr, String> {
+/// Before 2015-10-15 `str_replace` and `list_join` are Heat's older classes. The stored form
+/// reads back as the newer ones, a superset (docs/templates.md, "Functions").
+fn is_legacy(dialect: &Dialect) -> bool {
+    !dialect.stored && dialect.version < Version::V2015_10_15
+}
+
+fn list_join(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
     let usage = || "list_join: expected [delimiter, list, ...]".to_owned();
     let Value::Array(items) = arguments else { return Err(usage()) };
     let Some((Value::String(delimiter), lists)) = items.split_first() else { return Err(usage()) };
     if lists.is_empty() {
         return Err(usage());
     }
-    let lists = lists.iter().map(Expr::from_json).collect::<Result<Vec<_>, _>>()?;
+    // Before 2015-10-15 list_join is heat.engine.hot.functions.Join: one list only.
+    if lists.len() > 1 && is_legacy(dialect) {
+        return Err(
+            "Incorrect arguments to \"list_join\" should be: \"list_join\" : [ \" \", [ \"str1\", \"str2\"]]".into()
+        );
+    }
+    let lists = lists.iter().map(|list| Expr::parse(list, dialect)).collect::<Result<Vec<_>, _>>()?;
     if lists.iter().any(|list| {
         matches!(list, Expr::Literal(value) if !value.is_array() && !value.is_null()) || matches!(list, Expr::Map(_))
     }) {
         return Err("list_join: each argument after the delimiter must be a list".into());
+    }
+    if is_legacy(dialect) {
+        let args = collapse_list([Expr::Literal(Value::String(delimiter.clone()))].into_iter().chain(lists).collect());
+        return Ok(Expr::Call { function: Function::LegacyJoin, args: Box::new(args) });
     }
     Ok(Expr::ListJoin { delimiter: delimiter.clone(), lists })
 }

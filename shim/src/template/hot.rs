@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
-use super::expr::Expr;
+use super::expr::{Dialect, Expr};
+use super::functions::Version;
+use super::functions::conditions::Conditions;
 use super::parameters::parse_constraints;
 use super::yaml::{self, Body, Entry, Node};
 use super::{Output, Parameter, ParameterType, Resource, ResourceType, Template, TemplateError};
@@ -64,6 +66,15 @@ pub fn parse_template(text: &str) -> Result<Template, TemplateError> {
     let mut template =
         Template { version: String::new(), description: None, parameters: vec![], resources: vec![], outputs: vec![] };
     let mut has_version = false;
+    // Functions and conditions depend on the version, wherever in the document it is written.
+    let version = entries
+        .iter()
+        .find(|entry| entry.key == "heat_template_version")
+        .and_then(|entry| parse_version(&entry.value).ok())
+        .and_then(|version| Version::parse(&version))
+        .unwrap_or(Version::LATEST);
+    let conditions = conditions_section(entries, version, &mut problems);
+    let dialect = Dialect { version, conditions: Some(&conditions), stored: false };
     for entry in entries {
         match entry.key.as_str() {
             "heat_template_version" => {
@@ -75,11 +86,18 @@ pub fn parse_template(text: &str) -> Result<Template, TemplateError> {
             }
             "description" => template.description = text_value(&entry.value, "description", &mut problems),
             "parameters" => template.parameters = section(entry, parse_parameter, &mut problems),
-            "resources" => template.resources = section(entry, parse_resource, &mut problems),
-            "outputs" => template.outputs = section(entry, parse_output, &mut problems),
+            "resources" => {
+                template.resources =
+                    section(entry, |item, problems| parse_resource(item, &dialect, problems), &mut problems)
+            }
+            "outputs" => {
+                template.outputs =
+                    section(entry, |item, problems| parse_output(item, &dialect, problems), &mut problems)
+            }
             // Only a UI hint in Heat; nothing to enforce.
             "parameter_groups" => {}
-            "conditions" => problems.push(format!("conditions are not supported (line {})", entry.line)),
+            // Read above, before the resources and outputs that name them.
+            "conditions" => {}
             "AWSTemplateFormatVersion" => {
                 problems.push("only HOT templates are supported, not CloudFormation ones".to_owned())
             }
@@ -116,7 +134,7 @@ fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<Str
 /// A top-level mapping of named items (null counts as empty), parsed item by item.
 fn section<T>(
     entry: &Entry,
-    parse: fn(&Entry, &mut Vec<String>) -> Option<T>,
+    parse: impl Fn(&Entry, &mut Vec<String>) -> Option<T>,
     problems: &mut Vec<String>,
 ) -> Vec<(String, T)> {
     match &entry.value.body {
@@ -202,24 +220,30 @@ pub(super) fn flag(node: &Node) -> Option<bool> {
     }
 }
 
-fn parse_resource(entry: &Entry, problems: &mut Vec<String>) -> Option<Resource> {
+fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) -> Option<Resource> {
     let name = &entry.key;
     if name.is_empty() || name.contains('/') {
         problems.push(format!("resource \"{name}\": a resource name must be non-empty and contain no \"/\""));
     }
     let fields = definition(entry, "resource", problems)?;
     let before = problems.len();
-    let mut resource =
-        Resource { kind: ResourceType::SoftwareConfig, properties: vec![], depends_on: vec![], line: entry.line };
+    let mut resource = Resource {
+        kind: ResourceType::SoftwareConfig,
+        properties: vec![],
+        depends_on: vec![],
+        condition: None,
+        line: entry.line,
+    };
     let mut kind = None;
     for field in fields {
         match field.key.as_str() {
             "type" => kind = resource_type(name, &field.value, problems),
-            "properties" => resource.properties = properties(name, &field.value, problems),
+            "properties" => resource.properties = properties(name, &field.value, dialect, problems),
+            "condition" => resource.condition = condition(&format!("resource {name}"), field, dialect, problems),
             "depends_on" => resource.depends_on = depends_on(name, &field.value, problems),
             // Heat allows a description on a resource; it has no effect.
             "description" => {}
-            unsupported @ ("metadata" | "deletion_policy" | "update_policy" | "condition" | "external_id") => {
+            unsupported @ ("metadata" | "deletion_policy" | "update_policy" | "external_id") => {
                 problems.push(format!("resource {name}: \"{unsupported}\" is not supported (line {})", field.line))
             }
             other => problems.push(format!("resource {name}: unknown key \"{other}\" (line {})", field.line)),
@@ -252,7 +276,7 @@ fn resource_type(name: &str, node: &Node, problems: &mut Vec<String>) -> Option<
     kind
 }
 
-fn properties(name: &str, node: &Node, problems: &mut Vec<String>) -> Vec<(String, Expr)> {
+fn properties(name: &str, node: &Node, dialect: &Dialect, problems: &mut Vec<String>) -> Vec<(String, Expr)> {
     let fields = match &node.body {
         Body::Mapping(fields) => fields,
         Body::Scalar(Value::Null) => return Vec::new(),
@@ -263,7 +287,7 @@ fn properties(name: &str, node: &Node, problems: &mut Vec<String>) -> Vec<(Strin
     };
     let mut parsed = Vec::new();
     for field in fields {
-        match Expr::from_json(&field.value.to_value()) {
+        match Expr::parse(&field.value.to_value(), dialect) {
             Ok(expr) => parsed.push((field.key.clone(), expr)),
             Err(error) => {
                 problems.push(format!("resource {name}: property \"{}\": {error} (line {})", field.key, field.line))
@@ -302,17 +326,18 @@ fn depends_on(name: &str, node: &Node, problems: &mut Vec<String>) -> Vec<String
     unique
 }
 
-fn parse_output(entry: &Entry, problems: &mut Vec<String>) -> Option<Output> {
+fn parse_output(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) -> Option<Output> {
     let name = &entry.key;
     let fields = definition(entry, "output", problems)?;
     let before = problems.len();
     let mut output = Output { description: None, value: Expr::Literal(Value::Null) };
     let mut has_value = false;
+    let mut output_condition = None;
     for field in fields {
         match field.key.as_str() {
             "value" => {
                 has_value = true;
-                match Expr::from_json(&field.value.to_value()) {
+                match Expr::parse(&field.value.to_value(), dialect) {
                     Ok(expr) => output.value = expr,
                     Err(error) => problems.push(format!("output {name}: {error} (line {})", field.line)),
                 }
@@ -320,14 +345,62 @@ fn parse_output(entry: &Entry, problems: &mut Vec<String>) -> Option<Output> {
             "description" => {
                 output.description = text_value(&field.value, &format!("output {name}: description"), problems)
             }
-            "condition" => {
-                problems.push(format!("output {name}: \"condition\" is not supported (line {})", field.line))
-            }
+            "condition" => output_condition = condition(&format!("output {name}"), field, dialect, problems),
             other => problems.push(format!("output {name}: unknown key \"{other}\" (line {})", field.line)),
         }
     }
     if !has_value {
         problems.push(format!("output {name}: value is required (line {})", entry.line));
     }
+    // Heat gives an output whose condition is false no value (template_common.outputs).
+    if let Some(condition) = output_condition {
+        let value = std::mem::replace(&mut output.value, Expr::Literal(Value::Null));
+        output.value = Expr::If {
+            condition: Box::new(condition),
+            then: Box::new(value),
+            otherwise: Some(Box::new(Expr::Literal(Value::Null))),
+        };
+    }
     (problems.len() == before).then_some(output)
+}
+
+/// The `conditions` section (2016-10-14+), each definition resolved; problems reported.
+fn conditions_section(entries: &[Entry], version: Version, problems: &mut Vec<String>) -> Conditions {
+    let Some(entry) = entries.iter().find(|entry| entry.key == "conditions") else { return Conditions::default() };
+    if !version.has_conditions() {
+        // As Heat's template validation names an unknown section.
+        problems.push(format!("The template section is invalid: conditions (line {})", entry.line));
+        return Conditions::default();
+    }
+    match entry.value.to_value() {
+        Value::Null => Conditions::default(),
+        Value::Object(section) => {
+            let (conditions, found) = Conditions::parse(&section, version);
+            problems.extend(found.into_iter().map(|problem| format!("{problem} (line {})", entry.line)));
+            conditions
+        }
+        _ => {
+            problems.push(format!("conditions must be a mapping (line {})", entry.value.line));
+            Conditions::default()
+        }
+    }
+}
+
+/// A resource's or output's `condition` (2016-10-14+): a name, a boolean or a condition function.
+fn condition(owner: &str, field: &Entry, dialect: &Dialect, problems: &mut Vec<String>) -> Option<Expr> {
+    if !dialect.version.has_conditions() {
+        problems.push(format!(
+            "{owner}: \"condition\" needs heat_template_version 2016-10-14 or later (line {})",
+            field.line
+        ));
+        return None;
+    }
+    let value = field.value.to_value();
+    let parsed = match (&value, dialect.conditions) {
+        (Value::String(_) | Value::Bool(_) | Value::Object(_), Some(conditions)) => {
+            conditions.condition(&value, dialect.version)
+        }
+        _ => Err(format!("Invalid condition {value}")),
+    };
+    parsed.map_err(|problem| problems.push(format!("{owner}: condition: {problem} (line {})", field.line))).ok()
 }

@@ -6,6 +6,7 @@
 mod checks;
 mod evaluate;
 mod expr;
+pub mod functions;
 mod graph;
 mod hot;
 mod parameters;
@@ -21,11 +22,12 @@ use serde_json::Value;
 
 pub use checks::PSEUDO_PARAMETERS;
 pub use evaluate::{ParameterScope, kind_name, render};
-pub use expr::{EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
+pub use expr::{Dialect, EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
+pub use functions::evaluate_snippet;
 pub use hot::{MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_template, raise_template_limit};
 pub use parameters::resolve_parameters;
 pub use structured::substitute_inputs;
-pub use validate::{Plan, PlanNode, validate};
+pub use validate::{Plan, PlanNode, apply_conditions, validate};
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.
@@ -71,6 +73,8 @@ pub struct Resource {
     pub kind: ResourceType,
     pub properties: Vec<(String, Expr)>,
     pub depends_on: Vec<String>,
+    /// `condition` (2016-10-14+), names inlined: when false, the resource is not in the plan.
+    pub condition: Option<Expr>,
     /// 1-based line of the resource's name in the template text.
     pub line: usize,
 }

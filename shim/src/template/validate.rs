@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::checks::Context;
+use super::evaluate::ParameterScope;
+use super::expr::Expr;
 use super::{Resource, ResourceType, Template, graph, properties};
 
 /// The resources in the order to create them: dependencies first, ties by declaration order.
@@ -31,8 +33,9 @@ pub fn validate(
     parameters: &BTreeMap<String, Value>,
     is_registered_server: &dyn Fn(&str) -> bool,
 ) -> Result<Plan, Vec<String>> {
+    let (chosen, mut problems) = choose(template, parameters);
+    let template = &chosen;
     let context = Context::new(template, parameters, is_registered_server);
-    let mut problems = Vec::new();
     let mut edges = Vec::with_capacity(template.resources.len());
     let mut dependency_names = Vec::with_capacity(template.resources.len());
     for (name, resource) in &template.resources {
@@ -89,4 +92,62 @@ fn dependencies(context: &Context, resource: &Resource) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// The template as Heat sees it once conditions are decided: resources whose `condition` is
+/// false left out (heat.engine.template_common: they are not in the stack, so a reference
+/// to one is an error) and every `if` replaced by its chosen branch. The engine stores this
+/// form, so what it reads (`get_resource` in `config`, `server`) is what `validate` checked.
+/// `validate` reports the problems (with every other problem of the template).
+pub fn apply_conditions(template: &Template, parameters: &BTreeMap<String, Value>) -> Result<Template, Vec<String>> {
+    let (chosen, problems) = choose(template, parameters);
+    if problems.is_empty() { Ok(chosen) } else { Err(problems) }
+}
+
+fn choose(template: &Template, parameters: &BTreeMap<String, Value>) -> (Template, Vec<String>) {
+    let scope = ParameterScope { parameters };
+    let mut problems = Vec::new();
+    let mut chosen = template.clone();
+    chosen.resources.retain(|(name, resource)| {
+        match resource.condition.as_ref().map(|condition| condition.evaluate(&scope)) {
+            None | Some(Ok(Value::Bool(true))) => true,
+            Some(Ok(Value::Bool(false))) => false,
+            Some(Ok(_)) => {
+                problems.push(format!("resource {name}: condition: the condition is not a boolean"));
+                false
+            }
+            Some(Err(error)) => {
+                problems.push(format!("resource {name}: condition: {error}"));
+                false
+            }
+        }
+    });
+    let disabled: Vec<&str> = template
+        .resources
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| chosen.resource(name).is_none())
+        .collect();
+    for (name, resource) in &mut chosen.resources {
+        // heat.engine.rsrc_defn.dependencies: depending on a resource that is left out is
+        // allowed and means nothing; a get_resource or get_attr of it is an error.
+        resource.depends_on.retain(|dependency| !disabled.contains(&dependency.as_str()));
+        let mut kept = Vec::with_capacity(resource.properties.len());
+        for (property, expr) in &resource.properties {
+            match expr.choose_branches(&scope) {
+                Ok(Some(expr)) => kept.push((property.clone(), expr)),
+                // An omitted branch leaves the property unset (heat's IfNullable).
+                Ok(None) => {}
+                Err(error) => problems.push(format!("resource {name}: property \"{property}\": {error}")),
+            }
+        }
+        resource.properties = kept;
+    }
+    for (name, output) in &mut chosen.outputs {
+        match output.value.choose_branches(&scope) {
+            Ok(value) => output.value = value.unwrap_or(Expr::Literal(Value::Null)),
+            Err(error) => problems.push(format!("output {name}: {error}")),
+        }
+    }
+    (chosen, problems)
 }

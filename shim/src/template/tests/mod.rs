@@ -1,7 +1,9 @@
 //! Unit tests of the template module, one file per concern.
 
+mod conditions;
 mod evaluate;
 mod expr;
+mod functions;
 mod graph;
 mod parameters;
 mod parse;

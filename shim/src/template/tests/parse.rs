@@ -124,7 +124,7 @@ fn version_is_required_and_checked() {
 #[test]
 fn top_level_keys() {
     let problems = parse_problems("heat_template_version: 2018-08-31\nconditions: {}\nextra: 1\n");
-    assert_eq!(problems, ["conditions are not supported (line 2)", "unknown top-level key \"extra\" (line 3)"]);
+    assert_eq!(problems, ["unknown top-level key \"extra\" (line 3)"]);
     assert_problem(&parse_problems("- a\n- b\n"), "must be a YAML mapping");
     assert_problem(
         &parse_problems("heat_template_version: 2018-08-31\nresources: [a]\n"),
@@ -165,7 +165,7 @@ resources:
         "resource a: \"metadata\" is not supported (line 5)",
         "resource a: \"deletion_policy\" is not supported (line 6)",
         "resource a: \"update_policy\" is not supported (line 7)",
-        "resource a: \"condition\" is not supported (line 8)",
+        "resource a: condition: Invalid condition \"c\" (line 8)",
         "resource a: \"external_id\" is not supported (line 9)",
         "resource a: unknown key \"bogus\" (line 10)",
         "resource b: type is required (line 11)",
@@ -187,7 +187,7 @@ resources:
     type: OS::Heat::SoftwareConfig
     properties:
       config: {get_file: script.sh}
-      options: {x: {repeat: {for_each: {}, template: x}}}
+      options: {x: {yaql: {expression: $.data, data: {}}}}
 outputs:
   o:
     value: {Fn::GetAtt: [a, config]}
@@ -197,7 +197,7 @@ outputs:
         problems,
         [
             "resource a: property \"config\": unsupported function get_file (line 6)",
-            "resource a: property \"options\": unsupported function repeat (line 7)",
+            "resource a: property \"options\": yaql is not supported (expression \"$.data\") (line 7)",
             "output o: unsupported function Fn::GetAtt (line 10)",
         ]
     );
@@ -210,7 +210,7 @@ fn output_keys() {
         parse_problems(text),
         [
             "output a: value is required (line 3)",
-            "output b: \"condition\" is not supported (line 7)",
+            "output b: condition: Invalid condition \"c\" (line 7)",
             "output b: unknown key \"other\" (line 8)",
         ]
     );
