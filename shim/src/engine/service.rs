@@ -272,6 +272,17 @@ impl<S: Store> Service for Engine<S> {
                     return Err(EngineError::NotFound { what: format!("stack {name}") });
                 };
                 let checked = check(ctx, &request, &name, &existing.id)?;
+                let empty = serde_json::Map::new();
+                let old = existing.parameters.as_object().unwrap_or(&empty);
+                let changed = checked.template.immutable_changes(old, &checked.parameters);
+                if !changed.is_empty() {
+                    // heat.common.exception.ImmutableParameterModified's text.
+                    let problem = format!(
+                        "The following parameters are immutable and may not be updated: {}",
+                        changed.join(", ")
+                    );
+                    return Err(EngineError::Template { problems: vec![problem] });
+                }
                 forward::update(ctx, &name, &request, &checked)
             })
             .await?;

@@ -11,6 +11,7 @@ mod hot;
 mod parameters;
 mod properties;
 mod structured;
+mod type_names;
 mod validate;
 pub mod yaml;
 
@@ -45,6 +46,8 @@ pub struct Parameter {
     pub description: Option<String>,
     /// A secret: its value is never shown in errors (and the engine masks it in the API).
     pub hidden: bool,
+    /// An update may not change its value (heat.engine.parameters.Parameters.immutable_params_modified).
+    pub immutable: bool,
     pub constraints: Vec<Constraint>,
 }
 
@@ -60,11 +63,34 @@ pub enum ParameterType {
 /// A parameter constraint. `description`, when given, is the error message (as in Heat).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Constraint {
-    Length { min: Option<u64>, max: Option<u64>, description: Option<String> },
-    Range { min: Option<f64>, max: Option<f64>, description: Option<String> },
-    AllowedValues { values: Vec<Value>, description: Option<String> },
-    AllowedPattern { pattern: String, description: Option<String> },
+    Length {
+        min: Option<u64>,
+        max: Option<u64>,
+        description: Option<String>,
+    },
+    Range {
+        min: Option<f64>,
+        max: Option<f64>,
+        description: Option<String>,
+    },
+    AllowedValues {
+        values: Vec<Value>,
+        description: Option<String>,
+    },
+    AllowedPattern {
+        pattern: String,
+        description: Option<String>,
+    },
+    /// A `custom_constraint` (e.g. `nova.server`): checked where the shim knows what it names
+    /// (registered servers, in `validate`), otherwise accepted (docs/templates.md "Parameters").
+    Custom {
+        name: String,
+        description: Option<String>,
+    },
 }
+
+/// Custom constraints whose value must name a server registered with `server add`.
+pub const SERVER_CONSTRAINTS: &[&str] = &["nova.server"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {
@@ -85,6 +111,15 @@ pub enum ResourceType {
     StructuredDeployment,
     WaitConditionHandle,
     WaitCondition,
+    /// `OS::Heat::None`: accepts any properties, does nothing, every attribute is null.
+    None,
+    /// `OS::Heat::Value`: its `value` property as its `value` attribute.
+    Value,
+    /// `OS::Heat::RandomString`: a secret generated once at create.
+    RandomString,
+    /// `OS::Heat::DeployedServer`: a server registered with `server add`, named by its `name`
+    /// property or else the resource name; its id is that server name.
+    DeployedServer,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +147,21 @@ impl Template {
 
     pub fn resource(&self, name: &str) -> Option<&Resource> {
         self.resources.iter().find(|(declared, _)| declared == name).map(|(_, resource)| resource)
+    }
+
+    /// Declared parameters marked `immutable` whose value differs between `old` and `new`
+    /// (both resolved), in declaration order; a parameter the old stack lacked never counts.
+    pub fn immutable_changes(
+        &self,
+        old: &serde_json::Map<String, Value>,
+        new: &std::collections::BTreeMap<String, Value>,
+    ) -> Vec<String> {
+        let changed = |name: &String| old.get(name).is_some_and(|before| Some(before) != new.get(name));
+        self.parameters
+            .iter()
+            .filter(|(name, parameter)| parameter.immutable && changed(name))
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Names of the hidden parameters, whose values the API must mask.
@@ -168,13 +218,14 @@ impl Constraint {
             Constraint::Length { description, .. }
             | Constraint::Range { description, .. }
             | Constraint::AllowedValues { description, .. }
-            | Constraint::AllowedPattern { description, .. } => description.as_deref(),
+            | Constraint::AllowedPattern { description, .. }
+            | Constraint::Custom { description, .. } => description.as_deref(),
         }
     }
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 8] = [
+    pub const ALL: [ResourceType; 12] = [
         ResourceType::SoftwareConfig,
         ResourceType::SoftwareDeployment,
         ResourceType::SoftwareDeploymentGroup,
@@ -183,7 +234,16 @@ impl ResourceType {
         ResourceType::StructuredDeployment,
         ResourceType::WaitConditionHandle,
         ResourceType::WaitCondition,
+        ResourceType::None,
+        ResourceType::Value,
+        ResourceType::RandomString,
+        ResourceType::DeployedServer,
     ];
+
+    /// Heat's deprecated type names still registered, and the type each stands for (as
+    /// heat.engine.resources.openstack.heat.software_deployment.SoftwareDeployments).
+    pub const ALIASES: [(&'static str, ResourceType); 1] =
+        [("OS::Heat::SoftwareDeployments", ResourceType::SoftwareDeploymentGroup)];
 
     /// The Heat type name, e.g. `OS::Heat::SoftwareConfig`.
     pub fn name(&self) -> &'static str {
@@ -196,11 +256,25 @@ impl ResourceType {
             ResourceType::StructuredDeployment => "OS::Heat::StructuredDeployment",
             ResourceType::WaitConditionHandle => "OS::Heat::WaitConditionHandle",
             ResourceType::WaitCondition => "OS::Heat::WaitCondition",
+            ResourceType::None => "OS::Heat::None",
+            ResourceType::Value => "OS::Heat::Value",
+            ResourceType::RandomString => "OS::Heat::RandomString",
+            ResourceType::DeployedServer => "OS::Heat::DeployedServer",
         }
     }
 
+    /// The type a name stands for: its own name, or a deprecated alias Heat still registers.
     pub fn parse(name: &str) -> Option<Self> {
-        ResourceType::ALL.into_iter().find(|kind| kind.name() == name)
+        ResourceType::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .or_else(|| ResourceType::ALIASES.iter().find(|(alias, _)| *alias == name).map(|(_, kind)| *kind))
+    }
+
+    /// Whether `get_attr` may name any attribute (`OS::Heat::None` answers null to all, as
+    /// heat.engine.resources.openstack.heat.none_resource.NoneResource.get_attribute).
+    pub fn accepts_any_attribute(&self) -> bool {
+        *self == ResourceType::None
     }
 
     /// A config resource a deployment can point at with `config: {get_resource: ...}`.
@@ -231,6 +305,10 @@ impl ResourceType {
             ResourceType::SoftwareDeploymentGroup => &["deploy_stdouts", "deploy_stderrs", "deploy_status_codes"],
             ResourceType::WaitConditionHandle => &["endpoint", "curl_cli", "token", "signal"],
             ResourceType::WaitCondition => &["data"],
+            ResourceType::None => &[],
+            ResourceType::Value | ResourceType::RandomString => &["value"],
+            // Heat's `os_collect_config` (the agent's settings) is not offered yet.
+            ResourceType::DeployedServer => &["name"],
         }
     }
 }

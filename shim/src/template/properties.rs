@@ -1,4 +1,4 @@
-//! Property schemas of the eight resource types (Heat's `heat/engine/resources/openstack/heat/*.py`; see docs/templates.md "Resources")
+//! Property schemas of the resource types (Heat's `heat/engine/resources/openstack/heat/*.py`; see docs/templates.md "Resources")
 //! and the checks on them: unknown and missing properties, value kinds and allowed values where
 //! parameters make them knowable, config/handle references, registered servers, wait-condition
 //! bounds, and the config I/O and component lists.
@@ -99,6 +99,35 @@ const WAIT_CONDITION_HANDLE: &[Field] = &[one_of("signal_transport", Kind::Strin
 const WAIT_CONDITION: &[Field] =
     &[required("handle", Kind::Any), required("timeout", Kind::Integer), field("count", Kind::Integer)];
 
+const DEPLOYED_SERVER: &[Field] = &[
+    field("name", Kind::String),
+    field("metadata", Kind::Map),
+    one_of(
+        "software_config_transport",
+        Kind::String,
+        &["POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL", "ZAQAR_MESSAGE"],
+    ),
+    field("deployment_swift_data", Kind::Map),
+];
+/// heat.engine.hot.parameters.HOTParamSchema.TYPES, the types `OS::Heat::Value` accepts.
+const VALUE_TYPES: &[&str] = &["string", "number", "comma_delimited_list", "json", "boolean"];
+const VALUE: &[Field] = &[required("value", Kind::Any), one_of("type", Kind::String, VALUE_TYPES)];
+/// heat.common.password_gen.CHARACTER_CLASSES.
+pub(super) const CHARACTER_CLASSES: &[&str] =
+    &["lettersdigits", "letters", "lowercase", "uppercase", "digits", "hexdigits", "octdigits"];
+const RANDOM_STRING: &[Field] = &[
+    field("length", Kind::Integer),
+    one_of("sequence", Kind::String, CHARACTER_CLASSES),
+    field("character_classes", Kind::List),
+    field("character_sequences", Kind::List),
+    field("salt", Kind::String),
+];
+const CHARACTER_CLASS_FIELDS: &[Field] =
+    &[one_of("class", Kind::String, CHARACTER_CLASSES), field("min", Kind::Integer)];
+const CHARACTER_SEQUENCE_FIELDS: &[Field] = &[required("sequence", Kind::String), field("min", Kind::Integer)];
+/// Longest random string Heat generates (RandomString's `length` range, and each `min`'s).
+pub(super) const MAX_RANDOM_LENGTH: i64 = 512;
+
 const INPUT_FIELDS: &[Field] = &[
     required("name", Kind::String),
     field("description", Kind::String),
@@ -125,11 +154,19 @@ fn schema(kind: ResourceType) -> &'static [Field] {
         ResourceType::SoftwareDeploymentGroup => DEPLOYMENT_GROUP,
         ResourceType::WaitConditionHandle => WAIT_CONDITION_HANDLE,
         ResourceType::WaitCondition => WAIT_CONDITION,
+        ResourceType::Value => VALUE,
+        ResourceType::RandomString => RANDOM_STRING,
+        ResourceType::DeployedServer => DEPLOYED_SERVER,
+        // Accepts any properties (none_resource.NoneResource has an empty, unchecked schema).
+        ResourceType::None => &[],
     }
 }
 
 /// Every property problem of one resource.
 pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
+    if resource.kind == ResourceType::None {
+        return;
+    }
     let fields = schema(resource.kind);
     for (property, expr) in &resource.properties {
         let prefix = format!("resource {name}: property \"{property}\"");
@@ -148,6 +185,51 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
         if value.is_none_or(|(_, expr)| matches!(expr, Expr::Literal(Value::Null))) {
             problems.push(format!("resource {name}: missing required property \"{}\"", field.name));
         }
+    }
+    if resource.kind == ResourceType::RandomString {
+        random_string_length(context, name, resource, problems);
+    }
+    if resource.kind == ResourceType::DeployedServer && resource.property("name").is_none() {
+        let checked = Checked {
+            context,
+            resource: name,
+            prefix: name,
+            expr: &Expr::Literal(Value::Null),
+            partial: &Partial::Unknown,
+            hidden: false,
+        };
+        checked.server_name(&Value::String(name.to_owned()), problems);
+    }
+}
+
+/// As heat.engine.resources.openstack.heat.random_string.RandomString.validate: the class and
+/// sequence minimums must fit in `length` (default 32; classes default to one lettersdigits).
+fn random_string_length(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
+    let mut ignored = Vec::new();
+    let mut known = |property: &str| resource.property(property).map(|expr| context.partial("", expr, &mut ignored));
+    let length = match known("length") {
+        None => 32,
+        Some(Partial::Known(value)) => match integer(&value) {
+            Some(length) => length,
+            None => return,
+        },
+        Some(_) => return,
+    };
+    let sum = |property: &str, default: i64| -> Option<i64> {
+        let Some(partial) = resource.property(property).map(|expr| context.partial("", expr, &mut Vec::new())) else {
+            return Some(default);
+        };
+        let Partial::Known(Value::Array(items)) = partial else { return None };
+        items.iter().map(|item| item.get("min").map_or(Some(1), integer)).sum()
+    };
+    let (Some(classes), Some(sequences)) = (sum("character_classes", 1), sum("character_sequences", 0)) else {
+        return;
+    };
+    if classes + sequences > length {
+        problems.push(format!(
+            "resource {name}: Length property cannot be smaller than combined character class and character \
+             sequence minimums"
+        ));
     }
 }
 
@@ -174,6 +256,11 @@ impl Checked<'_> {
                 self.reference(|kind| *kind == ResourceType::WaitConditionHandle, "handle", problems)
             }
             ("server", _) => self.server(problems),
+            ("name", ResourceType::DeployedServer) => {
+                if let Some(server) = self.partial.known() {
+                    self.server_name(server, problems);
+                }
+            }
             ("servers", _) => {
                 for (_, server) in self.partial.entries().unwrap_or_default() {
                     if let Some(server) = server.known() {
@@ -182,6 +269,9 @@ impl Checked<'_> {
                 }
             }
             ("timeout", _) => self.bounded(1, MAX_WAIT_SECS, problems),
+            ("length", _) => self.bounded(1, MAX_RANDOM_LENGTH, problems),
+            ("character_classes", _) => self.items(property, CHARACTER_CLASS_FIELDS, problems),
+            ("character_sequences", _) => self.items(property, CHARACTER_SEQUENCE_FIELDS, problems),
             ("count", _) => self.bounded(1, i64::MAX, problems),
             ("inputs", _) => self.items(property, INPUT_FIELDS, problems),
             ("outputs", _) => self.items(property, OUTPUT_FIELDS, problems),
@@ -217,8 +307,14 @@ impl Checked<'_> {
     }
 
     fn server(&self, problems: &mut Vec<String>) {
-        if matches!(self.expr, Expr::GetResource(_)) {
-            problems.push(format!("{}: must be the name of a registered server, not a resource", self.prefix));
+        if let Expr::GetResource(target) = self.expr {
+            // `{get_resource: <an OS::Heat::DeployedServer>}` is that server's name.
+            if self.context.resource(target).is_some_and(|resource| resource.kind != ResourceType::DeployedServer) {
+                problems.push(format!(
+                    "{}: must be the name of a registered server or an OS::Heat::DeployedServer, not \"{target}\"",
+                    self.prefix
+                ));
+            }
             return;
         }
         if let Some(server) = self.partial.known() {
@@ -270,7 +366,11 @@ impl Checked<'_> {
             };
             for (key, value) in &entries {
                 match fields.iter().find(|field| field.name == key) {
-                    Some(field) => check_value(&format!("{prefix} key \"{key}\""), field, value, self.hidden, problems),
+                    Some(field) => {
+                        let prefix = format!("{prefix} key \"{key}\"");
+                        check_value(&prefix, field, value, self.hidden, problems);
+                        random_string_item(&prefix, key, value, problems);
+                    }
                     None => problems.push(format!("{prefix}: unknown key \"{key}\"")),
                 }
             }
@@ -309,6 +409,19 @@ impl Checked<'_> {
         for action in repeated {
             problems.push(format!("{}: action \"{action}\" appears in more than one entry", self.prefix));
         }
+    }
+}
+
+/// RandomString's per-item bounds: a `min` in 1..=512 and a non-empty `sequence`.
+fn random_string_item(prefix: &str, key: &str, value: &Partial, problems: &mut Vec<String>) {
+    match (key, value.known()) {
+        ("min", Some(min)) if integer(min).is_some_and(|min| !(1..=MAX_RANDOM_LENGTH).contains(&min)) => {
+            problems.push(format!("{prefix}: must be between 1 and {MAX_RANDOM_LENGTH}"));
+        }
+        ("sequence", Some(Value::String(sequence))) if sequence.is_empty() => {
+            problems.push(format!("{prefix}: must not be empty"));
+        }
+        _ => {}
     }
 }
 

@@ -5,6 +5,7 @@ mod expr;
 mod graph;
 mod parameters;
 mod parse;
+mod resource_types;
 mod structured;
 mod validate;
 mod yaml;

@@ -234,7 +234,8 @@ fn servers_must_be_registered() {
         [
             "resource a: server \"web9\" is not registered (anneal-shim server add web9)",
             "resource b: server \"web3\" is not registered (anneal-shim server add web3)",
-            "resource d: property \"server\": must be the name of a registered server, not a resource",
+            "resource d: property \"server\": must be the name of a registered server or an \
+             OS::Heat::DeployedServer, not \"config\"",
             "resource e: server \"web8\" is not registered (anneal-shim server add web8)",
             "resource f: the server named by a hidden parameter is not registered",
             "resource h: the server name is empty",
