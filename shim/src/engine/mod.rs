@@ -44,3 +44,5 @@ mod regression_tests;
 mod remove_tests;
 #[cfg(test)]
 mod security_tests;
+#[cfg(test)]
+mod value_tests;
