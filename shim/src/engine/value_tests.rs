@@ -100,3 +100,39 @@ async fn immutable_parameters_and_unregistered_deployed_servers_are_refused() {
     assert_eq!(problems, ["The following parameters are immutable and may not be updated: role"]);
     assert_eq!(status(&engine, "s").await, "CREATE_IN_PROGRESS", "the refused update changed nothing");
 }
+
+#[tokio::test]
+async fn group_attributes_are_member_maps_also_without_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["app1", "web1"]).await;
+    let template = r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, outputs: [{name: result}], config: "#!/bin/sh\n"}
+  group:
+    type: OS::Heat::SoftwareDeployments
+    properties:
+      config: {get_resource: config}
+      servers: {a: app1, b: web1}
+      signal_transport: NO_SIGNAL
+outputs:
+  stdout: {value: {get_attr: [group, deploy_stdout]}}
+  stdouts: {value: {get_attr: [group, deploy_stdouts]}}
+  codes: {value: {get_attr: [group, deploy_status_code]}}
+  results: {value: {get_attr: [group, result]}}
+"##;
+    engine.create_stack(request("g", template, &[])).await.unwrap();
+    assert_eq!(status(&engine, "g").await, "CREATE_COMPLETE");
+    let published = deployments(&engine, "app1").await;
+    assert_eq!(input(&published[0], "deploy_resource_name"), "a", "a member is named by its servers key");
+    let shown = outputs(&engine, "g").await;
+    for output in ["stdout", "stdouts", "codes", "results"] {
+        assert_eq!(shown[output], json!({"a": null, "b": null}), "{output}");
+    }
+    let detail = engine.show_stack("g").await.unwrap();
+    let group = detail.resources.iter().find(|resource| resource.name == "group").unwrap();
+    assert_eq!(group.resource_type, "OS::Heat::SoftwareDeploymentGroup", "the alias is the group type");
+}

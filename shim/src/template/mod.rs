@@ -302,7 +302,15 @@ impl ResourceType {
             ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
                 &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
             }
-            ResourceType::SoftwareDeploymentGroup => &["deploy_stdouts", "deploy_stderrs", "deploy_status_codes"],
+            // As SoftwareDeploymentGroup._member_attribute_name: the plurals and each member's.
+            ResourceType::SoftwareDeploymentGroup => &[
+                "deploy_stdouts",
+                "deploy_stderrs",
+                "deploy_status_codes",
+                "deploy_stdout",
+                "deploy_stderr",
+                "deploy_status_code",
+            ],
             ResourceType::WaitConditionHandle => &["endpoint", "curl_cli", "token", "signal"],
             ResourceType::WaitCondition => &["data"],
             ResourceType::None => &[],
