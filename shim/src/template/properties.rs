@@ -108,6 +108,29 @@ const DEPLOYED_SERVER: &[Field] = &[
         &["POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL", "ZAQAR_MESSAGE"],
     ),
     field("deployment_swift_data", Kind::Map),
+    // OS::Nova::Server's other properties (heat.engine.resources.openstack.nova.server), kept
+    // and ignored so that a server mapped to DeployedServer by an environment works unchanged.
+    field("image", Kind::Any),
+    field("flavor", Kind::Any),
+    field("block_device_mapping", Kind::Any),
+    field("block_device_mapping_v2", Kind::Any),
+    field("flavor_update_policy", Kind::Any),
+    field("image_update_policy", Kind::Any),
+    field("key_name", Kind::Any),
+    field("admin_user", Kind::Any),
+    field("availability_zone", Kind::Any),
+    field("security_groups", Kind::Any),
+    field("networks", Kind::Any),
+    field("scheduler_hints", Kind::Any),
+    field("user_data_format", Kind::Any),
+    field("user_data", Kind::Any),
+    field("reservation_id", Kind::Any),
+    field("config_drive", Kind::Any),
+    field("diskConfig", Kind::Any),
+    field("personality", Kind::Any),
+    field("admin_pass", Kind::Any),
+    field("user_data_update_policy", Kind::Any),
+    field("tags", Kind::Any),
 ];
 /// heat.engine.hot.parameters.HOTParamSchema.TYPES, the types `OS::Heat::Value` accepts.
 const VALUE_TYPES: &[&str] = &["string", "number", "comma_delimited_list", "json", "boolean"];

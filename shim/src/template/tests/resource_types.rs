@@ -69,7 +69,10 @@ fn the_deprecated_group_alias_is_a_deployment_group() {
 fn deployed_servers_bind_registered_servers() {
     let plan = plan(&format!(
         "{}  web1: {{type: OS::Heat::DeployedServer}}
-  db: {{type: OS::Heat::DeployedServer, properties: {{name: web2, software_config_transport: POLL_SERVER_HEAT}}}}
+  db:
+    type: OS::Heat::DeployedServer
+    properties: {{name: web2, software_config_transport: POLL_SERVER_HEAT, image: fedora, flavor: m1.small,
+                 networks: [{{network: private}}], user_data_format: SOFTWARE_CONFIG, user_data: {{get_resource: config}}}}
   deploy:
     type: OS::Heat::SoftwareDeployment
     properties: {{config: {{get_resource: config}}, server: {{get_resource: db}}}}
