@@ -27,6 +27,7 @@ mod signals;
 pub mod sweeper;
 mod transact;
 mod traversal;
+mod yaml_dump;
 
 #[cfg(test)]
 mod tests;

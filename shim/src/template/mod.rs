@@ -120,6 +120,8 @@ pub enum ResourceType {
     /// `OS::Heat::DeployedServer`: a server registered with `server add`, named by its `name`
     /// property or else the resource name; its id is that server name.
     DeployedServer,
+    /// `OS::Heat::CloudConfig`: its `cloud_config` map as `#cloud-config` YAML.
+    CloudConfig,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -225,7 +227,7 @@ impl Constraint {
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 12] = [
+    pub const ALL: [ResourceType; 13] = [
         ResourceType::SoftwareConfig,
         ResourceType::SoftwareDeployment,
         ResourceType::SoftwareDeploymentGroup,
@@ -238,6 +240,7 @@ impl ResourceType {
         ResourceType::Value,
         ResourceType::RandomString,
         ResourceType::DeployedServer,
+        ResourceType::CloudConfig,
     ];
 
     /// Heat's deprecated type names still registered, and the type each stands for (as
@@ -260,6 +263,7 @@ impl ResourceType {
             ResourceType::Value => "OS::Heat::Value",
             ResourceType::RandomString => "OS::Heat::RandomString",
             ResourceType::DeployedServer => "OS::Heat::DeployedServer",
+            ResourceType::CloudConfig => "OS::Heat::CloudConfig",
         }
     }
 
@@ -279,7 +283,13 @@ impl ResourceType {
 
     /// A config resource a deployment can point at with `config: {get_resource: ...}`.
     pub fn is_config(&self) -> bool {
-        matches!(self, ResourceType::SoftwareConfig | ResourceType::StructuredConfig | ResourceType::SoftwareComponent)
+        matches!(
+            self,
+            ResourceType::SoftwareConfig
+                | ResourceType::StructuredConfig
+                | ResourceType::SoftwareComponent
+                | ResourceType::CloudConfig
+        )
     }
 
     /// A deployment (single server) or a deployment group.
@@ -296,9 +306,10 @@ impl ResourceType {
     /// declared outputs (see `validate`).
     pub fn base_attributes(&self) -> &'static [&'static str] {
         match self {
-            ResourceType::SoftwareConfig | ResourceType::StructuredConfig | ResourceType::SoftwareComponent => {
-                &["config"]
-            }
+            ResourceType::SoftwareConfig
+            | ResourceType::StructuredConfig
+            | ResourceType::SoftwareComponent
+            | ResourceType::CloudConfig => &["config"],
             ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
                 &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
             }

@@ -132,6 +132,7 @@ const DEPLOYED_SERVER: &[Field] = &[
     field("user_data_update_policy", Kind::Any),
     field("tags", Kind::Any),
 ];
+const CLOUD_CONFIG: Field = field("cloud_config", Kind::Map);
 /// heat.engine.hot.parameters.HOTParamSchema.TYPES, the types `OS::Heat::Value` accepts.
 const VALUE_TYPES: &[&str] = &["string", "number", "comma_delimited_list", "json", "boolean"];
 const VALUE: &[Field] = &[required("value", Kind::Any), one_of("type", Kind::String, VALUE_TYPES)];
@@ -180,6 +181,7 @@ fn schema(kind: ResourceType) -> &'static [Field] {
         ResourceType::Value => VALUE,
         ResourceType::RandomString => RANDOM_STRING,
         ResourceType::DeployedServer => DEPLOYED_SERVER,
+        ResourceType::CloudConfig => &[CLOUD_CONFIG],
         // Accepts any properties (none_resource.NoneResource has an empty, unchecked schema).
         ResourceType::None => &[],
     }

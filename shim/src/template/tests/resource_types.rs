@@ -195,3 +195,26 @@ parameter_groups:
         "heat_template_version: 2018-08-31\nparameters:\n  a: {type: string}\nparameter_groups: [{parameters: [a]}]\n",
     );
 }
+
+#[test]
+fn a_cloud_config_is_a_config_a_deployment_can_use() {
+    let plan = plan(
+        "  cc:
+    type: OS::Heat::CloudConfig
+    properties: {cloud_config: {packages: [nginx]}}
+  deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cc}, server: web1}
+  text: {type: OS::Heat::Value, properties: {value: {get_attr: [cc, config]}}}
+",
+    );
+    assert_eq!(plan.nodes[0].kind, ResourceType::CloudConfig);
+    let problems = problems("  cc: {type: OS::Heat::CloudConfig, properties: {cloud_config: [1], group: script}}\n");
+    assert_eq!(
+        problems,
+        [
+            "resource cc: property \"cloud_config\": must be a map",
+            "resource cc: unknown property \"group\" for OS::Heat::CloudConfig",
+        ]
+    );
+}
