@@ -1,4 +1,5 @@
-//! Differential: the `config` attribute of `OS::Heat::CloudConfig` from the real shim binary is
+//! Differential: the `config` attribute of `OS::Heat::CloudConfig` (and of
+//! `OS::Heat::MultipartMime`, its random boundary aside) from the real shim binary is
 //! byte for byte what Heat's own rendering code (PyYAML with Heat's dumper, run in-process by
 //! `tests/peers/real-heat/heat_render.py` with the heat venv's python) makes of the same
 //! `cloud_config`, over values that exercise the emitter: key order, nested and indentless
@@ -28,13 +29,13 @@ fn cases() -> Vec<Value> {
     ]
 }
 
-fn heat_rendering(values: &[Value]) -> Vec<String> {
+fn heat_rendering(mode: &str, values: &[Value]) -> Vec<String> {
     let cache = peers::cache(&["heat-venv/bin/python3"]);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/real-heat/heat_render.py");
     let input = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(input.path(), serde_json::to_vec(values).expect("json")).expect("write");
     let mut command = std::process::Command::new(cache.join("heat-venv/bin/python3"));
-    command.arg(script).stdin(std::fs::File::open(input.path()).expect("open"));
+    command.arg(script).arg(mode).stdin(std::fs::File::open(input.path()).expect("open"));
     let output = command.output().expect("run heat_render.py");
     assert!(output.status.success(), "heat_render.py: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("a JSON list of strings")
@@ -43,7 +44,7 @@ fn heat_rendering(values: &[Value]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloud_config_renders_as_heat_renders_it() {
     let values = cases();
-    let expected = heat_rendering(&values);
+    let expected = heat_rendering("cloud_config", &values);
     let shim = Shim::start().await;
     let mut template = String::from("heat_template_version: 2018-08-31\nresources:\n");
     let mut outputs = String::from("outputs:\n");
@@ -61,4 +62,54 @@ async fn cloud_config_renders_as_heat_renders_it() {
         let ours = ours.and_then(|output| output["value"].as_str()).unwrap_or_default();
         assert_eq!(ours, heat, "case {index}: {}", values[index]);
     }
+}
+
+fn mime_cases() -> Vec<Value> {
+    let long = "word ".repeat(30);
+    vec![
+        json!([{"config": "#!/bin/sh\necho hi"}, {"config": "#cloud-config\n", "subtype": "cloud-config"}]),
+        json!([{"config": "h\u{e9}llo\n", "filename": "part.sh"}, {"config": long, "filename": ".bashrc"},
+               {"config": "x", "filename": "we\"ird\\name.txt", "subtype": "x-shellscript"},
+               {"config": "From me\n--", "filename": "n\u{e9}.sh"}]),
+        json!([]),
+    ]
+}
+
+/// The boundary is random in both; it is replaced by a fixed one before comparing.
+fn fixed_boundary(message: &str) -> String {
+    let start = message.find("boundary=\"").map(|index| index + 10).expect("a boundary");
+    let end = start + message[start..].find('"').expect("a closing quote");
+    message.replace(&message[start..end], "BOUNDARY")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_mime_renders_as_heat_renders_it() {
+    let values = mime_cases();
+    let expected = heat_rendering("multipart", &values);
+    let shim = Shim::start().await;
+    let mut template = String::from("heat_template_version: 2018-08-31\nresources:\n");
+    let mut outputs = String::from("outputs:\n");
+    for (index, parts) in values.iter().enumerate() {
+        let properties = json!({"parts": parts});
+        template.push_str(&format!("  mime{index}: {{type: OS::Heat::MultipartMime, properties: {properties}}}\n"));
+        outputs.push_str(&format!("  mime{index}: {{value: {{get_attr: [mime{index}, config]}}}}\n"));
+    }
+    template.push_str(
+        "  cc: {type: OS::Heat::CloudConfig, properties: {cloud_config: {packages: [git]}}}\n  \
+         joined:\n    type: OS::Heat::MultipartMime\n    properties: {parts: [{config: {get_resource: cc}}]}\n",
+    );
+    outputs.push_str("  joined: {value: {get_attr: [joined, config]}}\n");
+    let path = shim.write_template("mime.yaml", &(template + &outputs));
+    shim.cli_ok(&["stack", "create", "mime", "--template", path.to_str().expect("utf-8"), "--wait"]).await;
+    let shown = shim.cli_json(&["stack", "outputs", "mime", "--json"]).await;
+    let output = |name: &str| -> String {
+        let found = shown.as_array().expect("list").iter().find(|output| output["name"] == name);
+        found.and_then(|output| output["value"].as_str()).unwrap_or_default().to_owned()
+    };
+    for (index, heat) in expected.iter().enumerate() {
+        let ours = output(&format!("mime{index}"));
+        assert_eq!(fixed_boundary(&ours), fixed_boundary(heat), "case {index}: {}", values[index]);
+    }
+    let joined = output("joined");
+    assert!(joined.contains("\n\n#cloud-config\npackages:\n- git\n\n--"), "a config id is its text: {joined}");
 }

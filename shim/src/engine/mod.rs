@@ -17,6 +17,7 @@ mod context;
 mod deadlines;
 mod derived;
 mod error;
+mod mime;
 mod node;
 mod removal;
 mod resources;

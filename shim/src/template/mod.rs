@@ -122,6 +122,8 @@ pub enum ResourceType {
     DeployedServer,
     /// `OS::Heat::CloudConfig`: its `cloud_config` map as `#cloud-config` YAML.
     CloudConfig,
+    /// `OS::Heat::MultipartMime`: its parts as a MIME multipart message.
+    MultipartMime,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -227,7 +229,7 @@ impl Constraint {
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 13] = [
+    pub const ALL: [ResourceType; 14] = [
         ResourceType::SoftwareConfig,
         ResourceType::SoftwareDeployment,
         ResourceType::SoftwareDeploymentGroup,
@@ -241,6 +243,7 @@ impl ResourceType {
         ResourceType::RandomString,
         ResourceType::DeployedServer,
         ResourceType::CloudConfig,
+        ResourceType::MultipartMime,
     ];
 
     /// Heat's deprecated type names still registered, and the type each stands for (as
@@ -264,6 +267,7 @@ impl ResourceType {
             ResourceType::RandomString => "OS::Heat::RandomString",
             ResourceType::DeployedServer => "OS::Heat::DeployedServer",
             ResourceType::CloudConfig => "OS::Heat::CloudConfig",
+            ResourceType::MultipartMime => "OS::Heat::MultipartMime",
         }
     }
 
@@ -289,6 +293,7 @@ impl ResourceType {
                 | ResourceType::StructuredConfig
                 | ResourceType::SoftwareComponent
                 | ResourceType::CloudConfig
+                | ResourceType::MultipartMime
         )
     }
 
@@ -309,7 +314,8 @@ impl ResourceType {
             ResourceType::SoftwareConfig
             | ResourceType::StructuredConfig
             | ResourceType::SoftwareComponent
-            | ResourceType::CloudConfig => &["config"],
+            | ResourceType::CloudConfig
+            | ResourceType::MultipartMime => &["config"],
             ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
                 &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
             }

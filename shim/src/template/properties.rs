@@ -133,6 +133,14 @@ const DEPLOYED_SERVER: &[Field] = &[
     field("tags", Kind::Any),
 ];
 const CLOUD_CONFIG: Field = field("cloud_config", Kind::Map);
+const MULTIPART_MIME: &[Field] = &[field("parts", Kind::List), field("group", Kind::String)];
+/// A part's keys; `type: multipart` (splicing another message's parts) is refused for now.
+const MIME_PART_FIELDS: &[Field] = &[
+    required("config", Kind::String),
+    field("filename", Kind::String),
+    one_of("type", Kind::String, &["text"]),
+    field("subtype", Kind::String),
+];
 /// heat.engine.hot.parameters.HOTParamSchema.TYPES, the types `OS::Heat::Value` accepts.
 const VALUE_TYPES: &[&str] = &["string", "number", "comma_delimited_list", "json", "boolean"];
 const VALUE: &[Field] = &[required("value", Kind::Any), one_of("type", Kind::String, VALUE_TYPES)];
@@ -182,6 +190,7 @@ fn schema(kind: ResourceType) -> &'static [Field] {
         ResourceType::RandomString => RANDOM_STRING,
         ResourceType::DeployedServer => DEPLOYED_SERVER,
         ResourceType::CloudConfig => &[CLOUD_CONFIG],
+        ResourceType::MultipartMime => MULTIPART_MIME,
         // Accepts any properties (none_resource.NoneResource has an empty, unchecked schema).
         ResourceType::None => &[],
     }
@@ -295,6 +304,7 @@ impl Checked<'_> {
             }
             ("timeout", _) => self.bounded(1, MAX_WAIT_SECS, problems),
             ("length", _) => self.bounded(1, MAX_RANDOM_LENGTH, problems),
+            ("parts", _) => self.items(property, MIME_PART_FIELDS, problems),
             ("character_classes", _) => self.items(property, CHARACTER_CLASS_FIELDS, problems),
             ("character_sequences", _) => self.items(property, CHARACTER_SEQUENCE_FIELDS, problems),
             ("count", _) => self.bounded(1, i64::MAX, problems),

@@ -46,7 +46,8 @@ fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Resu
         ResourceType::SoftwareConfig
         | ResourceType::StructuredConfig
         | ResourceType::SoftwareComponent
-        | ResourceType::CloudConfig => config::activate(ctx, stack, node, kind, &properties).map(Activation::from),
+        | ResourceType::CloudConfig
+        | ResourceType::MultipartMime => config::activate(ctx, stack, node, kind, &properties).map(Activation::from),
         ResourceType::WaitConditionHandle => wait::activate_handle(ctx, stack, node).map(Activation::from),
         ResourceType::WaitCondition => {
             wait::activate_wait_condition(ctx, stack, node, &properties).map(Activation::from)

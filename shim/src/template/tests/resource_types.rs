@@ -218,3 +218,29 @@ fn a_cloud_config_is_a_config_a_deployment_can_use() {
         ]
     );
 }
+
+#[test]
+fn multipart_mime_parts() {
+    plan("  cc: {type: OS::Heat::CloudConfig, properties: {cloud_config: {}}}
+  mime:
+    type: OS::Heat::MultipartMime
+    properties: {group: ungrouped, parts: [{config: {get_resource: cc}}, {config: '#!/bin/sh', filename: a.sh, subtype: x-shellscript, type: text}]}
+  deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: mime}, server: web1}
+");
+    let problems = problems(
+        "  mime:
+    type: OS::Heat::MultipartMime
+    properties: {parts: [{filename: a.sh}, {config: x, type: multipart}, {config: x, other: 1}]}
+",
+    );
+    assert_eq!(
+        problems,
+        [
+            "resource mime: property \"parts[0]\": missing required key \"config\"",
+            "resource mime: property \"parts[1]\" key \"type\": \"multipart\" is not one of text",
+            "resource mime: property \"parts[2]\": unknown key \"other\"",
+        ]
+    );
+}
