@@ -16,6 +16,7 @@ heat_template_version: 2018-08-31
 parameters:
   salt: {type: string, default: one}
   role: {type: string, default: web, immutable: true}
+  server_name: {type: string, default: web1, constraints: [{custom_constraint: nova.server}]}
 resources:
   password:
     type: OS::Heat::RandomString
@@ -28,7 +29,7 @@ resources:
     properties: {type: json, value: {role: {get_param: role}, stub: {get_attr: [stub, anything]}}}
   server:
     type: OS::Heat::DeployedServer
-    properties: {name: web1}
+    properties: {name: {get_param: server_name}}
   config:
     type: OS::Heat::SoftwareConfig
     properties: {group: script, inputs: [{name: password}, {name: same}, {name: label}], config: "echo"}
@@ -91,10 +92,19 @@ async fn immutable_parameters_and_unregistered_deployed_servers_are_refused() {
     let engine = engine_at(&dir.path().join("shim.db"));
     let refused = engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap_err();
     let ServiceError::Template { problems } = refused else { panic!("{refused:?}") };
-    assert_eq!(problems, ["resource server: server \"web1\" is not registered (anneal-shim server add web1)"]);
+    assert_eq!(
+        problems,
+        [
+            "resource server: server \"web1\" is not registered (anneal-shim server add web1)",
+            "parameter \"server_name\": custom_constraint nova.server: server \"web1\" is not registered \
+             (anneal-shim server add)",
+        ]
+    );
 
     register(&engine, &["web1"]).await;
     engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap();
+    let events = engine.stack_events("s").await.unwrap();
+    assert!(!events.iter().any(|event| event.status == "WARNING"), "nova.server is checked, not warned about");
     let refused = engine.update_stack("s", request("s", TEMPLATE, &[("role", "db")])).await.unwrap_err();
     let ServiceError::Template { problems } = refused else { panic!("{refused:?}") };
     assert_eq!(problems, ["The following parameters are immutable and may not be updated: role"]);
@@ -135,4 +145,22 @@ outputs:
     let detail = engine.show_stack("g").await.unwrap();
     let group = detail.resources.iter().find(|resource| resource.name == "group").unwrap();
     assert_eq!(group.resource_type, "OS::Heat::SoftwareDeploymentGroup", "the alias is the group type");
+}
+
+#[tokio::test]
+async fn an_unchecked_custom_constraint_is_a_warning_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    let template = "heat_template_version: 2018-08-31
+parameters:
+  flavor: {type: string, default: m1.small, constraints: [{custom_constraint: nova.flavor}]}
+resources:
+  stub: {type: OS::Heat::None, properties: {flavor: {get_param: flavor}}}
+";
+    engine.create_stack(request("w", template, &[])).await.unwrap();
+    assert_eq!(status(&engine, "w").await, "CREATE_COMPLETE");
+    let events = engine.stack_events("w").await.unwrap();
+    let warning = events.iter().find(|event| event.status == "WARNING").expect("a warning event");
+    assert_eq!(warning.reason, "parameter flavor: custom_constraint nova.flavor is not checked by anneal-shim");
+    assert_eq!(warning.resource, "w");
 }
