@@ -10,6 +10,7 @@ mod graph;
 mod hot;
 mod parameters;
 mod properties;
+mod schemas;
 mod structured;
 mod type_names;
 mod validate;
