@@ -60,7 +60,11 @@ impl ConfigDefinition {
     /// From a config node's evaluated properties.
     pub fn from_properties(kind: ResourceType, properties: &Map<String, Value>) -> ConfigDefinition {
         let list = |key: &str| properties.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
-        let (group, config) = if kind == ResourceType::SoftwareComponent {
+        let (group, config) = if kind == ResourceType::CloudConfig {
+            // As heat.engine.resources.openstack.heat.cloud_config.CloudConfig.handle_create.
+            let cloud_config = properties.get("cloud_config").cloned().unwrap_or(Value::Null);
+            ("Heat::Ungrouped".to_string(), json!(format!("#cloud-config\n{}", super::yaml_dump::dump(&cloud_config))))
+        } else if kind == ResourceType::SoftwareComponent {
             ("component".to_string(), json!({"configs": properties.get("configs").cloned().unwrap_or(json!([]))}))
         } else {
             let group = properties.get("group").and_then(Value::as_str).unwrap_or("Heat::Ungrouped").to_string();

@@ -17,6 +17,7 @@ mod context;
 mod deadlines;
 mod derived;
 mod error;
+mod mime;
 mod node;
 mod removal;
 mod resources;
@@ -27,6 +28,7 @@ mod signals;
 pub mod sweeper;
 mod transact;
 mod traversal;
+mod yaml_dump;
 
 #[cfg(test)]
 mod tests;
@@ -46,3 +48,5 @@ mod regression_tests;
 mod remove_tests;
 #[cfg(test)]
 mod security_tests;
+#[cfg(test)]
+mod value_tests;

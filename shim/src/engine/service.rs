@@ -21,7 +21,7 @@ use crate::model::{
     WaitConditionSignal,
 };
 use crate::store::{NodeState, ServerRow, StackRow, Store, StoreError, Tx};
-use crate::template::{self, EvalError};
+use crate::template::{self, Constraint, EvalError, SERVER_CONSTRAINTS, Template};
 use crate::token;
 
 /// Parses and validates a stack request against the registered servers; the pseudo parameters
@@ -47,6 +47,22 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
         .map_err(|problems| EngineError::Template { problems })?;
     Ok(Checked { template, parameters, plan })
+}
+
+/// A custom constraint the shim cannot check (anything but a server one) is accepted with a
+/// warning event on the stack, naming the parameter and the constraint.
+fn warn_unchecked_constraints(ctx: &mut Context<'_>, stack: &str, template: &Template) -> Result<(), EngineError> {
+    for (parameter, declared) in &template.parameters {
+        for constraint in &declared.constraints {
+            if let Constraint::Custom { name, .. } = constraint
+                && !SERVER_CONSTRAINTS.contains(&name.as_str())
+            {
+                let reason = format!("parameter {parameter}: custom_constraint {name} is not checked by anneal-shim");
+                ctx.event(stack, stack, "WARNING", &reason)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn valid_name(kind: &str, name: &str) -> Result<(), EngineError> {
@@ -256,7 +272,9 @@ impl<S: Store> Service for Engine<S> {
             .transact(move |ctx| {
                 let stack_id = context::new_uuid();
                 let checked = check(ctx, &request, &name, &stack_id)?;
-                forward::create(ctx, &name, &stack_id, &request, &checked)
+                let stack = forward::create(ctx, &name, &stack_id, &request, &checked)?;
+                warn_unchecked_constraints(ctx, &name, &checked.template)?;
+                Ok(stack)
             })
             .await?;
         Ok(summary(&stack))
@@ -275,6 +293,17 @@ impl<S: Store> Service for Engine<S> {
                     return Err(EngineError::NotFound { what: format!("stack {name}") });
                 };
                 let checked = check(ctx, &request, &name, &existing.id)?;
+                let empty = serde_json::Map::new();
+                let old = existing.parameters.as_object().unwrap_or(&empty);
+                let changed = checked.template.immutable_changes(old, &checked.parameters);
+                if !changed.is_empty() {
+                    // heat.common.exception.ImmutableParameterModified's text.
+                    let problem = format!(
+                        "The following parameters are immutable and may not be updated: {}",
+                        changed.join(", ")
+                    );
+                    return Err(EngineError::Template { problems: vec![problem] });
+                }
                 forward::update(ctx, &name, &request, &checked)
             })
             .await?;

@@ -109,7 +109,7 @@ impl<'a> Context<'a> {
     }
 
     fn has_attribute(&self, resource: &Resource, attribute: &str) -> bool {
-        if resource.kind.base_attributes().contains(&attribute) {
+        if resource.kind.accepts_any_attribute() || resource.kind.base_attributes().contains(&attribute) {
             return true;
         }
         if !resource.kind.is_deployment() {

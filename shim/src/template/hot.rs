@@ -11,6 +11,7 @@ use super::expr::{Dialect, Expr};
 use super::functions::Version;
 use super::functions::conditions::Conditions;
 use super::parameters::parse_constraints;
+use super::type_names;
 use super::yaml::{self, Body, Entry, Node};
 use super::{Output, Parameter, ParameterType, Resource, ResourceType, Template, TemplateError};
 
@@ -75,6 +76,7 @@ pub fn parse_template(text: &str) -> Result<Template, TemplateError> {
         .unwrap_or(Version::LATEST);
     let conditions = conditions_section(entries, version, &mut problems);
     let dialect = Dialect { version, conditions: Some(&conditions), stored: false };
+    let mut groups = None;
     for entry in entries {
         match entry.key.as_str() {
             "heat_template_version" => {
@@ -94,8 +96,8 @@ pub fn parse_template(text: &str) -> Result<Template, TemplateError> {
                 template.outputs =
                     section(entry, |item, problems| parse_output(item, &dialect, problems), &mut problems)
             }
-            // Only a UI hint in Heat; nothing to enforce.
-            "parameter_groups" => {}
+            // A UI hint, but checked as heat.engine.parameter_groups.ParameterGroups.validate.
+            "parameter_groups" => groups = Some(&entry.value),
             // Read above, before the resources and outputs that name them.
             "conditions" => {}
             "AWSTemplateFormatVersion" => {
@@ -104,10 +106,60 @@ pub fn parse_template(text: &str) -> Result<Template, TemplateError> {
             other => problems.push(format!("unknown top-level key \"{other}\" (line {})", entry.line)),
         }
     }
+    if let Some(groups) = groups {
+        parameter_groups(groups, &template, &mut problems);
+    }
     if !has_version {
         problems.insert(0, "heat_template_version is required".to_owned());
     }
     if problems.is_empty() { Ok(template) } else { Err(TemplateError::Invalid { problems }) }
+}
+
+/// `parameter_groups`: a list of groups, each with a `parameters` list naming declared
+/// parameters, no parameter in two groups (Heat's texts from heat.engine.parameter_groups).
+fn parameter_groups(node: &Node, template: &Template, problems: &mut Vec<String>) {
+    let groups = match &node.body {
+        Body::Sequence(groups) => groups,
+        Body::Scalar(Value::Null) => return,
+        _ => {
+            return problems
+                .push(format!("Parameter Groups error: The parameter_groups should be a list. (line {})", node.line));
+        }
+    };
+    let mut grouped: Vec<&str> = Vec::new();
+    for group in groups {
+        let error = |message: String| format!("Parameter Groups error: {message} (line {})", group.line);
+        let Body::Mapping(fields) = &group.body else {
+            problems.push(error("each parameter group must be a mapping.".to_owned()));
+            continue;
+        };
+        let parameters = fields.iter().find(|field| field.key == "parameters").map(|field| &field.value.body);
+        let names = match parameters {
+            None | Some(Body::Scalar(Value::Null)) => {
+                problems.push(error("The parameters must be provided for each parameter group.".to_owned()));
+                continue;
+            }
+            Some(Body::Sequence(names)) => names,
+            Some(_) => {
+                problems.push(error("The parameters of parameter group should be a list.".to_owned()));
+                continue;
+            }
+        };
+        for name in names {
+            let Body::Scalar(Value::String(name)) = &name.body else {
+                problems.push(error("a grouped parameter must be a parameter name.".to_owned()));
+                continue;
+            };
+            if grouped.contains(&name.as_str()) {
+                problems.push(error(format!("The {name} parameter must be assigned to one parameter group only.")));
+            } else {
+                grouped.push(name);
+            }
+            if template.parameter(name).is_none() {
+                problems.push(error(format!("The grouped parameter {name} does not reference a valid parameter.")));
+            }
+        }
+    }
 }
 
 fn parse_version(node: &Node) -> Result<String, String> {
@@ -165,8 +217,14 @@ fn parse_parameter(entry: &Entry, problems: &mut Vec<String>) -> Option<Paramete
     let fields = definition(entry, "parameter", problems)?;
     let before = problems.len();
     let mut kind = None;
-    let mut parameter =
-        Parameter { kind: ParameterType::String, default: None, description: None, hidden: false, constraints: vec![] };
+    let mut parameter = Parameter {
+        kind: ParameterType::String,
+        default: None,
+        description: None,
+        hidden: false,
+        immutable: false,
+        constraints: vec![],
+    };
     let mut constraints = None;
     for field in fields {
         let context = || format!("parameter \"{name}\": {} (line {})", field.key, field.line);
@@ -189,8 +247,12 @@ fn parse_parameter(entry: &Entry, problems: &mut Vec<String>) -> Option<Paramete
                 None => problems.push(format!("{} must be true or false", context())),
             },
             "constraints" => constraints = Some(&field.value),
-            // UI and update hints with no effect on deployment here.
-            "label" | "immutable" | "tags" => {}
+            "immutable" => match flag(&field.value) {
+                Some(immutable) => parameter.immutable = immutable,
+                None => problems.push(format!("{} must be true or false", context())),
+            },
+            // UI hints with no effect on deployment here.
+            "label" | "tags" => {}
             other => problems.push(format!("parameter \"{name}\": unknown key \"{other}\" (line {})", field.line)),
         }
     }
@@ -243,9 +305,15 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
             "depends_on" => resource.depends_on = depends_on(name, &field.value, problems),
             // Heat allows a description on a resource; it has no effect.
             "description" => {}
-            unsupported @ ("metadata" | "deletion_policy" | "update_policy" | "external_id") => {
-                problems.push(format!("resource {name}: \"{unsupported}\" is not supported (line {})", field.line))
-            }
+            // Accepted and kept out of the deployment: the shim publishes no resource metadata,
+            // deletes as `Delete` and updates groups all at once (docs/templates.md "Resources").
+            key @ ("metadata" | "update_policy") => mapping_key(name, key, &field.value, problems),
+            "deletion_policy" => deletion_policy(name, &field.value, problems),
+            "external_id" => problems.push(format!(
+                "resource {name}: \"external_id\" is not supported: anneal-shim creates no physical resources \
+                 to adopt (line {})",
+                field.line
+            )),
             other => problems.push(format!("resource {name}: unknown key \"{other}\" (line {})", field.line)),
         }
     }
@@ -266,14 +334,29 @@ fn resource_type(name: &str, node: &Node, problems: &mut Vec<String>) -> Option<
     };
     let kind = ResourceType::parse(text);
     if kind.is_none() {
-        let supported: Vec<&str> = ResourceType::ALL.iter().map(ResourceType::name).collect();
-        problems.push(format!(
-            "resource {name}: unknown resource type \"{text}\" (supported: {}) (line {})",
-            supported.join(", "),
-            node.line
-        ));
+        problems.push(format!("{} (line {})", type_names::unknown_type(name, text), node.line));
     }
     kind
+}
+
+/// `deletion_policy`: one of heat.engine.hot.template's `deletion_policies` (the lower-case
+/// aliases came with 2016-10-14; accepted for every version here).
+fn deletion_policy(name: &str, node: &Node, problems: &mut Vec<String>) {
+    const POLICIES: &[&str] = &["Delete", "Retain", "Snapshot", "delete", "retain", "snapshot"];
+    match &node.body {
+        Body::Scalar(Value::String(text)) if POLICIES.contains(&text.as_str()) => {}
+        _ => problems.push(format!(
+            "resource {name}: deletion_policy must be one of Delete, Retain, Snapshot (line {})",
+            node.line
+        )),
+    }
+}
+
+/// `metadata` and `update_policy` must be mappings (null counts as absent).
+fn mapping_key(name: &str, key: &str, node: &Node, problems: &mut Vec<String>) {
+    if !matches!(node.body, Body::Mapping(_) | Body::Scalar(Value::Null)) {
+        problems.push(format!("resource {name}: {key} must be a mapping (line {})", node.line));
+    }
 }
 
 fn properties(name: &str, node: &Node, dialect: &Dialect, problems: &mut Vec<String>) -> Vec<(String, Expr)> {

@@ -11,7 +11,9 @@ mod graph;
 mod hot;
 mod parameters;
 mod properties;
+mod schemas;
 mod structured;
+mod type_names;
 mod validate;
 pub mod yaml;
 
@@ -47,6 +49,8 @@ pub struct Parameter {
     pub description: Option<String>,
     /// A secret: its value is never shown in errors (and the engine masks it in the API).
     pub hidden: bool,
+    /// An update may not change its value (heat.engine.parameters.Parameters.immutable_params_modified).
+    pub immutable: bool,
     pub constraints: Vec<Constraint>,
 }
 
@@ -62,11 +66,34 @@ pub enum ParameterType {
 /// A parameter constraint. `description`, when given, is the error message (as in Heat).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Constraint {
-    Length { min: Option<u64>, max: Option<u64>, description: Option<String> },
-    Range { min: Option<f64>, max: Option<f64>, description: Option<String> },
-    AllowedValues { values: Vec<Value>, description: Option<String> },
-    AllowedPattern { pattern: String, description: Option<String> },
+    Length {
+        min: Option<u64>,
+        max: Option<u64>,
+        description: Option<String>,
+    },
+    Range {
+        min: Option<f64>,
+        max: Option<f64>,
+        description: Option<String>,
+    },
+    AllowedValues {
+        values: Vec<Value>,
+        description: Option<String>,
+    },
+    AllowedPattern {
+        pattern: String,
+        description: Option<String>,
+    },
+    /// A `custom_constraint` (e.g. `nova.server`): checked where the shim knows what it names
+    /// (registered servers, in `validate`), otherwise accepted (docs/templates.md "Parameters").
+    Custom {
+        name: String,
+        description: Option<String>,
+    },
 }
+
+/// Custom constraints whose value must name a server registered with `server add`.
+pub const SERVER_CONSTRAINTS: &[&str] = &["nova.server"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {
@@ -89,6 +116,19 @@ pub enum ResourceType {
     StructuredDeployment,
     WaitConditionHandle,
     WaitCondition,
+    /// `OS::Heat::None`: accepts any properties, does nothing, every attribute is null.
+    None,
+    /// `OS::Heat::Value`: its `value` property as its `value` attribute.
+    Value,
+    /// `OS::Heat::RandomString`: a secret generated once at create.
+    RandomString,
+    /// `OS::Heat::DeployedServer`: a server registered with `server add`, named by its `name`
+    /// property or else the resource name; its id is that server name.
+    DeployedServer,
+    /// `OS::Heat::CloudConfig`: its `cloud_config` map as `#cloud-config` YAML.
+    CloudConfig,
+    /// `OS::Heat::MultipartMime`: its parts as a MIME multipart message.
+    MultipartMime,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -116,6 +156,21 @@ impl Template {
 
     pub fn resource(&self, name: &str) -> Option<&Resource> {
         self.resources.iter().find(|(declared, _)| declared == name).map(|(_, resource)| resource)
+    }
+
+    /// Declared parameters marked `immutable` whose value differs between `old` and `new`
+    /// (both resolved), in declaration order; a parameter the old stack lacked never counts.
+    pub fn immutable_changes(
+        &self,
+        old: &serde_json::Map<String, Value>,
+        new: &std::collections::BTreeMap<String, Value>,
+    ) -> Vec<String> {
+        let changed = |name: &String| old.get(name).is_some_and(|before| Some(before) != new.get(name));
+        self.parameters
+            .iter()
+            .filter(|(name, parameter)| parameter.immutable && changed(name))
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Names of the hidden parameters, whose values the API must mask.
@@ -172,13 +227,14 @@ impl Constraint {
             Constraint::Length { description, .. }
             | Constraint::Range { description, .. }
             | Constraint::AllowedValues { description, .. }
-            | Constraint::AllowedPattern { description, .. } => description.as_deref(),
+            | Constraint::AllowedPattern { description, .. }
+            | Constraint::Custom { description, .. } => description.as_deref(),
         }
     }
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 8] = [
+    pub const ALL: [ResourceType; 14] = [
         ResourceType::SoftwareConfig,
         ResourceType::SoftwareDeployment,
         ResourceType::SoftwareDeploymentGroup,
@@ -187,7 +243,18 @@ impl ResourceType {
         ResourceType::StructuredDeployment,
         ResourceType::WaitConditionHandle,
         ResourceType::WaitCondition,
+        ResourceType::None,
+        ResourceType::Value,
+        ResourceType::RandomString,
+        ResourceType::DeployedServer,
+        ResourceType::CloudConfig,
+        ResourceType::MultipartMime,
     ];
+
+    /// Heat's deprecated type names still registered, and the type each stands for (as
+    /// heat.engine.resources.openstack.heat.software_deployment.SoftwareDeployments).
+    pub const ALIASES: [(&'static str, ResourceType); 1] =
+        [("OS::Heat::SoftwareDeployments", ResourceType::SoftwareDeploymentGroup)];
 
     /// The Heat type name, e.g. `OS::Heat::SoftwareConfig`.
     pub fn name(&self) -> &'static str {
@@ -200,16 +267,39 @@ impl ResourceType {
             ResourceType::StructuredDeployment => "OS::Heat::StructuredDeployment",
             ResourceType::WaitConditionHandle => "OS::Heat::WaitConditionHandle",
             ResourceType::WaitCondition => "OS::Heat::WaitCondition",
+            ResourceType::None => "OS::Heat::None",
+            ResourceType::Value => "OS::Heat::Value",
+            ResourceType::RandomString => "OS::Heat::RandomString",
+            ResourceType::DeployedServer => "OS::Heat::DeployedServer",
+            ResourceType::CloudConfig => "OS::Heat::CloudConfig",
+            ResourceType::MultipartMime => "OS::Heat::MultipartMime",
         }
     }
 
+    /// The type a name stands for: its own name, or a deprecated alias Heat still registers.
     pub fn parse(name: &str) -> Option<Self> {
-        ResourceType::ALL.into_iter().find(|kind| kind.name() == name)
+        ResourceType::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .or_else(|| ResourceType::ALIASES.iter().find(|(alias, _)| *alias == name).map(|(_, kind)| *kind))
+    }
+
+    /// Whether `get_attr` may name any attribute (`OS::Heat::None` answers null to all, as
+    /// heat.engine.resources.openstack.heat.none_resource.NoneResource.get_attribute).
+    pub fn accepts_any_attribute(&self) -> bool {
+        *self == ResourceType::None
     }
 
     /// A config resource a deployment can point at with `config: {get_resource: ...}`.
     pub fn is_config(&self) -> bool {
-        matches!(self, ResourceType::SoftwareConfig | ResourceType::StructuredConfig | ResourceType::SoftwareComponent)
+        matches!(
+            self,
+            ResourceType::SoftwareConfig
+                | ResourceType::StructuredConfig
+                | ResourceType::SoftwareComponent
+                | ResourceType::CloudConfig
+                | ResourceType::MultipartMime
+        )
     }
 
     /// A deployment (single server) or a deployment group.
@@ -226,15 +316,29 @@ impl ResourceType {
     /// declared outputs (see `validate`).
     pub fn base_attributes(&self) -> &'static [&'static str] {
         match self {
-            ResourceType::SoftwareConfig | ResourceType::StructuredConfig | ResourceType::SoftwareComponent => {
-                &["config"]
-            }
+            ResourceType::SoftwareConfig
+            | ResourceType::StructuredConfig
+            | ResourceType::SoftwareComponent
+            | ResourceType::CloudConfig
+            | ResourceType::MultipartMime => &["config"],
             ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
                 &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
             }
-            ResourceType::SoftwareDeploymentGroup => &["deploy_stdouts", "deploy_stderrs", "deploy_status_codes"],
+            // As SoftwareDeploymentGroup._member_attribute_name: the plurals and each member's.
+            ResourceType::SoftwareDeploymentGroup => &[
+                "deploy_stdouts",
+                "deploy_stderrs",
+                "deploy_status_codes",
+                "deploy_stdout",
+                "deploy_stderr",
+                "deploy_status_code",
+            ],
             ResourceType::WaitConditionHandle => &["endpoint", "curl_cli", "token", "signal"],
             ResourceType::WaitCondition => &["data"],
+            ResourceType::None => &[],
+            ResourceType::Value | ResourceType::RandomString => &["value"],
+            // Heat's `os_collect_config` (the agent's settings) is not offered yet.
+            ResourceType::DeployedServer => &["name"],
         }
     }
 }

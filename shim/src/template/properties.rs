@@ -1,5 +1,5 @@
-//! Property schemas of the eight resource types (Heat's `heat/engine/resources/openstack/heat/*.py`; see docs/templates.md "Resources")
-//! and the checks on them: unknown and missing properties, value kinds and allowed values where
+//! The checks on resource properties against their schemas (`schemas.rs`; see docs/templates.md
+//! "Resources"): unknown and missing properties, value kinds and allowed values where
 //! parameters make them knowable, config/handle references, registered servers, wait-condition
 //! bounds, and the config I/O and component lists.
 
@@ -8,128 +8,17 @@ use serde_json::Value;
 use super::checks::{Context, Partial};
 use super::evaluate::{kind_name, render};
 use super::expr::Expr;
+use super::schemas::{
+    CHARACTER_CLASS_FIELDS, CHARACTER_SEQUENCE_FIELDS, COMPONENT_CONFIG_FIELDS, Field, INPUT_FIELDS, Kind,
+    MAX_RANDOM_LENGTH, MAX_WAIT_SECS, MIME_PART_FIELDS, OUTPUT_FIELDS, schema,
+};
 use super::{Resource, ResourceType};
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    String,
-    Map,
-    List,
-    Integer,
-    Boolean,
-    Any,
-}
-
-/// One property (or one key of a list item) and what it accepts.
-struct Field {
-    name: &'static str,
-    required: bool,
-    kind: Kind,
-    /// Allowed strings (for a list: allowed items); empty means any.
-    allowed: &'static [&'static str],
-}
-
-const fn field(name: &'static str, kind: Kind) -> Field {
-    Field { name, required: false, kind, allowed: &[] }
-}
-
-const fn required(name: &'static str, kind: Kind) -> Field {
-    Field { name, required: true, kind, allowed: &[] }
-}
-
-const fn one_of(name: &'static str, kind: Kind, allowed: &'static [&'static str]) -> Field {
-    Field { name, required: false, kind, allowed }
-}
-
-const ACTIONS: &[&str] = &["CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"];
-const DEPLOYMENT_TRANSPORTS: &[&str] = &["CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "ZAQAR_SIGNAL", "NO_SIGNAL"];
-const HANDLE_TRANSPORTS: &[&str] =
-    &["TOKEN_SIGNAL", "CFN_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "ZAQAR_SIGNAL", "NO_SIGNAL"];
-const IO_TYPES: &[&str] = &["String", "Number", "CommaDelimitedList", "Json", "Boolean"];
-/// Longest wait condition timeout Heat accepts, in seconds.
-const MAX_WAIT_SECS: i64 = 43_200;
-
-const SOFTWARE_CONFIG: &[Field] = &[
-    field("group", Kind::String),
-    field("config", Kind::String),
-    field("options", Kind::Map),
-    field("inputs", Kind::List),
-    field("outputs", Kind::List),
-];
-const STRUCTURED_CONFIG: &[Field] = &[
-    field("group", Kind::String),
-    field("config", Kind::Map),
-    field("options", Kind::Map),
-    field("inputs", Kind::List),
-    field("outputs", Kind::List),
-];
-const SOFTWARE_COMPONENT: &[Field] = &[
-    required("configs", Kind::List),
-    field("options", Kind::Map),
-    field("inputs", Kind::List),
-    field("outputs", Kind::List),
-];
-const SOFTWARE_DEPLOYMENT: &[Field] = &[
-    field("config", Kind::Any),
-    required("server", Kind::String),
-    field("input_values", Kind::Map),
-    one_of("actions", Kind::List, ACTIONS),
-    field("name", Kind::String),
-    one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
-];
-const STRUCTURED_DEPLOYMENT: &[Field] = &[
-    field("config", Kind::Any),
-    required("server", Kind::String),
-    field("input_values", Kind::Map),
-    one_of("actions", Kind::List, ACTIONS),
-    field("name", Kind::String),
-    one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
-    field("input_key", Kind::String),
-    one_of("input_values_validate", Kind::String, &["LAX", "STRICT"]),
-];
-const DEPLOYMENT_GROUP: &[Field] = &[
-    field("config", Kind::Any),
-    required("servers", Kind::Map),
-    field("input_values", Kind::Map),
-    one_of("actions", Kind::List, ACTIONS),
-    field("name", Kind::String),
-    one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
-];
-const WAIT_CONDITION_HANDLE: &[Field] = &[one_of("signal_transport", Kind::String, HANDLE_TRANSPORTS)];
-const WAIT_CONDITION: &[Field] =
-    &[required("handle", Kind::Any), required("timeout", Kind::Integer), field("count", Kind::Integer)];
-
-const INPUT_FIELDS: &[Field] = &[
-    required("name", Kind::String),
-    field("description", Kind::String),
-    one_of("type", Kind::String, IO_TYPES),
-    field("default", Kind::Any),
-    field("replace_on_change", Kind::Boolean),
-];
-const OUTPUT_FIELDS: &[Field] = &[
-    required("name", Kind::String),
-    field("description", Kind::String),
-    one_of("type", Kind::String, IO_TYPES),
-    field("error_output", Kind::Boolean),
-];
-const COMPONENT_CONFIG_FIELDS: &[Field] =
-    &[field("actions", Kind::List), field("config", Kind::String), required("tool", Kind::String)];
-
-fn schema(kind: ResourceType) -> &'static [Field] {
-    match kind {
-        ResourceType::SoftwareConfig => SOFTWARE_CONFIG,
-        ResourceType::StructuredConfig => STRUCTURED_CONFIG,
-        ResourceType::SoftwareComponent => SOFTWARE_COMPONENT,
-        ResourceType::SoftwareDeployment => SOFTWARE_DEPLOYMENT,
-        ResourceType::StructuredDeployment => STRUCTURED_DEPLOYMENT,
-        ResourceType::SoftwareDeploymentGroup => DEPLOYMENT_GROUP,
-        ResourceType::WaitConditionHandle => WAIT_CONDITION_HANDLE,
-        ResourceType::WaitCondition => WAIT_CONDITION,
-    }
-}
 
 /// Every property problem of one resource.
 pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
+    if resource.kind == ResourceType::None {
+        return;
+    }
     let fields = schema(resource.kind);
     for (property, expr) in &resource.properties {
         let prefix = format!("resource {name}: property \"{property}\"");
@@ -148,6 +37,51 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
         if value.is_none_or(|(_, expr)| matches!(expr, Expr::Literal(Value::Null))) {
             problems.push(format!("resource {name}: missing required property \"{}\"", field.name));
         }
+    }
+    if resource.kind == ResourceType::RandomString {
+        random_string_length(context, name, resource, problems);
+    }
+    if resource.kind == ResourceType::DeployedServer && resource.property("name").is_none() {
+        let checked = Checked {
+            context,
+            resource: name,
+            prefix: name,
+            expr: &Expr::Literal(Value::Null),
+            partial: &Partial::Unknown,
+            hidden: false,
+        };
+        checked.server_name(&Value::String(name.to_owned()), problems);
+    }
+}
+
+/// As heat.engine.resources.openstack.heat.random_string.RandomString.validate: the class and
+/// sequence minimums must fit in `length` (default 32; classes default to one lettersdigits).
+fn random_string_length(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
+    let mut ignored = Vec::new();
+    let mut known = |property: &str| resource.property(property).map(|expr| context.partial("", expr, &mut ignored));
+    let length = match known("length") {
+        None => 32,
+        Some(Partial::Known(value)) => match integer(&value) {
+            Some(length) => length,
+            None => return,
+        },
+        Some(_) => return,
+    };
+    let sum = |property: &str, default: i64| -> Option<i64> {
+        let Some(partial) = resource.property(property).map(|expr| context.partial("", expr, &mut Vec::new())) else {
+            return Some(default);
+        };
+        let Partial::Known(Value::Array(items)) = partial else { return None };
+        items.iter().map(|item| item.get("min").map_or(Some(1), integer)).sum()
+    };
+    let (Some(classes), Some(sequences)) = (sum("character_classes", 1), sum("character_sequences", 0)) else {
+        return;
+    };
+    if classes + sequences > length {
+        problems.push(format!(
+            "resource {name}: Length property cannot be smaller than combined character class and character \
+             sequence minimums"
+        ));
     }
 }
 
@@ -174,6 +108,11 @@ impl Checked<'_> {
                 self.reference(|kind| *kind == ResourceType::WaitConditionHandle, "handle", problems)
             }
             ("server", _) => self.server(problems),
+            ("name", ResourceType::DeployedServer) => {
+                if let Some(server) = self.partial.known() {
+                    self.server_name(server, problems);
+                }
+            }
             ("servers", _) => {
                 for (_, server) in self.partial.entries().unwrap_or_default() {
                     if let Some(server) = server.known() {
@@ -182,6 +121,10 @@ impl Checked<'_> {
                 }
             }
             ("timeout", _) => self.bounded(1, MAX_WAIT_SECS, problems),
+            ("length", _) => self.bounded(1, MAX_RANDOM_LENGTH, problems),
+            ("parts", _) => self.items(property, MIME_PART_FIELDS, problems),
+            ("character_classes", _) => self.items(property, CHARACTER_CLASS_FIELDS, problems),
+            ("character_sequences", _) => self.items(property, CHARACTER_SEQUENCE_FIELDS, problems),
             ("count", _) => self.bounded(1, i64::MAX, problems),
             ("inputs", _) => self.items(property, INPUT_FIELDS, problems),
             ("outputs", _) => self.items(property, OUTPUT_FIELDS, problems),
@@ -217,8 +160,14 @@ impl Checked<'_> {
     }
 
     fn server(&self, problems: &mut Vec<String>) {
-        if matches!(self.expr, Expr::GetResource(_)) {
-            problems.push(format!("{}: must be the name of a registered server, not a resource", self.prefix));
+        if let Expr::GetResource(target) = self.expr {
+            // `{get_resource: <an OS::Heat::DeployedServer>}` is that server's name.
+            if self.context.resource(target).is_some_and(|resource| resource.kind != ResourceType::DeployedServer) {
+                problems.push(format!(
+                    "{}: must be the name of a registered server or an OS::Heat::DeployedServer, not \"{target}\"",
+                    self.prefix
+                ));
+            }
             return;
         }
         if let Some(server) = self.partial.known() {
@@ -270,7 +219,11 @@ impl Checked<'_> {
             };
             for (key, value) in &entries {
                 match fields.iter().find(|field| field.name == key) {
-                    Some(field) => check_value(&format!("{prefix} key \"{key}\""), field, value, self.hidden, problems),
+                    Some(field) => {
+                        let prefix = format!("{prefix} key \"{key}\"");
+                        check_value(&prefix, field, value, self.hidden, problems);
+                        random_string_item(&prefix, key, value, problems);
+                    }
                     None => problems.push(format!("{prefix}: unknown key \"{key}\"")),
                 }
             }
@@ -309,6 +262,19 @@ impl Checked<'_> {
         for action in repeated {
             problems.push(format!("{}: action \"{action}\" appears in more than one entry", self.prefix));
         }
+    }
+}
+
+/// RandomString's per-item bounds: a `min` in 1..=512 and a non-empty `sequence`.
+fn random_string_item(prefix: &str, key: &str, value: &Partial, problems: &mut Vec<String>) {
+    match (key, value.known()) {
+        ("min", Some(min)) if integer(min).is_some_and(|min| !(1..=MAX_RANDOM_LENGTH).contains(&min)) => {
+            problems.push(format!("{prefix}: must be between 1 and {MAX_RANDOM_LENGTH}"));
+        }
+        ("sequence", Some(Value::String(sequence))) if sequence.is_empty() => {
+            problems.push(format!("{prefix}: must not be empty"));
+        }
+        _ => {}
     }
 }
 

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::checks::Context;
-use super::evaluate::ParameterScope;
+use super::evaluate::{ParameterScope, render};
 use super::expr::Expr;
-use super::{Resource, ResourceType, Template, graph, properties};
+use super::{Constraint, Resource, ResourceType, SERVER_CONSTRAINTS, Template, graph, properties};
 
 /// The resources in the order to create them: dependencies first, ties by declaration order.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +60,7 @@ pub fn validate(
         );
         dependency_names.push(names);
     }
+    server_constraints(template, parameters, is_registered_server, &mut problems);
     for (name, output) in &template.outputs {
         let prefix = format!("output {name}");
         context.check_expression(&prefix, &output.value, false, &mut problems);
@@ -79,6 +80,33 @@ pub fn validate(
         })
         .collect();
     Ok(Plan { nodes })
+}
+
+/// A parameter under a server custom constraint (`nova.server`) must name a registered server,
+/// as Heat's nova.server constraint asks Nova whether the server exists.
+fn server_constraints(
+    template: &Template,
+    parameters: &BTreeMap<String, Value>,
+    is_registered_server: &dyn Fn(&str) -> bool,
+    problems: &mut Vec<String>,
+) {
+    for (name, parameter) in &template.parameters {
+        let constrained = parameter.constraints.iter().any(
+            |constraint| matches!(constraint, Constraint::Custom { name, .. } if SERVER_CONSTRAINTS.contains(&name.as_str())),
+        );
+        let Some(value) = parameters.get(name).filter(|_| constrained) else { continue };
+        let servers: Vec<String> = match value {
+            Value::Array(items) => items.iter().map(render).collect(),
+            single => vec![render(single)],
+        };
+        for server in servers.iter().filter(|server| !is_registered_server(server)) {
+            let shown =
+                if parameter.hidden { "the server it names".to_owned() } else { format!("server \"{server}\"") };
+            problems.push(format!(
+                "parameter \"{name}\": custom_constraint nova.server: {shown} is not registered (anneal-shim server add)"
+            ));
+        }
+    }
 }
 
 /// Existing resources `resource` needs, sorted and unique.

@@ -168,6 +168,12 @@ fn build(
         (key, properties.get("input_values_validate").and_then(Value::as_str) == Some("STRICT"))
     });
     let stack_path = format!("{}/{}", stack.name, stack.id);
+    // A group member is named by its `servers` key, as in the nested stack Heat makes for a
+    // SoftwareDeploymentGroup (heat.engine.resources.openstack.heat.resource_group).
+    let resource_name = match super::group::group_of(node) {
+        Some(group) => node.name.strip_prefix(group).and_then(|rest| rest.strip_prefix('/')).unwrap_or(&node.name),
+        None => &node.name,
+    };
     let creation_time = rfc3339(ctx.now);
     let publication = Publication {
         derived_id: &derived_id,
@@ -175,7 +181,7 @@ fn build(
         action: node.action,
         server,
         stack_path: &stack_path,
-        resource_name: &node.name,
+        resource_name,
         signal_transport: transport,
         public_url: ctx.public_url,
         creation_time: &creation_time,

@@ -142,27 +142,19 @@ fn finish_group(
     properties: &Map<String, Value>,
 ) -> Result<Released, EngineError> {
     let prefix = format!("{}/", group.name);
-    let mut maps: Map<String, Value> = Map::new();
-    for key in ["deploy_stdouts", "deploy_stderrs", "deploy_status_codes"] {
-        maps.insert(key.into(), json!({}));
-    }
     let members = std::mem::take(&mut group.record.members);
+    let mut by_member: Vec<(String, Map<String, Value>)> = Vec::new();
     for name in &members {
         let Some(member) = ctx.tx.node(&stack.name, name)? else { continue };
         let key = name.strip_prefix(&prefix).unwrap_or(name).to_string();
-        let Some(attributes) = member.attributes.as_object() else { continue };
-        // `_` names stay hidden, as `get_attr` hides them.
-        for (attribute, value) in attributes.iter().filter(|(attribute, _)| !attribute.starts_with('_')) {
-            let plural = match attribute.as_str() {
-                "deploy_stdout" => "deploy_stdouts".to_string(),
-                "deploy_stderr" => "deploy_stderrs".to_string(),
-                "deploy_status_code" => "deploy_status_codes".to_string(),
-                other => other.to_string(),
-            };
-            let entry = maps.entry(plural).or_insert_with(|| json!({}));
-            entry[key.as_str()] = value.clone();
+        let mut attributes = member.attributes.as_object().cloned().unwrap_or_default();
+        // A declared output without a value (NO_SIGNAL) is still an attribute, null.
+        for output in member.record.outputs.iter().filter_map(|output| output.get("name")?.as_str()) {
+            attributes.entry(output.to_owned()).or_insert(Value::Null);
         }
+        by_member.push((key, attributes));
     }
+    group.attributes = Value::Object(member_maps(&by_member));
     group.record = NodeRecord {
         id: Some(node::stable_id(&group)),
         expanded: Some(stack.generation),
@@ -170,6 +162,39 @@ fn finish_group(
         actions: deployment_actions(properties),
         ..NodeRecord::default()
     };
-    group.attributes = Value::Object(maps);
     node::complete(ctx, stack, group, "all members complete")
+}
+
+/// The group's attributes, as SoftwareDeploymentGroup.get_attribute: each member attribute
+/// (`deploy_stdout`, ..., any output) as a map keyed by member name, with every member present
+/// (null where a member has no value, e.g. a NO_SIGNAL one), under its own name and, for the
+/// three `deploy_*` ones, also under the group's plural (`deploy_stdouts`, ...).
+fn member_maps(members: &[(String, Map<String, Value>)]) -> Map<String, Value> {
+    let mut names: Vec<&str> = vec!["deploy_stdout", "deploy_stderr", "deploy_status_code"];
+    for (_, attributes) in members {
+        // `_` names stay hidden, as `get_attr` hides them.
+        for attribute in attributes.keys().filter(|attribute| !attribute.starts_with('_')) {
+            if !names.contains(&attribute.as_str()) {
+                names.push(attribute);
+            }
+        }
+    }
+    let mut maps = Map::new();
+    for attribute in names {
+        let map: Map<String, Value> = members
+            .iter()
+            .map(|(member, attributes)| (member.clone(), attributes.get(attribute).cloned().unwrap_or(Value::Null)))
+            .collect();
+        let plural = match attribute {
+            "deploy_stdout" => Some("deploy_stdouts"),
+            "deploy_stderr" => Some("deploy_stderrs"),
+            "deploy_status_code" => Some("deploy_status_codes"),
+            _ => None,
+        };
+        if let Some(plural) = plural {
+            maps.insert(plural.to_owned(), Value::Object(map.clone()));
+        }
+        maps.insert(attribute.to_owned(), Value::Object(map));
+    }
+    maps
 }

@@ -1,11 +1,12 @@
 //! Activation of a node once all its predecessors are complete, per resource type (a `match`
 //! on `ResourceType`): configs and handles complete at once, deployments publish, wait
-//! conditions start waiting, groups expand into member deployments. Work per activation is
+//! conditions start waiting, values compute, groups expand into member deployments. Work per activation is
 //! proportional to the node's edges: nothing here reads the whole graph.
 
 pub mod config;
 pub mod deployment;
 pub mod group;
+pub mod value;
 pub mod wait;
 
 pub use group::Activation;
@@ -42,9 +43,11 @@ fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Resu
         return failed(ctx, stack, node, &reason);
     };
     match kind {
-        ResourceType::SoftwareConfig | ResourceType::StructuredConfig | ResourceType::SoftwareComponent => {
-            config::activate(ctx, stack, node, kind, &properties).map(Activation::from)
-        }
+        ResourceType::SoftwareConfig
+        | ResourceType::StructuredConfig
+        | ResourceType::SoftwareComponent
+        | ResourceType::CloudConfig
+        | ResourceType::MultipartMime => config::activate(ctx, stack, node, kind, &properties).map(Activation::from),
         ResourceType::WaitConditionHandle => wait::activate_handle(ctx, stack, node).map(Activation::from),
         ResourceType::WaitCondition => {
             wait::activate_wait_condition(ctx, stack, node, &properties).map(Activation::from)
@@ -53,6 +56,14 @@ fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Resu
             deployment::activate(ctx, stack, node, &properties).map(Activation::from)
         }
         ResourceType::SoftwareDeploymentGroup => group::activate(ctx, stack, node, &properties),
+        ResourceType::None => value::activate_value(ctx, stack, node, &properties, false).map(Activation::from),
+        ResourceType::Value => value::activate_value(ctx, stack, node, &properties, true).map(Activation::from),
+        ResourceType::DeployedServer => {
+            value::activate_deployed_server(ctx, stack, node, &properties).map(Activation::from)
+        }
+        ResourceType::RandomString => {
+            value::activate_random_string(ctx, stack, node, &properties).map(Activation::from)
+        }
     }
 }
 

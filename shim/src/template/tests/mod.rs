@@ -7,6 +7,7 @@ mod functions;
 mod graph;
 mod parameters;
 mod parse;
+mod resource_types;
 mod structured;
 mod validate;
 mod yaml;

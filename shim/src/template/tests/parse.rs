@@ -142,9 +142,9 @@ fn resource_keys() {
 resources:
   a:
     type: OS::Heat::SoftwareConfig
-    metadata: {}
-    deletion_policy: Retain
-    update_policy: {}
+    metadata: [1]
+    deletion_policy: Keep
+    update_policy: 3
     condition: c
     external_id: x
     bogus: 1
@@ -162,14 +162,14 @@ resources:
 ";
     let problems = parse_problems(text);
     for expected in [
-        "resource a: \"metadata\" is not supported (line 5)",
-        "resource a: \"deletion_policy\" is not supported (line 6)",
-        "resource a: \"update_policy\" is not supported (line 7)",
+        "resource a: metadata must be a mapping (line 5)",
+        "resource a: deletion_policy must be one of Delete, Retain, Snapshot (line 6)",
+        "resource a: update_policy must be a mapping (line 7)",
         "resource a: condition: Invalid condition \"c\" (line 8)",
-        "resource a: \"external_id\" is not supported (line 9)",
+        "resource a: \"external_id\" is not supported: anneal-shim creates no physical resources to adopt (line 9)",
         "resource a: unknown key \"bogus\" (line 10)",
         "resource b: type is required (line 11)",
-        "resource c: unknown resource type \"OS::Nova::Server\"",
+        "resource c: OS::Nova::Server is an infrastructure type anneal-shim does not create",
         "resource \"d\": the definition must be a mapping (line 15)",
         "resource e: depends_on must be a resource name or a list of names (line 18)",
         "resource f: properties must be a mapping (line 21)",
@@ -227,7 +227,7 @@ parameters:
   c: {type: string, hidden: maybe}
   d: {type: string, bogus: 1}
   e: {type: number, constraints: [{length: {min: 1}}]}
-  f: {type: string, constraints: [{custom_constraint: nova.flavor}]}
+  f: {type: string, constraints: [{custom_constraint: ''}]}
   g: {type: string, constraints: [{allowed_pattern: '(unclosed'}]}
   h: {type: number, constraints: [{range: {min: 5, max: 1}}]}
   i: {type: string, constraints: [{length: {min: -1}}]}
@@ -245,7 +245,7 @@ parameters:
         "parameter \"c\": hidden (line 5) must be true or false",
         "parameter \"d\": unknown key \"bogus\" (line 6)",
         "parameter \"e\": constraint length does not apply to a number parameter",
-        "parameter \"f\": the custom_constraint constraint is not supported",
+        "parameter \"f\": custom_constraint must be a constraint name",
         "parameter \"g\": allowed_pattern \"(unclosed\" is not a valid regular expression",
         "parameter \"h\": range min is greater than max",
         "parameter \"i\": length bounds must be non-negative integers",

@@ -234,7 +234,8 @@ fn servers_must_be_registered() {
         [
             "resource a: server \"web9\" is not registered (anneal-shim server add web9)",
             "resource b: server \"web3\" is not registered (anneal-shim server add web3)",
-            "resource d: property \"server\": must be the name of a registered server, not a resource",
+            "resource d: property \"server\": must be the name of a registered server or an \
+             OS::Heat::DeployedServer, not \"config\"",
             "resource e: server \"web8\" is not registered (anneal-shim server add web8)",
             "resource f: the server named by a hidden parameter is not registered",
             "resource h: the server name is empty",
@@ -355,9 +356,10 @@ fn attributes_must_exist_for_the_type() {
                {{get_attr: [deploy, deploy_status_code]}}, {{get_attr: [deploy, result]}}, {{get_attr: [deploy, url]}},
                {{get_attr: [group, deploy_stdouts]}}, {{get_attr: [group, deploy_stderrs]}},
                {{get_attr: [group, deploy_status_codes]}}, {{get_attr: [group, result]}},
+               {{get_attr: [group, deploy_stdout]}}, {{get_attr: [group, deploy_status_code]}},
                {{get_attr: [by_component, result]}}]
         bad: [{{get_attr: [config, outputs]}}, {{get_attr: [handle, data]}}, {{get_attr: [wait, token]}},
-              {{get_attr: [deploy, nothing]}}, {{get_attr: [bare, result]}}, {{get_attr: [group, deploy_stdout]}},
+              {{get_attr: [deploy, nothing]}}, {{get_attr: [bare, result]}}, {{get_attr: [group, nothing]}},
               {{get_attr: [by_component, other]}}]
 "
     );
@@ -371,7 +373,7 @@ fn attributes_must_exist_for_the_type() {
             format!("{prefix} \"wait\" (OS::Heat::WaitCondition) has no attribute \"token\""),
             format!("{prefix} \"deploy\" (OS::Heat::SoftwareDeployment) has no attribute \"nothing\""),
             format!("{prefix} \"bare\" (OS::Heat::SoftwareDeployment) has no attribute \"result\""),
-            format!("{prefix} \"group\" (OS::Heat::SoftwareDeploymentGroup) has no attribute \"deploy_stdout\""),
+            format!("{prefix} \"group\" (OS::Heat::SoftwareDeploymentGroup) has no attribute \"nothing\""),
             format!("{prefix} \"by_component\" (OS::Heat::SoftwareDeployment) has no attribute \"other\""),
         ]
     );

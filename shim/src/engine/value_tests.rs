@@ -1,0 +1,166 @@
+//! Engine scenarios of the computing and binding types: a RandomString's secret flows through
+//! get_attr and get_resource into a deployment and an output, is never in `stack show`'s
+//! resources or the events, and survives updates that leave its properties alone; Value and
+//! None complete at once; a DeployedServer binds a deployment to its registered server; an
+//! update that changes an immutable parameter is refused.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::tests::{deployments, engine_at, input, register, request, signal_token, status};
+use crate::model::{Service, ServiceError};
+
+const TEMPLATE: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  salt: {type: string, default: one}
+  role: {type: string, default: web, immutable: true}
+  server_name: {type: string, default: web1, constraints: [{custom_constraint: nova.server}]}
+resources:
+  password:
+    type: OS::Heat::RandomString
+    properties: {length: 20, character_classes: [{class: digits, min: 5}], salt: {get_param: salt}}
+  stub:
+    type: OS::Heat::None
+    properties: {flavor: m1.small, image: {get_param: role}}
+  label:
+    type: OS::Heat::Value
+    properties: {type: json, value: {role: {get_param: role}, stub: {get_attr: [stub, anything]}}}
+  server:
+    type: OS::Heat::DeployedServer
+    properties: {name: {get_param: server_name}}
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, inputs: [{name: password}, {name: same}, {name: label}], config: "echo"}
+  deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: config}
+      server: {get_resource: server}
+      input_values:
+        password: {get_attr: [password, value]}
+        same: {get_resource: password}
+        label: {get_attr: [label, value]}
+outputs:
+  password: {value: {get_attr: [password, value]}}
+  server_name: {value: {get_attr: [server, name]}}
+"##;
+
+async fn outputs(engine: &impl Service, stack: &str) -> BTreeMap<String, Value> {
+    let detail = engine.show_stack(stack).await.unwrap();
+    detail.outputs.into_iter().map(|output| (output.name, output.value)).collect()
+}
+
+#[tokio::test]
+async fn a_random_string_is_a_secret_kept_until_its_properties_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["web1"]).await;
+    engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap();
+    let published = deployments(&engine, "web1").await;
+    let password = input(&published[0], "password").as_str().unwrap().to_owned();
+    assert_eq!(password.len(), 20);
+    assert!(password.chars().all(|c| c.is_ascii_alphanumeric()), "{password}");
+    assert!(password.chars().filter(char::is_ascii_digit).count() >= 5, "{password}");
+    assert_eq!(input(&published[0], "same"), password.as_str(), "get_resource is the value, as Heat");
+    assert_eq!(input(&published[0], "label"), &json!({"role": "web", "stub": null}));
+    engine.deployment_signal(&signal_token(&published[0]), json!({}), None).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    let shown = outputs(&engine, "s").await;
+    assert_eq!(shown["password"], password.as_str());
+    assert_eq!(shown["server_name"], "web1");
+    let detail = serde_json::to_string(&engine.show_stack("s").await.unwrap().resources).unwrap();
+    let events = serde_json::to_string(&engine.stack_events("s").await.unwrap()).unwrap();
+    assert!(!detail.contains(&password) && !events.contains(&password), "only outputs show the secret");
+
+    engine.update_stack("s", request("s", TEMPLATE, &[])).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE");
+    assert_eq!(outputs(&engine, "s").await["password"], password.as_str(), "unchanged properties keep it");
+
+    engine.update_stack("s", request("s", TEMPLATE, &[("salt", "two")])).await.unwrap();
+    let republished = deployments(&engine, "web1").await;
+    let renewed = input(&republished[0], "password").as_str().unwrap().to_owned();
+    assert_ne!(renewed, password, "a new salt regenerates it");
+    engine.deployment_signal(&signal_token(&republished[0]), json!({}), None).await.unwrap();
+    assert_eq!(outputs(&engine, "s").await["password"], renewed.as_str());
+}
+
+#[tokio::test]
+async fn immutable_parameters_and_unregistered_deployed_servers_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    let refused = engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap_err();
+    let ServiceError::Template { problems } = refused else { panic!("{refused:?}") };
+    assert_eq!(
+        problems,
+        [
+            "resource server: server \"web1\" is not registered (anneal-shim server add web1)",
+            "parameter \"server_name\": custom_constraint nova.server: server \"web1\" is not registered \
+             (anneal-shim server add)",
+        ]
+    );
+
+    register(&engine, &["web1"]).await;
+    engine.create_stack(request("s", TEMPLATE, &[])).await.unwrap();
+    let events = engine.stack_events("s").await.unwrap();
+    assert!(!events.iter().any(|event| event.status == "WARNING"), "nova.server is checked, not warned about");
+    let refused = engine.update_stack("s", request("s", TEMPLATE, &[("role", "db")])).await.unwrap_err();
+    let ServiceError::Template { problems } = refused else { panic!("{refused:?}") };
+    assert_eq!(problems, ["The following parameters are immutable and may not be updated: role"]);
+    assert_eq!(status(&engine, "s").await, "CREATE_IN_PROGRESS", "the refused update changed nothing");
+}
+
+#[tokio::test]
+async fn group_attributes_are_member_maps_also_without_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["app1", "web1"]).await;
+    let template = r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, outputs: [{name: result}], config: "#!/bin/sh\n"}
+  group:
+    type: OS::Heat::SoftwareDeployments
+    properties:
+      config: {get_resource: config}
+      servers: {a: app1, b: web1}
+      signal_transport: NO_SIGNAL
+outputs:
+  stdout: {value: {get_attr: [group, deploy_stdout]}}
+  stdouts: {value: {get_attr: [group, deploy_stdouts]}}
+  codes: {value: {get_attr: [group, deploy_status_code]}}
+  results: {value: {get_attr: [group, result]}}
+"##;
+    engine.create_stack(request("g", template, &[])).await.unwrap();
+    assert_eq!(status(&engine, "g").await, "CREATE_COMPLETE");
+    let published = deployments(&engine, "app1").await;
+    assert_eq!(input(&published[0], "deploy_resource_name"), "a", "a member is named by its servers key");
+    let shown = outputs(&engine, "g").await;
+    for output in ["stdout", "stdouts", "codes", "results"] {
+        assert_eq!(shown[output], json!({"a": null, "b": null}), "{output}");
+    }
+    let detail = engine.show_stack("g").await.unwrap();
+    let group = detail.resources.iter().find(|resource| resource.name == "group").unwrap();
+    assert_eq!(group.resource_type, "OS::Heat::SoftwareDeploymentGroup", "the alias is the group type");
+}
+
+#[tokio::test]
+async fn an_unchecked_custom_constraint_is_a_warning_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    let template = "heat_template_version: 2018-08-31
+parameters:
+  flavor: {type: string, default: m1.small, constraints: [{custom_constraint: nova.flavor}]}
+resources:
+  stub: {type: OS::Heat::None, properties: {flavor: {get_param: flavor}}}
+";
+    engine.create_stack(request("w", template, &[])).await.unwrap();
+    assert_eq!(status(&engine, "w").await, "CREATE_COMPLETE");
+    let events = engine.stack_events("w").await.unwrap();
+    let warning = events.iter().find(|event| event.status == "WARNING").expect("a warning event");
+    assert_eq!(warning.reason, "parameter flavor: custom_constraint nova.flavor is not checked by anneal-shim");
+    assert_eq!(warning.resource, "w");
+}
