@@ -206,7 +206,7 @@ fn stack_request(name: Option<&str>, round: u64) -> StackRequest {
         name: name.map(str::to_string),
         template: ENGINE_TEMPLATE.into(),
         parameters: BTreeMap::from([("round".to_string(), round.to_string())]),
-        timeout_secs: None,
+        ..Default::default()
     }
 }
 

@@ -63,7 +63,6 @@ pub enum EvalError {
 /// one of these (or starts with `Fn::`) is rejected rather than passed through as data, so a
 /// template written for full Heat fails loudly instead of deploying the function as text.
 pub const UNSUPPORTED_FUNCTIONS: &[&str] = &[
-    "get_file",
     "get_server_attr",
     "repeat",
     "resource_facade",

@@ -136,6 +136,8 @@ struct Builder {
 
 /// Parses one YAML document (JSON is YAML) into a marked tree.
 pub fn parse(text: &str) -> Result<Node, YamlError> {
+    // PyYAML (which Heat uses) skips a byte-order mark at the start of the stream.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
     let mut builder = Builder::default();
     loop {

@@ -73,7 +73,7 @@ fn unsupported_functions_are_rejected() {
         map.insert(name.to_owned(), json!("x"));
         assert_eq!(rejection(Value::Object(map)), format!("unsupported function {name}"));
     }
-    assert_eq!(rejection(json!({"a": [{"get_file": "f"}]})), "unsupported function get_file");
+    assert_eq!(rejection(json!({"a": [{"repeat": "f"}]})), "unsupported function repeat");
 }
 
 #[test]
