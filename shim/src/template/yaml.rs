@@ -345,7 +345,53 @@ fn resolve_owned(text: String) -> Value {
     if !numeric_start {
         return Value::String(text);
     }
+    if text.contains(':') {
+        return resolve_sexagesimal(&text).unwrap_or(Value::String(text));
+    }
     resolve_integer(&text).or_else(|| resolve_float(&text)).unwrap_or(Value::String(text))
+}
+
+/// YAML 1.1's base 60 (PyYAML's resolver: ints `[-+]?[1-9][0-9_]*(:[0-5]?[0-9])+`, floats
+/// `[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*`), so `1:30` is 90 as Heat reads it.
+fn resolve_sexagesimal(text: &str) -> Option<Value> {
+    let (negative, unsigned) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let (digits, fraction) = match unsigned.split_once('.') {
+        Some((digits, fraction)) => (digits, Some(fraction)),
+        None => (unsigned, None),
+    };
+    let mut parts = digits.split(':');
+    let first = parts.next()?;
+    let leading_ok = match fraction {
+        None => first.starts_with(|ch: char| ('1'..='9').contains(&ch)),
+        Some(_) => first.starts_with(|ch: char| ch.is_ascii_digit()),
+    };
+    if !leading_ok || !first.chars().all(|ch| ch.is_ascii_digit() || ch == '_') {
+        return None;
+    }
+    let mut value: f64 = first.replace('_', "").parse().ok()?;
+    for part in parts {
+        let sixty = (1..=2).contains(&part.len())
+            && part.chars().all(|ch| ch.is_ascii_digit())
+            && (part.len() == 1 || part.as_bytes()[0] <= b'5');
+        if !sixty {
+            return None;
+        }
+        value = value * 60.0 + part.parse::<f64>().ok()?;
+    }
+    let sign = if negative { -1.0 } else { 1.0 };
+    match fraction {
+        None if value < 9.0e15 => Some(Value::Number(((value as i64) * sign as i64).into())),
+        None => None,
+        Some(fraction) if fraction.chars().all(|ch| ch.is_ascii_digit() || ch == '_') => {
+            let fraction: f64 = format!("0.{}", fraction.replace('_', "")).parse().ok()?;
+            Number::from_f64(sign * (value + fraction)).map(Value::Number)
+        }
+        Some(_) => None,
+    }
 }
 
 fn resolve_integer(text: &str) -> Option<Value> {

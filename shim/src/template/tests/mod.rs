@@ -1,5 +1,6 @@
 //! Unit tests of the template module, one file per concern.
 
+mod environment;
 mod evaluate;
 mod expr;
 mod graph;

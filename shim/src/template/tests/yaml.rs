@@ -182,3 +182,29 @@ fn yaml_errors_surface_through_parse_template() {
     assert_eq!(error.problems().len(), 1);
     assert!(error.problems()[0].contains("duplicate key \"a\""));
 }
+
+/// Expected values from PyYAML 6 (`yaml.safe_load`, which Heat's loader extends) on each text.
+#[test]
+fn sexagesimal_numbers_read_as_pyyaml_reads_them() {
+    use serde_json::json;
+    let cases = [
+        ("1:30", json!(90)),
+        ("-1:30", json!(-90)),
+        ("+1:30", json!(90)),
+        ("190:20:30", json!(685230)),
+        ("1:5", json!(65)),
+        ("1_0:30", json!(630)),
+        ("1:30.5", json!(90.5)),
+        ("1:30.", json!(90.0)),
+        ("20:30.15", json!(1230.15)),
+        ("0:30.5", json!(30.5)),
+        ("1:60", json!("1:60")),
+        ("0:30", json!("0:30")),
+        ("01:30", json!("01:30")),
+        ("a:1", json!("a:1")),
+        ("1::30", json!("1::30")),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(super::super::yaml::resolve_plain(text), expected, "{text}");
+    }
+}
