@@ -142,3 +142,80 @@ fn read_text(path: &Path, limit: usize) -> io::Result<String> {
     String::from_utf8(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text (binary files are not supported)"))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use serde_json::json;
+
+    use super::*;
+
+    const TEMPLATE: &str = "heat_template_version: 2018-08-31
+resources:
+  a:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      config: {get_file: scripts/a.sh}
+      options: {again: {get_file: scripts/a.sh}, up: {get_file: ../up.txt}}
+";
+
+    fn layout() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let templates = dir.path().join("templates");
+        fs::create_dir_all(templates.join("scripts")).unwrap();
+        fs::write(templates.join("scripts/a.sh"), "echo a\n").unwrap();
+        fs::write(dir.path().join("up.txt"), "up\n").unwrap();
+        fs::write(templates.join("t.yaml"), TEMPLATE).unwrap();
+        (dir, templates)
+    }
+
+    #[test]
+    fn files_are_read_relative_to_the_template_and_keyed_as_written() {
+        let (_dir, templates) = layout();
+        let assembled = assemble(&templates.join("t.yaml"), &[]).unwrap();
+        assert_eq!(assembled.template, TEMPLATE);
+        assert_eq!(Value::Object(assembled.files), json!({"scripts/a.sh": "echo a\n", "../up.txt": "up\n"}));
+        assert_eq!(assembled.environment, Value::Null);
+    }
+
+    #[test]
+    fn later_environments_win_and_file_urls_are_paths() {
+        let (dir, templates) = layout();
+        let first = dir.path().join("first.yaml");
+        let second = dir.path().join("second.yaml");
+        fs::write(&first, "parameters: {a: 1, b: 1}\nresource_registry: {X::Y: OS::Heat::SoftwareConfig}\n").unwrap();
+        fs::write(&second, "parameters: {b: 2}\n").unwrap();
+        let url = format!("file://{}", dir.path().join("up.txt").display());
+        fs::write(templates.join("u.yaml"), format!("outputs: {{o: {{value: {{get_file: \"{url}\"}}}}}}\n")).unwrap();
+        let assembled = assemble(&templates.join("u.yaml"), &[first, second]).unwrap();
+        assert_eq!(assembled.environment["parameters"], json!({"a": 1, "b": 2}));
+        assert_eq!(assembled.environment["resource_registry"], json!({"X::Y": "OS::Heat::SoftwareConfig"}));
+        assert_eq!(assembled.files[&url], json!("up\n"));
+    }
+
+    #[test]
+    fn remote_missing_binary_and_oversized_files_are_refused() {
+        let (dir, templates) = layout();
+        let write = |text: &str| {
+            let path = templates.join("x.yaml");
+            fs::write(&path, text).unwrap();
+            path
+        };
+        let remote = assemble(&write("o: {get_file: \"https://example.com/a.sh\"}\n"), &[]).unwrap_err();
+        assert!(matches!(&remote, ClientError::RemoteFile { scheme, .. } if scheme == "https"), "{remote}");
+        let missing = assemble(&write("o: {get_file: nope.sh}\n"), &[]).unwrap_err();
+        assert!(matches!(&missing, ClientError::ReadFile { key, .. } if key == "nope.sh"), "{missing}");
+        fs::write(templates.join("bin"), [0xff, 0xfe, 0]).unwrap();
+        let binary = assemble(&write("o: {get_file: bin}\n"), &[]).unwrap_err();
+        assert!(crate::error_chain(&binary).contains("not UTF-8"), "{}", crate::error_chain(&binary));
+        fs::write(templates.join("big"), vec![b'x'; MAX_FILES_BYTES + 1]).unwrap();
+        let big = assemble(&write("o: {get_file: big}\n"), &[]).unwrap_err();
+        assert!(crate::error_chain(&big).contains("byte limit"), "{}", crate::error_chain(&big));
+        let provider = dir.path().join("p.yaml");
+        fs::write(&provider, "resource_registry:\n  resources:\n    web: {OS::Nova::Server: server.yaml}\n").unwrap();
+        let refused = assemble(&templates.join("t.yaml"), &[provider]).unwrap_err();
+        assert!(refused.to_string().contains("\"server.yaml\": provider templates"), "{refused}");
+        assert_eq!(refused.exit_code(), 2);
+    }
+}

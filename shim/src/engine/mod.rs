@@ -39,6 +39,8 @@ pub use transact::{Engine, EngineConfig};
 pub use crate::error_chain;
 
 #[cfg(test)]
+mod environment_tests;
+#[cfg(test)]
 mod regression_tests;
 #[cfg(test)]
 mod remove_tests;
