@@ -85,6 +85,8 @@ fn merged_environments_and_files_match_heatclient() {
     assert_same_as_heatclient(&["env/base.yaml", "env/override.yaml"]);
     assert_same_as_heatclient(&["env/override.yaml", "env/base.yaml"]);
     assert_same_as_heatclient(&[]);
+    // A section left empty in a later file does not clear the earlier one's.
+    assert_same_as_heatclient(&["env/base.yaml", "env/empty.yaml"]);
 }
 
 #[test]

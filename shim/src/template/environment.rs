@@ -65,8 +65,10 @@ struct Registry {
     resources: Vec<(String, Vec<(String, String)>)>,
 }
 
-/// Parses one environment text as heat.common.environment_format.parse: a mapping (empty text
-/// is an empty environment) whose sections are known and not null.
+/// Parses one environment text as heatclient.common.environment_format.parse: a mapping (empty
+/// text is an empty environment) whose sections are known. A null section is kept: the merge
+/// may fill it, and the server refuses one still null (`Environment::from_value`, as
+/// heat.common.environment_format.validate).
 pub fn parse_environment(text: &str) -> Result<Map<String, Value>, EnvironmentError> {
     let root = match yaml::parse(text) {
         Ok(root) => root,
@@ -74,10 +76,10 @@ pub fn parse_environment(text: &str) -> Result<Map<String, Value>, EnvironmentEr
         Err(error) => return Err(error.into()),
     };
     match root.to_value() {
-        Value::Object(map) => {
-            check_sections(&map)?;
-            Ok(map)
-        }
+        Value::Object(map) => match map.keys().find(|section| !SECTIONS.contains(&section.as_str())) {
+            Some(section) => Err(EnvironmentError::UnknownSection { section: section.clone() }),
+            None => Ok(map),
+        },
         Value::Null => Ok(Map::new()),
         _ => Err(EnvironmentError::NotMapping),
     }
