@@ -427,3 +427,22 @@ pub fn parameter_texts(
     }
     texts
 }
+
+/// Adds to an unknown-type problem whose type is a template file (`type: server.yaml`, a
+/// provider template as heat.engine.environment.ResourceRegistry reads it) why it is refused.
+pub fn explain_provider_types(problems: Vec<String>) -> Vec<String> {
+    problems
+        .into_iter()
+        .map(|problem| {
+            let provider = problem
+                .split_once("unknown resource type \"")
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .is_some_and(|(kind, _)| kind.ends_with(".yaml") || kind.ends_with(".template"));
+            if provider {
+                format!("{problem}: a template file as a type is a provider template (nested stack); nested stacks are not supported yet")
+            } else {
+                problem
+            }
+        })
+        .collect()
+}

@@ -77,7 +77,7 @@ pub fn parse_template_in(
         Ok(template) if problems.is_empty() => template,
         Ok(_) => return Err(TemplateError::Invalid { problems }),
         Err(TemplateError::Invalid { problems: more }) => {
-            problems.extend(more);
+            problems.extend(environment::explain_provider_types(more));
             return Err(TemplateError::Invalid { problems });
         }
         Err(other) => return Err(other),

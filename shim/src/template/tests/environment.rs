@@ -134,6 +134,15 @@ fn a_template_parses_with_its_registry_and_files() {
 }
 
 #[test]
+fn a_template_file_as_a_type_is_refused_as_a_nested_stack() {
+    let text = "heat_template_version: 2018-08-31\nresources:\n  web: {type: server.yaml}\n";
+    let problems = problems_of(text, &Environment::default(), &Map::new());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("unknown resource type \"server.yaml\""), "{problems:?}");
+    assert!(problems[0].ends_with("nested stacks are not supported yet"), "{problems:?}");
+}
+
+#[test]
 fn missing_files_and_unknown_types_are_reported_together() {
     let problems = problems_of(TEMPLATE, &Environment::default(), &files(&[("scripts/run.sh", "x")]));
     assert_eq!(problems.len(), 2, "{problems:?}");
