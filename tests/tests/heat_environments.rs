@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anneal_tests::{peers, shim_binary};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/environments")
@@ -131,4 +131,72 @@ fn unknown_sections_and_provider_templates_are_refused_by_name() {
         shim(&["stack", "create", "fx", "--template", "template.yaml", "-e", provider.to_str().unwrap(), "--dry-run"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("\"server.yaml\": provider templates (nested stacks) are not supported yet"), "{stderr}");
+}
+
+/// Heat's own registry (heat.engine.environment, in-process: tests/peers/real-heat/heat_registry.py)
+/// and the shim's resolve the same (resource, type) pairs to the same type, and both refuse a
+/// loop. Targets are types Heat has: Heat skips a mapping whose target it does not know, which
+/// the shim cannot judge for Heat's types (documented in docs/templates.md).
+#[test]
+fn registry_aliases_resolve_as_heats_resource_registry() {
+    use anneal_shim::template::Environment;
+    let environments = [
+        json!({"resource_registry": {
+            "OS::Nova::Server": "OS::Heat::DeployedServer",
+            "My::A": "My::B",
+            "My::B": "OS::Heat::SoftwareConfig",
+            "Legacy::*": "OS::Heat::*",
+            "resources": {"web": {"OS::Nova::Server": "My::A"}, "db": {"My::B": "OS::Heat::StructuredConfig"}}
+        }}),
+        json!({"resource_registry": {"OS::*": "OS::Heat::None", "OS::Nova::Server": "OS::Heat::DeployedServer"}}),
+        json!({"resource_registry": {"A::B": "C::D", "C::D": "A::B", "Net::*": "OS::Neutron::*"}}),
+    ];
+    let lookups = json!([
+        ["x", "OS::Nova::Server"],
+        ["web", "OS::Nova::Server"],
+        ["web1", "OS::Nova::Server"],
+        ["x", "Legacy::StructuredConfig"],
+        ["x", "My::A"],
+        ["db", "My::A"],
+        ["x", "OS::Heat::SoftwareConfig"],
+        ["x", "Net::Port"],
+        ["x", "OS::Neutron::Port"]
+    ]);
+    let mut loop_lookups = lookups.as_array().unwrap().clone();
+    loop_lookups.push(json!(["x", "A::B"]));
+    for environment in environments {
+        let lookups = if environment.to_string().contains("A::B") { json!(loop_lookups) } else { lookups.clone() };
+        let theirs = heat_registry(&json!({"environment": environment, "lookups": lookups}));
+        let ours = Environment::from_value(&environment).expect("the environment is accepted");
+        for (lookup, heat) in lookups.as_array().unwrap().iter().zip(theirs.as_array().unwrap()) {
+            let (name, kind) = (lookup[0].as_str().unwrap(), lookup[1].as_str().unwrap());
+            match (ours.resolve_type(name, kind), heat.as_str()) {
+                (Ok(resolved), Some(expected)) => assert_eq!(resolved, expected, "{lookup} under {environment}"),
+                (Err(_), None) => assert!(heat["error"].as_str().unwrap().contains("Recursion"), "{heat}"),
+                // A type nothing maps and Heat lacks: the shim keeps it and its parser then
+                // refuses it as an unknown type.
+                (Ok(resolved), None) if heat["error"].as_str().unwrap().contains("EntityNotFound") => {
+                    assert_eq!(resolved, kind, "{lookup} under {environment}")
+                }
+                (mine, _) => panic!("{lookup} under {environment}: shim {mine:?}, Heat {heat}"),
+            }
+        }
+    }
+}
+
+fn heat_registry(request: &Value) -> Value {
+    use std::io::Write;
+    let cache = peers::cache(&["heat-venv/bin/python3"]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/real-heat/heat_registry.py");
+    let mut child = Command::new(cache.join("heat-venv/bin/python3"))
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run heat_registry.py");
+    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("heat_registry.py: {error}: {}", String::from_utf8_lossy(&output.stderr)))
 }

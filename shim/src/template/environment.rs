@@ -57,8 +57,8 @@ pub struct Environment {
     registry: Registry,
 }
 
-/// `resource_registry`: type aliases, global and per resource name (Heat's fnmatch patterns
-/// reduced to a trailing `*`, the form Heat's docs use).
+/// `resource_registry`: type aliases, global (with `Prefix*` wildcards) and per resource name
+/// (exact names, as Heat looks them up).
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Registry {
     global: Vec<(String, String)>,
@@ -217,20 +217,44 @@ impl Registry {
         registry
     }
 
+    /// heat.engine.environment.ResourceRegistry.get_resource_info: the resource's own entry
+    /// first, then the global exact and wildcard keys in key order (Heat sorts them by path);
+    /// the target is looked up again until nothing maps it.
     fn resolve(&self, name: &str, declared: &str) -> Result<String, String> {
+        let own = self.resources.iter().filter(|(resource, _)| resource == name).flat_map(|(_, entries)| entries);
+        let own: Vec<&(String, String)> = own.collect();
         let mut current = declared.to_owned();
-        let overrides =
-            self.resources.iter().filter(|(pattern, _)| matches(pattern, name)).flat_map(|(_, entries)| entries);
-        let overrides: Vec<&(String, String)> = overrides.collect();
         for _ in 0..MAX_ALIAS_HOPS {
-            let target = lookup(overrides.iter().copied(), &current).or_else(|| lookup(self.global.iter(), &current));
+            let target = match own.iter().find(|(key, _)| *key == current) {
+                Some((_, target)) => Some(target.clone()),
+                None => self.global_target(&current),
+            };
             match target {
-                Some(target) if target == current => return Ok(current),
-                Some(target) => current = target,
-                None => return Ok(current),
+                Some(target) if target != current => current = target,
+                _ => return Ok(current),
             }
         }
         Err(format!("resource {name}: the resource_registry aliases of \"{declared}\" form a loop"))
+    }
+
+    /// The first global key (in key order) that is `kind` or a `Prefix*` matching it, and what
+    /// it maps `kind` to (heat.engine.environment.GlobResourceInfo: `Prefix*: Other*` keeps the
+    /// suffix, `Prefix*: Type` maps many to one and never matches its own target).
+    fn global_target(&self, kind: &str) -> Option<String> {
+        let mut candidates: Vec<&(String, String)> = self
+            .global
+            .iter()
+            .filter(|(key, target)| match key.strip_suffix('*') {
+                Some(prefix) => kind.starts_with(prefix) && kind != target,
+                None => key == kind,
+            })
+            .collect();
+        candidates.sort_by(|left, right| left.0.cmp(&right.0));
+        let (key, target) = candidates.first()?;
+        match (key.strip_suffix('*'), target.strip_suffix('*')) {
+            (Some(prefix), Some(replacement)) => Some(format!("{replacement}{}", &kind[prefix.len()..])),
+            _ => Some(target.clone()),
+        }
     }
 }
 
@@ -268,32 +292,11 @@ fn alias(key: &str, value: &Value, context: &str, problems: &mut Vec<String>) ->
         ));
         return None;
     }
-    if key.ends_with('*') != target.ends_with('*') {
-        problems.push(format!("{context}: \"{key}\": a wildcard must map to a wildcard"));
+    if target.ends_with('*') && !key.ends_with('*') {
+        problems.push(format!("{context}: \"{key}\": only a wildcard key maps to a wildcard"));
         return None;
     }
     Some((key.to_owned(), target.clone()))
-}
-
-/// The target of `kind` in `entries`: an exact key first, then the longest `Prefix*` key,
-/// whose target's prefix replaces it (Heat's GlobResourceInfo).
-fn lookup<'a>(entries: impl Iterator<Item = &'a (String, String)> + Clone, kind: &str) -> Option<String> {
-    if let Some((_, target)) = entries.clone().find(|(key, _)| key == kind) {
-        return Some(target.clone());
-    }
-    let glob = entries
-        .filter_map(|(key, target)| Some((key.strip_suffix('*')?, target.strip_suffix('*')?)))
-        .filter(|(prefix, _)| kind.starts_with(prefix))
-        .max_by_key(|(prefix, _)| prefix.len());
-    glob.map(|(prefix, target)| format!("{target}{}", &kind[prefix.len()..]))
-}
-
-/// A resource-name pattern: exact, or a trailing `*` matching any suffix.
-fn matches(pattern: &str, name: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => pattern == name,
-    }
 }
 
 /// Checks a request's `files` map against the limits; every problem.

@@ -88,11 +88,14 @@ fn registry_aliases_resolve_globally_per_resource_and_by_wildcard() {
         "My::Config": "My::Middle",
         "My::Middle": "OS::Heat::SoftwareConfig",
         "Legacy::*": "OS::Heat::*",
-        "resources": {"special*": {"OS::Nova::Server": "OS::Heat::DeployedServer"}}
+        "OS::Old::*": "OS::Heat::None",
+        "resources": {"special": {"OS::Nova::Server": "OS::Heat::DeployedServer"}}
     }}));
     assert_eq!(registry.resolve_type("a", "My::Config").unwrap(), "OS::Heat::SoftwareConfig");
     assert_eq!(registry.resolve_type("a", "Legacy::StructuredConfig").unwrap(), "OS::Heat::StructuredConfig");
-    assert_eq!(registry.resolve_type("special_1", "OS::Nova::Server").unwrap(), "OS::Heat::DeployedServer");
+    assert_eq!(registry.resolve_type("special", "OS::Nova::Server").unwrap(), "OS::Heat::DeployedServer");
+    assert_eq!(registry.resolve_type("special_1", "OS::Nova::Server").unwrap(), "OS::Nova::Server", "exact names");
+    assert_eq!(registry.resolve_type("a", "OS::Old::Thing").unwrap(), "OS::Heat::None", "many to one");
     assert_eq!(registry.resolve_type("plain", "OS::Nova::Server").unwrap(), "OS::Nova::Server");
     let looping = environment(json!({"resource_registry": {"A::B": "C::D", "C::D": "A::B"}}));
     assert!(looping.resolve_type("x", "A::B").unwrap_err().contains("form a loop"));
