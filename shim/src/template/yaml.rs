@@ -4,6 +4,9 @@
 //! It knows nothing about HOT; `hot.rs` reads the tree.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, Parser, Tag};
@@ -132,6 +135,9 @@ struct Builder {
     copied: usize,
     root: Option<Node>,
     documents: usize,
+    /// A JSON text: Heat's template_format.parse reads it with `json.loads`, so its numbers
+    /// are JSON numbers (`1.5e2`), not PyYAML's.
+    json: bool,
 }
 
 /// Parses one YAML document (JSON is YAML) into a marked tree.
@@ -139,7 +145,7 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
     // PyYAML (which Heat uses) skips a byte-order mark at the start of the stream.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
-    let mut builder = Builder::default();
+    let mut builder = Builder { json: text.trim_start().starts_with('{'), ..Builder::default() };
     loop {
         let (event, marker) = parser.next_token().map_err(syntax_error)?;
         let (line, column) = position(&marker);
@@ -161,7 +167,10 @@ impl Builder {
     fn event(&mut self, event: Event, line: usize, column: usize) -> Result<(), YamlError> {
         match event {
             Event::Scalar(text, style, anchor, tag) => {
-                let value = scalar(text, style, tag.as_ref(), line, column)?;
+                let value = match (self.json, style, &tag) {
+                    (true, TScalarStyle::Plain, None) => json_number(&text).unwrap_or_else(|| resolve_owned(text)),
+                    _ => scalar(text, style, tag.as_ref(), line, column)?,
+                };
                 self.complete(Node { line, column, body: Body::Scalar(value) }, anchor)
             }
             Event::SequenceStart(anchor, tag) => self.open(FrameKind::Sequence(Vec::new()), anchor, tag, line, column),
@@ -292,6 +301,25 @@ fn syntax_error(error: ScanError) -> YamlError {
 
 fn tag_text(tag: &Tag) -> String {
     if tag.handle == CORE_TAG { format!("!!{}", tag.suffix) } else { format!("{}{}", tag.handle, tag.suffix) }
+}
+
+/// A JSON number literal (a plain scalar of a JSON text).
+fn json_number(text: &str) -> Option<Value> {
+    let first = text.bytes().next()?;
+    if !(first.is_ascii_digit() || first == b'-') {
+        return None;
+    }
+    // Validate as JSON, then store as serde_json would without arbitrary precision.
+    serde_json::from_str::<Number>(text).ok()?;
+    if !text.contains(['.', 'e', 'E']) {
+        if let Ok(integer) = text.parse::<i64>() {
+            return Some(Value::Number(integer.into()));
+        }
+        if let Ok(integer) = text.parse::<u64>() {
+            return Some(Value::Number(integer.into()));
+        }
+    }
+    text.parse::<f64>().ok().and_then(Number::from_f64).map(Value::Number)
 }
 
 /// Types one scalar: quoted and block scalars are strings; plain ones follow PyYAML's implicit
@@ -431,23 +459,15 @@ fn resolve_integer(text: &str) -> Option<Value> {
     }
 }
 
+/// PyYAML's float resolver without the base-60, infinity and NaN forms: a point is required,
+/// a sign only before a leading digit (`-.5` is a string), an exponent only with its own sign
+/// (`1.0e3` is a string, `1.0e+3` a number).
 fn resolve_float(text: &str) -> Option<Value> {
-    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(index) => (&unsigned[..index], Some(&unsigned[index + 1..])),
-        None => (unsigned, None),
-    };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let is_digits = |part: &str| part.chars().all(|ch| ch.is_ascii_digit() || ch == '_');
-    let has_digit = whole.chars().chain(fraction.chars()).any(|ch| ch.is_ascii_digit());
-    let whole_ok = whole.is_empty() || (is_digits(whole) && !whole.starts_with('_'));
-    // A bare integer was already handled; a float needs a point or an exponent.
-    let shaped = has_digit && whole_ok && is_digits(fraction) && (mantissa.contains('.') || exponent.is_some());
-    let exponent_ok = exponent.is_none_or(|exponent| {
-        let digits = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
-        !digits.is_empty() && digits.chars().all(|ch| ch.is_ascii_digit())
+    static FLOAT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?)$")
+            .expect("a valid pattern")
     });
-    if !shaped || !exponent_ok {
+    if !FLOAT.is_match(text) {
         return None;
     }
     let clean: String = text.chars().filter(|ch| *ch != '_').collect();
