@@ -393,11 +393,12 @@ fn substitute_files(node: &mut Node, files: &Map<String, Value>, budget: &mut us
 }
 
 /// `parameter_defaults` replace the defaults of the parameters the template declares; the
-/// others are ignored (Heat keeps them for nested stacks).
+/// others are ignored (Heat keeps them for nested stacks). A null one leaves the template's
+/// default, as heat.engine.parameters.Parameter.default ignores a `user_default` of None.
 pub fn apply_parameter_defaults(template: &mut Template, environment: &Environment) {
     for (name, parameter) in &mut template.parameters {
-        if let Some(value) = environment.parameter_defaults.get(name.as_str()) {
-            parameter.default = Some(value.clone()).filter(|value| !value.is_null());
+        if let Some(value) = environment.parameter_defaults.get(name.as_str()).filter(|value| !value.is_null()) {
+            parameter.default = Some(value.clone());
         }
     }
 }

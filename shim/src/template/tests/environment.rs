@@ -211,4 +211,10 @@ fn parameter_defaults_give_a_value_to_a_parameter_without_one() {
     let (template, _) = parse_template_in(TEMPLATE, &env, &standard_files()).unwrap();
     let values = resolve_parameters(&template, &parameter_texts(&template, &env, &BTreeMap::new())).unwrap();
     assert_eq!((values["port"].clone(), values["names"].clone()), (json!(22), json!(["x", "y"])));
+    let null = environment(json!({
+        "parameter_defaults": {"greeting": null},
+        "resource_registry": {"My::Config": "OS::Heat::SoftwareConfig"}
+    }));
+    let (template, _) = parse_template_in(TEMPLATE, &null, &standard_files()).unwrap();
+    assert_eq!(template.parameter("greeting").unwrap().default, Some(json!("hello")), "null keeps the template's");
 }
