@@ -93,6 +93,9 @@ fn merged_environments_and_files_match_heatclient() {
 fn a_byte_order_mark_and_sexagesimal_numbers_read_as_pyyaml_reads_them() {
     assert_same_as_heatclient(&["env/bom.yaml"]);
     assert_eq!(dry_run(&["env/bom.yaml"])["environment"]["parameters"]["port"], 90);
+    // A JSON environment is still read as YAML 1.1 (heatclient has no JSON branch for it).
+    assert_same_as_heatclient(&["env/json.json"]);
+    assert_eq!(dry_run(&["env/json.json"])["environment"]["parameters"]["port"], "1e3");
 }
 
 #[test]

@@ -70,7 +70,7 @@ struct Registry {
 /// may fill it, and the server refuses one still null (`Environment::from_value`, as
 /// heat.common.environment_format.validate).
 pub fn parse_environment(text: &str) -> Result<Map<String, Value>, EnvironmentError> {
-    let root = match yaml::parse(text) {
+    let root = match yaml::parse_yaml_only(text) {
         Ok(root) => root,
         Err(YamlError::Empty) => return Ok(Map::new()),
         Err(error) => return Err(error.into()),

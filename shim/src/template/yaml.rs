@@ -140,12 +140,23 @@ struct Builder {
     json: bool,
 }
 
-/// Parses one YAML document (JSON is YAML) into a marked tree.
+/// Parses one YAML document (JSON is YAML) into a marked tree. A JSON text (one starting with
+/// `{`) keeps JSON numbers, as heat.common.template_format.parse reads it with `json.loads`.
 pub fn parse(text: &str) -> Result<Node, YamlError> {
+    parse_document(text, true)
+}
+
+/// `parse` with PyYAML's rules even for a JSON text, as heatclient and Heat read environments
+/// (heat.common.environment_format.parse has no JSON branch).
+pub fn parse_yaml_only(text: &str) -> Result<Node, YamlError> {
+    parse_document(text, false)
+}
+
+fn parse_document(text: &str, json_numbers: bool) -> Result<Node, YamlError> {
     // PyYAML (which Heat uses) skips a byte-order mark at the start of the stream.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
-    let mut builder = Builder { json: text.trim_start().starts_with('{'), ..Builder::default() };
+    let mut builder = Builder { json: json_numbers && text.trim_start().starts_with('{'), ..Builder::default() };
     loop {
         let (event, marker) = parser.next_token().map_err(syntax_error)?;
         let (line, column) = position(&marker);

@@ -67,6 +67,9 @@ fn sections_are_checked_as_heat_checks_them() {
     assert!(matches!(parse_environment("a: [").unwrap_err(), EnvironmentError::Yaml(_)));
     let parsed = parse_environment("\u{feff}parameters: {timeout: 1:30, flag: yes}").unwrap();
     assert_eq!(parsed["parameters"], json!({"timeout": 90, "flag": true}));
+    // heatclient reads a JSON environment as YAML too: `1e3` stays a string.
+    let parsed = parse_environment("{\"parameters\": {\"n\": 1e3, \"m\": 1.5}}").unwrap();
+    assert_eq!(parsed["parameters"], json!({"n": "1e3", "m": 1.5}));
 }
 
 #[test]
