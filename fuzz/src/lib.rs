@@ -17,7 +17,10 @@ use anneal_shim::api::signal_details;
 use anneal_shim::engine::{Engine, EngineConfig, TokenKey};
 use anneal_shim::model::{AddServer, Service, ServiceError, SignalAck, StackRequest, WaitConditionSignal};
 use anneal_shim::store::SqliteStore;
-use anneal_shim::template::{parse_template, resolve_parameters, validate};
+use anneal_shim::template::{
+    Environment, deep_update, parse_environment, parse_stored_template, parse_template, parse_template_in,
+    resolve_parameters, validate,
+};
 use serde_json::Value;
 
 /// A metadata document (as the agent's sources parse it) through `deployments_from_document`:
@@ -66,6 +69,30 @@ pub fn template(data: &[u8]) {
         }
         assert!(placed.insert(node.name.as_str()), "{} is planned twice", node.name);
     }
+}
+
+/// An environment and a template (the bytes before and after the first NUL; without one, the
+/// whole input is the template), with a files map naming every line of the environment text:
+/// environments parse and merge without panicking, a merge with itself changes nothing, and a
+/// template accepted with the environment stores a resolved text that parses to the same
+/// template (lines aside: the stored text is JSON on one line).
+pub fn environment(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let (environment_text, template_text) = text.split_once('\0').unwrap_or(("", text));
+    let Ok(sections) = parse_environment(environment_text) else { return };
+    let mut merged = sections.clone();
+    deep_update(&mut merged, sections.clone());
+    assert_eq!(merged, sections, "merging an environment with itself changed it");
+    let Ok(environment) = Environment::from_value(&Value::Object(sections)) else { return };
+    let files: serde_json::Map<String, Value> =
+        environment_text.lines().map(|line| (line.to_owned(), Value::String(line.repeat(2)))).collect();
+    let Ok((template, resolved)) = parse_template_in(template_text, &environment, &files) else { return };
+    let Some(resolved) = resolved else { return };
+    let mut stored = parse_stored_template(&resolved).expect("the resolved text parses");
+    for ((_, resource), (_, original)) in stored.resources.iter_mut().zip(&template.resources) {
+        resource.line = original.line;
+    }
+    assert_eq!(stored, template, "the stored text is another template");
 }
 
 /// Content types a signal arrives with; the first input byte picks one.
@@ -206,7 +233,7 @@ fn stack_request(name: Option<&str>, round: u64) -> StackRequest {
         name: name.map(str::to_string),
         template: ENGINE_TEMPLATE.into(),
         parameters: BTreeMap::from([("round".to_string(), round.to_string())]),
-        timeout_secs: None,
+        ..Default::default()
     }
 }
 

@@ -36,12 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let before = engine.store().statements();
     let started = Instant::now();
-    let request = StackRequest {
-        name: Some("fleet".into()),
-        template: template.to_string(),
-        parameters: Default::default(),
-        timeout_secs: None,
-    };
+    let request = StackRequest { name: Some("fleet".into()), template: template.to_string(), ..Default::default() };
     engine.create_stack(request).await?;
     let elapsed = started.elapsed();
     let statements = engine.store().statements() - before;

@@ -118,12 +118,7 @@ async fn wake_latency<S: Store>(
     round: usize,
 ) -> Result<Duration, Box<dyn std::error::Error>> {
     let name = format!("chain{round}");
-    let request = StackRequest {
-        name: Some(name.clone()),
-        template: CHAIN.into(),
-        parameters: Default::default(),
-        timeout_secs: None,
-    };
+    let request = StackRequest { name: Some(name.clone()), template: CHAIN.into(), ..Default::default() };
     engine.create_stack(request).await?;
     let (_, etag) = document(http, base, "b", b_token).await?;
     let poll = {
@@ -171,8 +166,7 @@ async fn signal_rate<S: Store>(
     for index in 0..count {
         template.push_str(&format!("  d{index}:\n    type: OS::Heat::SoftwareDeployment\n    properties: {{config: {{get_resource: config}}, server: a}}\n"));
     }
-    let request =
-        StackRequest { name: Some("many".into()), template, parameters: Default::default(), timeout_secs: None };
+    let request = StackRequest { name: Some("many".into()), template, ..Default::default() };
     engine.create_stack(request).await?;
     let (a_document, _) = document(http, base, "a", a_token).await?;
     let urls: Vec<String> = a_document["deployments"]

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anneal_runtime::{LOG_FILTER_VARIABLE, init_logging};
 use anneal_shim::api::tls::TlsFiles;
-use anneal_shim::client::{self, Cli, ClientCommand, ClientContext, Command};
+use anneal_shim::client::{self, Cli, ClientCommand, ClientContext, Command, TemplateCommand};
 use anneal_shim::{error_chain, store};
 use clap::Parser;
 
@@ -43,6 +43,15 @@ fn main() -> ExitCode {
         }
         Command::Server { command } => runtime.block_on(client_main(command.into())),
         Command::Stack { command } => runtime.block_on(client_main(command.into())),
+        Command::Template { command: TemplateCommand::Validate(args) } => {
+            match client::validate_template(&args, &mut std::io::stdout()) {
+                Ok(status) => ExitCode::from(status.code()),
+                Err(error) => {
+                    eprintln!("anneal-shim: {}", error.report());
+                    ExitCode::from(error.exit_code())
+                }
+            }
+        }
     }
 }
 

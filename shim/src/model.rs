@@ -74,7 +74,7 @@ pub struct ServerSummary {
 }
 
 /// `POST /v1/stacks` and `PUT /v1/stacks/{name}` body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StackRequest {
     /// Only on create; must match the path on update (or be absent).
@@ -88,6 +88,13 @@ pub struct StackRequest {
     /// Stack timeout; the stack fails when it is not COMPLETE by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// The Heat environment (merged by the client as python-heatclient does; see
+    /// docs/templates.md, "Environments"). Null or absent: none.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub environment: Value,
+    /// Heat's `files` map: what `get_file` names, keyed as the template writes it.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub files: serde_json::Map<String, Value>,
 }
 
 /// A stack or resource status: `<ACTION>_<STATE>` as Heat spells it.

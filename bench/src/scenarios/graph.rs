@@ -192,8 +192,7 @@ async fn converge(deployments: usize, limit: Duration) -> BenchResult<Converged>
     let mut agents = SimulatedAgents::start(&engine, Arc::clone(&dag), &names).await?;
     let template = dag.template();
     let template_bytes = template.len();
-    let request =
-        StackRequest { name: Some("graph".into()), template, parameters: Default::default(), timeout_secs: None };
+    let request = StackRequest { name: Some("graph".into()), template, ..Default::default() };
     let before = engine.store().statements();
     let started = Instant::now();
     engine.create_stack(request).await.map_err(service_error("create the stack"))?;

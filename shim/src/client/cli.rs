@@ -64,6 +64,34 @@ pub enum Command {
         #[command(subcommand)]
         command: StackCommand,
     },
+    /// Check templates locally (no server needed).
+    Template {
+        #[command(subcommand)]
+        command: TemplateCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TemplateCommand {
+    /// Check a template with its environments and files; print its parameters and resources
+    /// (with their types after the resource_registry), or every problem (exit 1).
+    Validate(TemplateValidateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TemplateValidateArgs {
+    /// The HOT template (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub template: PathBuf,
+    /// A Heat environment file; repeatable, later ones win.
+    #[arg(short = 'e', long = "environment", value_name = "ENV")]
+    pub environments: Vec<PathBuf>,
+    /// A parameter value; repeatable.
+    #[arg(long = "param", value_name = "K=V", value_parser = parse_param)]
+    pub params: Vec<Param>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -180,9 +208,15 @@ pub struct StackWriteArgs {
     /// The HOT template (YAML or JSON).
     #[arg(long, value_name = "FILE")]
     pub template: PathBuf,
-    /// A parameter value; repeatable. The value may contain '='.
+    /// A Heat environment file; repeatable, later ones win (merged as python-heatclient does).
+    #[arg(short = 'e', long = "environment", value_name = "ENV")]
+    pub environments: Vec<PathBuf>,
+    /// A parameter value; repeatable. The value may contain '='. Wins over the environments.
     #[arg(long = "param", value_name = "K=V", value_parser = parse_param)]
     pub params: Vec<Param>,
+    /// Print the request body (template, merged environment, files) as JSON and send nothing.
+    #[arg(long, conflicts_with = "wait")]
+    pub dry_run: bool,
     /// Wait until the stack is COMPLETE (exit 0) or FAILED (exit 1), showing progress.
     #[arg(long)]
     pub wait: bool,

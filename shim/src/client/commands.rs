@@ -4,7 +4,6 @@
 //! is read or the network is touched.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::io::Write;
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use super::cli::{
 };
 use super::http::AdminClient;
 use super::wait::{WaitRequest, wait_for_stack};
-use super::{ClientContext, ClientError, ExitStatus, formats, render, write};
+use super::{ClientContext, ClientError, ExitStatus, files, formats, render, write};
 use crate::model::{
     Action, AddServer, Event, RotateToken, RotatedCredentials, ServerCredentials, ServerSummary, StackDetail,
     StackOutput, StackRequest, StackSummary,
@@ -127,6 +126,10 @@ async fn stack_write(
     out: &mut dyn Write,
 ) -> Result<ExitStatus, ClientError> {
     let request = stack_request(args, action)?;
+    if args.dry_run {
+        write(out, &pretty(&to_value(&request)))?;
+        return Ok(ExitStatus::Success);
+    }
     let client = AdminClient::new(context)?;
     let body = to_value(&request);
     let value = match action {
@@ -152,13 +155,14 @@ async fn stack_write(
 /// The request body: the template file's text and the parameters (each name at most once).
 pub(crate) fn stack_request(args: &StackWriteArgs, action: Action) -> Result<StackRequest, ClientError> {
     let parameters = parameter_map(&args.params)?;
-    let template =
-        fs::read_to_string(&args.template).map_err(|source| ClientError::read_template(&args.template, source))?;
+    let assembled = files::assemble(&args.template, &args.environments)?;
     Ok(StackRequest {
         name: (action == Action::Create).then(|| args.name.clone()),
-        template,
+        template: assembled.template,
         parameters,
         timeout_secs: args.timeout,
+        environment: assembled.environment,
+        files: assembled.files,
     })
 }
 

@@ -7,9 +7,11 @@
 
 pub mod cli;
 mod commands;
+mod files;
 pub mod formats;
 mod http;
 pub mod render;
+mod validate;
 mod wait;
 
 #[cfg(test)]
@@ -20,7 +22,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use cli::{Cli, ClientCommand, Command, ConnectionArgs, LogFormat, ServerCommand, StackCommand};
+pub use cli::{Cli, ClientCommand, Command, ConnectionArgs, LogFormat, ServerCommand, StackCommand, TemplateCommand};
+pub use validate::validate_template;
 
 /// How often `--wait` polls the stack.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -110,6 +113,34 @@ pub enum ClientError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot read environment file {path}")]
+    ReadEnvironment {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("environment file {path}")]
+    BadEnvironment {
+        path: PathBuf,
+        #[source]
+        source: crate::template::EnvironmentError,
+    },
+    #[error("environment file {path}: {reason}")]
+    Unsupported { path: PathBuf, reason: String },
+    #[error("cannot read {path} (get_file \"{key}\")")]
+    ReadFile {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("get_file \"{key}\": {scheme} URLs are not fetched; use a path relative to the template")]
+    RemoteFile { key: String, scheme: String },
+    #[error("the template names more than {limit} files with get_file")]
+    TooManyFiles { limit: usize },
+    /// `template validate` found problems; `report` lists them.
+    #[error("template {path} is not valid")]
+    InvalidTemplate { path: PathBuf, problems: Vec<String> },
     #[error("parameter {name} is given more than once")]
     DuplicateParameter { name: String },
     #[error("cannot build the HTTP client")]
@@ -144,13 +175,20 @@ impl ClientError {
             | ClientError::ReadCa { .. }
             | ClientError::BadCa { .. }
             | ClientError::ReadTemplate { .. }
+            | ClientError::ReadEnvironment { .. }
+            | ClientError::BadEnvironment { .. }
+            | ClientError::Unsupported { .. }
+            | ClientError::ReadFile { .. }
+            | ClientError::RemoteFile { .. }
+            | ClientError::TooManyFiles { .. }
             | ClientError::DuplicateParameter { .. } => 2,
             ClientError::BuildClient { .. }
             | ClientError::Connect { .. }
             | ClientError::Request { .. }
             | ClientError::Api { .. }
             | ClientError::Response { .. }
-            | ClientError::Output { .. } => 1,
+            | ClientError::Output { .. }
+            | ClientError::InvalidTemplate { .. } => 1,
         }
     }
 
@@ -158,7 +196,7 @@ impl ClientError {
     /// `  - problem` line per template problem the server listed.
     pub fn report(&self) -> String {
         let mut text = render::printable(&crate::error_chain(self));
-        if let ClientError::Api { problems, .. } = self {
+        if let ClientError::Api { problems, .. } | ClientError::InvalidTemplate { problems, .. } = self {
             for problem in problems {
                 text.push_str("\n  - ");
                 text.push_str(&render::printable(problem));

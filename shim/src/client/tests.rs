@@ -29,7 +29,7 @@ fn client_command(arguments: &[&str]) -> ClientCommand {
     match cli.command {
         Command::Server { command } => command.into(),
         Command::Stack { command } => command.into(),
-        Command::Serve { .. } => panic!("serve is not a client command"),
+        Command::Serve { .. } | Command::Template { .. } => panic!("not a client command"),
     }
 }
 

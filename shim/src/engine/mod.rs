@@ -43,6 +43,8 @@ pub use crate::error_chain;
 #[cfg(test)]
 mod conditions_tests;
 #[cfg(test)]
+mod environment_tests;
+#[cfg(test)]
 mod regression_tests;
 #[cfg(test)]
 mod remove_tests;

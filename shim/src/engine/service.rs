@@ -27,11 +27,13 @@ use crate::token;
 /// Parses and validates a stack request against the registered servers; the pseudo parameters
 /// (`OS::stack_name`, `OS::stack_id`, `OS::project_id`) are added to the resolved ones.
 fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &str) -> Result<Checked, EngineError> {
-    let template = template::parse_template(&request.template)
+    let environment = template::Environment::from_value(&request.environment)
+        .map_err(|problems| EngineError::Template { problems })?;
+    template::check_files(&request.files).map_err(|problems| EngineError::Template { problems })?;
+    let (template, resolved) = template::parse_template_in(&request.template, &environment, &request.files)
         .map_err(|error| EngineError::Template { problems: error.problems() })?;
     // Supplied text never carries a token placeholder into stored values (see `secrets`).
-    let supplied: BTreeMap<String, String> = request
-        .parameters
+    let supplied: BTreeMap<String, String> = template::parameter_texts(&template, &environment, &request.parameters)
         .iter()
         .map(|(name, value)| (name.clone(), secrets::neutralise(value).into_owned()))
         .collect();
@@ -46,7 +48,8 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     let template = template::apply_conditions(&template, &parameters).unwrap_or(template);
     let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
         .map_err(|problems| EngineError::Template { problems })?;
-    Ok(Checked { template, parameters, plan })
+    let stored_template = resolved.unwrap_or_else(|| request.template.clone());
+    Ok(Checked { template, parameters, plan, stored_template })
 }
 
 /// A custom constraint the shim cannot check (anything but a server one) is accepted with a
@@ -119,7 +122,7 @@ fn detail(ctx: &mut Context<'_>, stack: &StackRow) -> Result<StackDetail, Engine
 
 fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
     let Ok(Some(text)) = ctx.tx.stack_template(&stack.name) else { return Vec::new() };
-    let Ok(template) = template::parse_template(&text) else { return Vec::new() };
+    let Ok(template) = template::parse_stored_template(&text) else { return Vec::new() };
     let mut outputs = Vec::new();
     for (name, output) in &template.outputs {
         ctx.placed_handles.clear();

@@ -89,7 +89,7 @@ pub(super) async fn register(engine: &Engine<SqliteStore>, names: &[&str]) -> Ve
 
 pub(super) fn request(name: &str, template: &str, parameters: &[(&str, &str)]) -> StackRequest {
     let parameters: BTreeMap<String, String> = parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    StackRequest { name: Some(name.into()), template: template.into(), parameters, timeout_secs: None }
+    StackRequest { name: Some(name.into()), template: template.into(), parameters, ..Default::default() }
 }
 
 pub(super) async fn deployments(engine: &Engine<SqliteStore>, server: &str) -> Vec<Value> {

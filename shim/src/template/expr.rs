@@ -99,16 +99,8 @@ pub enum EvalError {
 /// HOT (and CFN-style) functions outside the supported subset. A single-key map whose key is
 /// one of these (or starts with `Fn::`) is rejected rather than passed through as data, so a
 /// template written for full Heat fails loudly instead of deploying the function as text.
-pub const UNSUPPORTED_FUNCTIONS: &[&str] = &[
-    "get_file",
-    "get_server_attr",
-    "resource_facade",
-    "yaql",
-    "Ref",
-    "Fn::GetAZs",
-    "Fn::ResourceFacade",
-    "Fn::MemberListToMap",
-];
+pub const UNSUPPORTED_FUNCTIONS: &[&str] =
+    &["get_server_attr", "resource_facade", "yaql", "Ref", "Fn::GetAZs", "Fn::ResourceFacade", "Fn::MemberListToMap"];
 
 impl Expr {
     /// Recognises functions in a JSON value: a single-key map whose key is a function name.

@@ -5,8 +5,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use super::environment::{self, Environment};
 use super::expr::{Dialect, Expr};
 use super::functions::Version;
 use super::functions::conditions::Conditions;
@@ -58,7 +59,44 @@ pub fn parse_template(text: &str) -> Result<Template, TemplateError> {
     if text.len() > limit {
         return Err(TemplateError::TooLarge { size: text.len(), limit });
     }
-    let root = yaml::parse(text)?;
+    parse_template_in(text, &Environment::default(), &Map::new()).map(|(template, _)| template)
+}
+
+/// Parses a template with an environment and a `files` map applied to its tree first (see
+/// `environment::apply`). Also returns the resolved template as JSON text when the environment
+/// or files changed it: the engine stores that, so a later parse needs neither.
+pub fn parse_template_in(
+    text: &str,
+    environment: &Environment,
+    files: &Map<String, Value>,
+) -> Result<(Template, Option<String>), TemplateError> {
+    let limit = TEMPLATE_LIMIT.load(Ordering::Relaxed);
+    if text.len() > limit {
+        return Err(TemplateError::TooLarge { size: text.len(), limit });
+    }
+    let mut root = yaml::parse(text)?;
+    let mut problems = environment::apply(&mut root, environment, files);
+    let mut template = match from_tree(&root) {
+        Ok(template) if problems.is_empty() => template,
+        Ok(_) => return Err(TemplateError::Invalid { problems }),
+        Err(TemplateError::Invalid { problems: more }) => {
+            problems.extend(environment::explain_provider_types(more));
+            return Err(TemplateError::Invalid { problems });
+        }
+        Err(other) => return Err(other),
+    };
+    environment::apply_parameter_defaults(&mut template, environment);
+    let changed = !environment.is_empty() || !files.is_empty();
+    Ok((template, changed.then(|| root.to_value().to_string())))
+}
+
+/// Parses a template the engine stored (`parse_template_in`'s resolved text may be larger than
+/// the template limit by what get_file added).
+pub fn parse_stored_template(text: &str) -> Result<Template, TemplateError> {
+    from_tree(&yaml::parse(text)?)
+}
+
+fn from_tree(root: &Node) -> Result<Template, TemplateError> {
     let Body::Mapping(entries) = &root.body else {
         let problem = "the template must be a YAML mapping (or a JSON object)".to_owned();
         return Err(TemplateError::Invalid { problems: vec![problem] });

@@ -4,6 +4,7 @@
 //! values, registered server names and, at run time, resource values through `Scope`.
 
 mod checks;
+mod environment;
 mod evaluate;
 mod expr;
 pub mod functions;
@@ -23,10 +24,17 @@ mod tests;
 use serde_json::Value;
 
 pub use checks::PSEUDO_PARAMETERS;
+pub use environment::{
+    Environment, EnvironmentError, MAX_FILES, MAX_FILES_BYTES, check_files, deep_update, parameter_texts,
+    parse_environment,
+};
 pub use evaluate::{ParameterScope, kind_name, render};
 pub use expr::{Dialect, EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
 pub use functions::evaluate_snippet;
-pub use hot::{MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_template, raise_template_limit};
+pub use hot::{
+    MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_stored_template, parse_template, parse_template_in,
+    raise_template_limit,
+};
 pub use parameters::resolve_parameters;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, validate};

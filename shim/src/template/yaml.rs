@@ -4,6 +4,9 @@
 //! It knows nothing about HOT; `hot.rs` reads the tree.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, Parser, Tag};
@@ -132,12 +135,28 @@ struct Builder {
     copied: usize,
     root: Option<Node>,
     documents: usize,
+    /// A JSON text: Heat's template_format.parse reads it with `json.loads`, so its numbers
+    /// are JSON numbers (`1.5e2`), not PyYAML's.
+    json: bool,
 }
 
-/// Parses one YAML document (JSON is YAML) into a marked tree.
+/// Parses one YAML document (JSON is YAML) into a marked tree. A JSON text (one starting with
+/// `{`) keeps JSON numbers, as heat.common.template_format.parse reads it with `json.loads`.
 pub fn parse(text: &str) -> Result<Node, YamlError> {
+    parse_document(text, true)
+}
+
+/// `parse` with PyYAML's rules even for a JSON text, as heatclient and Heat read environments
+/// (heat.common.environment_format.parse has no JSON branch).
+pub fn parse_yaml_only(text: &str) -> Result<Node, YamlError> {
+    parse_document(text, false)
+}
+
+fn parse_document(text: &str, json_numbers: bool) -> Result<Node, YamlError> {
+    // PyYAML (which Heat uses) skips a byte-order mark at the start of the stream.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
-    let mut builder = Builder::default();
+    let mut builder = Builder { json: json_numbers && text.trim_start().starts_with('{'), ..Builder::default() };
     loop {
         let (event, marker) = parser.next_token().map_err(syntax_error)?;
         let (line, column) = position(&marker);
@@ -159,7 +178,10 @@ impl Builder {
     fn event(&mut self, event: Event, line: usize, column: usize) -> Result<(), YamlError> {
         match event {
             Event::Scalar(text, style, anchor, tag) => {
-                let value = scalar(text, style, tag.as_ref(), line, column)?;
+                let value = match (self.json, style, &tag) {
+                    (true, TScalarStyle::Plain, None) => json_number(&text).unwrap_or_else(|| resolve_owned(text)),
+                    _ => scalar(text, style, tag.as_ref(), line, column)?,
+                };
                 self.complete(Node { line, column, body: Body::Scalar(value) }, anchor)
             }
             Event::SequenceStart(anchor, tag) => self.open(FrameKind::Sequence(Vec::new()), anchor, tag, line, column),
@@ -292,6 +314,25 @@ fn tag_text(tag: &Tag) -> String {
     if tag.handle == CORE_TAG { format!("!!{}", tag.suffix) } else { format!("{}{}", tag.handle, tag.suffix) }
 }
 
+/// A JSON number literal (a plain scalar of a JSON text).
+fn json_number(text: &str) -> Option<Value> {
+    let first = text.bytes().next()?;
+    if !(first.is_ascii_digit() || first == b'-') {
+        return None;
+    }
+    // Validate as JSON, then store as serde_json would without arbitrary precision.
+    serde_json::from_str::<Number>(text).ok()?;
+    if !text.contains(['.', 'e', 'E']) {
+        if let Ok(integer) = text.parse::<i64>() {
+            return Some(Value::Number(integer.into()));
+        }
+        if let Ok(integer) = text.parse::<u64>() {
+            return Some(Value::Number(integer.into()));
+        }
+    }
+    text.parse::<f64>().ok().and_then(Number::from_f64).map(Value::Number)
+}
+
 /// Types one scalar: quoted and block scalars are strings; plain ones follow PyYAML's implicit
 /// resolvers; core tags force a type.
 fn scalar(
@@ -343,7 +384,53 @@ fn resolve_owned(text: String) -> Value {
     if !numeric_start {
         return Value::String(text);
     }
+    if text.contains(':') {
+        return resolve_sexagesimal(&text).unwrap_or(Value::String(text));
+    }
     resolve_integer(&text).or_else(|| resolve_float(&text)).unwrap_or(Value::String(text))
+}
+
+/// YAML 1.1's base 60 (PyYAML's resolver: ints `[-+]?[1-9][0-9_]*(:[0-5]?[0-9])+`, floats
+/// `[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*`), so `1:30` is 90 as Heat reads it.
+fn resolve_sexagesimal(text: &str) -> Option<Value> {
+    let (negative, unsigned) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let (digits, fraction) = match unsigned.split_once('.') {
+        Some((digits, fraction)) => (digits, Some(fraction)),
+        None => (unsigned, None),
+    };
+    let mut parts = digits.split(':');
+    let first = parts.next()?;
+    let leading_ok = match fraction {
+        None => first.starts_with(|ch: char| ('1'..='9').contains(&ch)),
+        Some(_) => first.starts_with(|ch: char| ch.is_ascii_digit()),
+    };
+    if !leading_ok || !first.chars().all(|ch| ch.is_ascii_digit() || ch == '_') {
+        return None;
+    }
+    let mut value: f64 = first.replace('_', "").parse().ok()?;
+    for part in parts {
+        let sixty = (1..=2).contains(&part.len())
+            && part.chars().all(|ch| ch.is_ascii_digit())
+            && (part.len() == 1 || part.as_bytes()[0] <= b'5');
+        if !sixty {
+            return None;
+        }
+        value = value * 60.0 + part.parse::<f64>().ok()?;
+    }
+    let sign = if negative { -1.0 } else { 1.0 };
+    match fraction {
+        None if value < 9.0e15 => Some(Value::Number(((value as i64) * sign as i64).into())),
+        None => None,
+        Some(fraction) if fraction.chars().all(|ch| ch.is_ascii_digit() || ch == '_') => {
+            let fraction: f64 = format!("0.{}", fraction.replace('_', "")).parse().ok()?;
+            Number::from_f64(sign * (value + fraction)).map(Value::Number)
+        }
+        Some(_) => None,
+    }
 }
 
 fn resolve_integer(text: &str) -> Option<Value> {
@@ -383,23 +470,15 @@ fn resolve_integer(text: &str) -> Option<Value> {
     }
 }
 
+/// PyYAML's float resolver without the base-60, infinity and NaN forms: a point is required,
+/// a sign only before a leading digit (`-.5` is a string), an exponent only with its own sign
+/// (`1.0e3` is a string, `1.0e+3` a number).
 fn resolve_float(text: &str) -> Option<Value> {
-    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(index) => (&unsigned[..index], Some(&unsigned[index + 1..])),
-        None => (unsigned, None),
-    };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let is_digits = |part: &str| part.chars().all(|ch| ch.is_ascii_digit() || ch == '_');
-    let has_digit = whole.chars().chain(fraction.chars()).any(|ch| ch.is_ascii_digit());
-    let whole_ok = whole.is_empty() || (is_digits(whole) && !whole.starts_with('_'));
-    // A bare integer was already handled; a float needs a point or an exponent.
-    let shaped = has_digit && whole_ok && is_digits(fraction) && (mantissa.contains('.') || exponent.is_some());
-    let exponent_ok = exponent.is_none_or(|exponent| {
-        let digits = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
-        !digits.is_empty() && digits.chars().all(|ch| ch.is_ascii_digit())
+    static FLOAT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?)$")
+            .expect("a valid pattern")
     });
-    if !shaped || !exponent_ok {
+    if !FLOAT.is_match(text) {
         return None;
     }
     let clean: String = text.chars().filter(|ch| *ch != '_').collect();

@@ -134,6 +134,23 @@ async fn stack_create_list_show_events() {
     assert_eq!((status, &body[0]["reason"]), (200, &json!("Stack CREATE started")));
 }
 
+/// Heat's stack-create body fields `environment` and `files` reach the engine as sent; the
+/// 1 MiB body limit covers them with the template.
+#[tokio::test]
+async fn stack_create_takes_heat_environment_and_files() {
+    let server = TestServer::start().await;
+    let environment = json!({"resource_registry": {"My::Config": "OS::Heat::SoftwareConfig"}});
+    let request = json!({"name": "one", "template": "t", "environment": environment, "files": {"a.sh": "x"}});
+    let response = server.admin(Method::POST, "/v1/stacks").body(request.to_string()).send().await.unwrap();
+    assert_eq!(json_of(response).await.0, 201);
+    let received = server.service.calls(|calls| calls.stack_requests[0].1.clone());
+    assert_eq!((received.environment, received.files["a.sh"].clone()), (environment, json!("x")));
+    let files = json!({"big": "x".repeat(1024 * 1024)});
+    let request = json!({"name": "two", "template": "t", "files": files});
+    let response = server.admin(Method::POST, "/v1/stacks").body(request.to_string()).send().await.unwrap();
+    assert_eq!(error_of(response, 413).await, "request body is larger than 1048576 bytes");
+}
+
 #[tokio::test]
 async fn stack_create_needs_a_name() {
     let server = TestServer::start().await;

@@ -23,6 +23,9 @@ pub struct Checked {
     pub template: Template,
     pub parameters: BTreeMap<String, Value>,
     pub plan: Plan,
+    /// The template text to store: the request's, or the resolved JSON when an environment or
+    /// files changed it (`template::parse_template_in`).
+    pub stored_template: String,
 }
 
 pub fn create(
@@ -47,7 +50,7 @@ pub fn create(
         created_at: ctx.now,
         updated_at: ctx.now,
     };
-    if !ctx.tx.insert_stack(&stack, &request.template)? {
+    if !ctx.tx.insert_stack(&stack, &checked.stored_template)? {
         return Err(EngineError::Conflict { what: format!("stack {name}") });
     }
     ctx.event(name, name, &status(Action::Create, State::InProgress), "Stack CREATE started")?;
@@ -77,7 +80,7 @@ pub fn update(
     stack.deadline = request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000)));
     stack.updated_at = ctx.now;
     ctx.tx.update_stack(&stack)?;
-    ctx.tx.set_stack_template(name, &request.template)?;
+    ctx.tx.set_stack_template(name, &checked.stored_template)?;
     ctx.event(name, name, &status(Action::Update, State::InProgress), "Stack UPDATE started")?;
     let existing: BTreeMap<String, NodeRow> =
         ctx.tx.nodes(name)?.into_iter().map(|node| (node.name.clone(), node)).collect();

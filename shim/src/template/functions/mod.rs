@@ -184,7 +184,8 @@ pub fn meaning(name: &str, version: Version) -> Meaning {
         "resource_facade" => {
             Meaning::Refused("resource_facade is not supported: the shim has no provider templates yet")
         }
-        "get_file" => Meaning::Refused("unsupported function get_file"),
+        // Under resources and outputs the files pre-pass (environment.rs) has replaced it already.
+        "get_file" => Meaning::Refused("get_file is only resolved under resources and outputs"),
         "get_server_attr" => Meaning::Refused("unsupported function get_server_attr"),
         "yaql" if version >= Version::V2016_10_14 => Meaning::Refused("yaql is not supported"),
         "yaql" => Meaning::NotYet { added: Version::V2016_10_14 },

@@ -78,7 +78,7 @@ fn unsupported_functions_are_rejected() {
             "{message}"
         );
     }
-    assert_eq!(rejection(json!({"a": [{"get_file": "f"}]})), "unsupported function get_file");
+    assert_eq!(rejection(json!({"a": [{"get_server_attr": "f"}]})), "unsupported function get_server_attr");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Unit tests of the template module, one file per concern.
 
 mod conditions;
+mod environment;
 mod evaluate;
 mod expr;
 mod functions;

@@ -196,7 +196,8 @@ outputs:
     assert_eq!(
         problems,
         [
-            "resource a: property \"config\": unsupported function get_file (line 6)",
+            "resource a: get_file: no file \"script.sh\" in the request's files (the client reads it relative \
+             to the template) (line 6)",
             "resource a: property \"options\": yaql is not supported (expression \"$.data\") (line 7)",
             "output o: unsupported function Fn::GetAtt (line 10)",
         ]

@@ -140,8 +140,10 @@ fn plain_scalars_follow_pyyaml() {
         ("08", json!("08")),
         ("0o17", json!("0o17")),
         ("1.5", json!(1.5)),
-        ("-.5", json!(-0.5)),
-        ("1e3", json!(1000.0)),
+        // PyYAML's float pattern: no sign before a leading point, an exponent needs a point
+        // and a sign (checked against heat.common.template_format.yaml_loader below).
+        ("-.5", json!("-.5")),
+        ("1e3", json!("1e3")),
         ("1.0e+3", json!(1000.0)),
         ("18446744073709551615", json!(18_446_744_073_709_551_615_u64)),
         ("-9223372036854775808", json!(i64::MIN)),
@@ -181,4 +183,83 @@ fn yaml_errors_surface_through_parse_template() {
     assert!(matches!(error, TemplateError::Yaml(YamlError::DuplicateKey { line: 4, .. })), "{error:?}");
     assert_eq!(error.problems().len(), 1);
     assert!(error.problems()[0].contains("duplicate key \"a\""));
+}
+
+/// Expected values from PyYAML 6 (`yaml.safe_load`, which Heat's loader extends) on each text.
+#[test]
+fn sexagesimal_numbers_read_as_pyyaml_reads_them() {
+    use serde_json::json;
+    let cases = [
+        ("1:30", json!(90)),
+        ("-1:30", json!(-90)),
+        ("+1:30", json!(90)),
+        ("190:20:30", json!(685230)),
+        ("1:5", json!(65)),
+        ("1_0:30", json!(630)),
+        ("1:30.5", json!(90.5)),
+        ("1:30.", json!(90.0)),
+        ("20:30.15", json!(1230.15)),
+        ("0:30.5", json!(30.5)),
+        ("1:60", json!("1:60")),
+        ("0:30", json!("0:30")),
+        ("01:30", json!("01:30")),
+        ("a:1", json!("a:1")),
+        ("1::30", json!("1::30")),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(super::super::yaml::resolve_plain(text), expected, "{text}");
+    }
+}
+
+/// Expected values from Heat's own loader (heat.common.template_format.yaml_loader, PyYAML 6)
+/// on each plain scalar: YAML 1.1 numbers, booleans and nulls.
+#[test]
+fn plain_scalars_resolve_as_heats_yaml_loader_resolves_them() {
+    use serde_json::{Value, json};
+    let cases = [
+        ("1e3", json!("1e3")),
+        ("1.0e3", json!("1.0e3")),
+        ("1.0e+3", json!(1000.0)),
+        ("1.5", json!(1.5)),
+        ("-.5", json!("-.5")),
+        (".5", json!(0.5)),
+        ("+1", json!(1)),
+        ("0o17", json!("0o17")),
+        ("017", json!(15)),
+        ("0x1f", json!(31)),
+        ("0b101", json!(5)),
+        ("1_000", json!(1000)),
+        ("y", json!("y")),
+        ("n", json!("n")),
+        ("Y", json!("Y")),
+        ("yes", json!(true)),
+        ("on", json!(true)),
+        ("OFF", json!(false)),
+        ("~", Value::Null),
+        ("null", Value::Null),
+        ("NULL", Value::Null),
+        ("Null", Value::Null),
+        ("nULL", json!("nULL")),
+        ("True", json!(true)),
+        ("tRUE", json!("tRUE")),
+        ("2021-04-16", json!("2021-04-16")),
+        ("12:30:45", json!(45045)),
+        ("1__0", json!(10)),
+        ("0", json!(0)),
+        ("-0", json!(0)),
+        ("00", json!(0)),
+        ("09", json!("09")),
+        ("0.", json!(0.0)),
+        ("1.2.3", json!("1.2.3")),
+        ("+.5e-3", json!("+.5e-3")),
+        ("1.0E-3", json!(0.001)),
+    ];
+    let mismatches: Vec<String> = cases
+        .iter()
+        .filter_map(|(text, expected)| {
+            let got = super::super::yaml::resolve_plain(text);
+            (got != *expected).then(|| format!("{text}: got {got}, Heat {expected}"))
+        })
+        .collect();
+    assert!(mismatches.is_empty(), "{mismatches:#?}");
 }
