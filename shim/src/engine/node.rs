@@ -181,3 +181,9 @@ pub fn names(value: Option<&Value>) -> Vec<String> {
         .map(|items| items.iter().filter_map(Value::as_str).map(str::to_string).collect())
         .unwrap_or_default()
 }
+
+/// Whether `node` is a member of a group (created by expansion, not by the template). Here,
+/// below the resource types, because both `deployment` and `group` need it.
+pub fn group_of(node: &NodeRow) -> Option<&str> {
+    node.definition.get("member_of").and_then(Value::as_str)
+}

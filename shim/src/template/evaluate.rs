@@ -6,14 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use anneal_protocol::pyjson;
 use serde_json::{Map, Value};
 
+use super::expr::functions;
+pub use super::expr::values::{MAX_RESULT_BYTES, kind_name, render};
+use super::expr::values::{str_replace, too_large};
 use super::expr::{EvalError, Expr, Scope};
-use super::functions;
-
-/// Largest string `str_replace` or `list_join` may build.
-pub const MAX_RESULT_BYTES: usize = 16 << 20;
 
 /// A `Scope` with parameters only: resources are never ready. Validation uses it to evaluate
 /// what can be known before anything runs.
@@ -158,83 +156,6 @@ fn list_item(items: &[Value], index: i64) -> Option<&Value> {
     items.get(position)
 }
 
-/// A value as Heat puts it into a string: `None` is empty, scalars as Python's `str()`,
-/// lists and maps as `json.dumps(value, sort_keys=True)`.
-pub fn render(value: &Value) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::String(text) => text.clone(),
-        Value::Array(_) | Value::Object(_) => pyjson::dumps(&sort_keys(value), true),
-        scalar => pyjson::python_str(scalar),
-    }
-}
-
-fn sort_keys(value: &Value) -> Value {
-    match value {
-        Value::Array(items) => Value::Array(items.iter().map(sort_keys).collect()),
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|left, right| left.0.cmp(right.0));
-            Value::Object(entries.into_iter().map(|(key, item)| (key.clone(), sort_keys(item))).collect())
-        }
-        scalar => scalar.clone(),
-    }
-}
-
-fn too_large(function: &str) -> EvalError {
-    invalid(format!("{function}: the result is larger than {MAX_RESULT_BYTES} bytes"))
-}
-
-pub(super) fn str_replace(template: Value, params: Value) -> Result<Value, EvalError> {
-    let Value::String(template) = template else {
-        return Err(invalid(format!("str_replace: template must be a string, not {}", kind_name(&template))));
-    };
-    let Value::Object(params) = params else {
-        return Err(invalid(format!("str_replace: params must be a map, not {}", kind_name(&params))));
-    };
-    let mut pairs: Vec<(&str, String)> = params.iter().map(|(key, value)| (key.as_str(), render(value))).collect();
-    if pairs.iter().any(|(placeholder, _)| placeholder.is_empty()) {
-        return Err(invalid("str_replace: a placeholder must not be empty".into()));
-    }
-    // Heat replaces the longest placeholders first (a stable sort keeps the given order among
-    // equal lengths), so "$var_long" is not eaten by "$var".
-    pairs.sort_by_key(|pair| std::cmp::Reverse(pair.0.len()));
-    replace_all(&template, &pairs).map(Value::String)
-}
-
-/// Heat's recursive `value.join(replace(part, rest) for part in text.split(placeholder))`,
-/// iterative so the number of placeholders cannot overflow the stack.
-fn replace_all(text: &str, pairs: &[(&str, String)]) -> Result<String, EvalError> {
-    enum Work<'a> {
-        Piece(&'a str, usize),
-        Value(usize),
-    }
-    let mut out = String::new();
-    let mut stack = vec![Work::Piece(text, 0)];
-    while let Some(work) = stack.pop() {
-        match work {
-            Work::Value(index) => out.push_str(&pairs[index].1),
-            Work::Piece(piece, level) => match (level..pairs.len()).find(|index| piece.contains(pairs[*index].0)) {
-                None => out.push_str(piece),
-                Some(index) => {
-                    let parts: Vec<&str> = piece.split(pairs[index].0).collect();
-                    // Pushed in reverse so they come off the stack in text order.
-                    for (position, part) in parts.iter().enumerate().rev() {
-                        stack.push(Work::Piece(part, index + 1));
-                        if position > 0 {
-                            stack.push(Work::Value(index));
-                        }
-                    }
-                }
-            },
-        }
-        if out.len() > MAX_RESULT_BYTES {
-            return Err(too_large("str_replace"));
-        }
-    }
-    Ok(out)
-}
-
 fn list_join(delimiter: &str, lists: &[Value]) -> Result<Value, EvalError> {
     let mut strings = Vec::new();
     let mut size = 0usize;
@@ -256,16 +177,4 @@ fn list_join(delimiter: &str, lists: &[Value]) -> Result<Value, EvalError> {
         }
     }
     Ok(Value::String(strings.join(delimiter)))
-}
-
-/// "a string", "a map": how messages name a value's kind without showing the value.
-pub fn kind_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a map",
-    }
 }

@@ -2,10 +2,13 @@
 //! (`from_json`), writing them back (`to_json`, the stored form), and listing what an expression
 //! refers to. Evaluation lives in `evaluate.rs`.
 
+pub mod functions;
+pub mod values;
+
 use serde_json::{Map, Value};
 
-use super::functions::conditions::{self, Conditions};
-use super::functions::{Function, Meaning, Version, meaning};
+use functions::conditions::{self, Conditions};
+use functions::{Function, Meaning, Version, meaning};
 
 /// A property or output value with its intrinsic functions recognised.
 #[derive(Debug, Clone, PartialEq)]

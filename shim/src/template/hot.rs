@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Map, Value};
 
 use super::environment::{self, Environment};
+use super::expr::functions::Version;
+use super::expr::functions::conditions::Conditions;
 use super::expr::{Dialect, Expr};
-use super::functions::Version;
-use super::functions::conditions::Conditions;
 use super::parameters::parse_constraints;
 use super::type_names;
 use super::yaml::{self, Body, Entry, Node};

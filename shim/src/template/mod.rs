@@ -7,12 +7,12 @@ mod checks;
 mod environment;
 mod evaluate;
 mod expr;
-pub mod functions;
 mod graph;
 mod hot;
 mod parameters;
 mod properties;
 mod schemas;
+mod snippet;
 mod structured;
 mod type_names;
 mod validate;
@@ -29,13 +29,14 @@ pub use environment::{
     parse_environment,
 };
 pub use evaluate::{ParameterScope, kind_name, render};
+pub use expr::functions;
 pub use expr::{Dialect, EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
-pub use functions::evaluate_snippet;
 pub use hot::{
     MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_stored_template, parse_template, parse_template_in,
     raise_template_limit,
 };
 pub use parameters::resolve_parameters;
+pub use snippet::evaluate_snippet;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, validate};
 pub use yaml::YamlError;

@@ -170,7 +170,7 @@ fn build(
     let stack_path = format!("{}/{}", stack.name, stack.id);
     // A group member is named by its `servers` key, as in the nested stack Heat makes for a
     // SoftwareDeploymentGroup (heat.engine.resources.openstack.heat.resource_group).
-    let resource_name = match super::group::group_of(node) {
+    let resource_name = match node::group_of(node) {
         Some(group) => node.name.strip_prefix(group).and_then(|rest| rest.strip_prefix('/')).unwrap_or(&node.name),
         None => &node.name,
     };

@@ -34,10 +34,7 @@ pub fn member_name(group: &str, member: &str) -> String {
     format!("{group}/{member}")
 }
 
-/// Whether `node` is a member of a group (created by expansion, not by the template).
-pub fn group_of(node: &NodeRow) -> Option<&str> {
-    node.definition.get("member_of").and_then(Value::as_str)
-}
+pub use crate::engine::node::group_of;
 
 pub fn activate(
     ctx: &mut Context<'_>,

@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
-use super::apply::{invalid, rename};
-use crate::template::evaluate::{MAX_RESULT_BYTES, kind_name, str_replace};
+use super::{invalid, rename};
 use crate::template::expr::EvalError;
+use crate::template::expr::values::{MAX_RESULT_BYTES, kind_name, str_replace};
 
 /// As heat.engine.cfn.functions.Select.
 pub(super) fn select(args: Value) -> Result<Value, EvalError> {

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::template::evaluate::render;
 use crate::template::expr::EvalError;
+use crate::template::expr::values::render;
 
 const KEYS: &[&str] = &["scheme", "username", "password", "host", "port", "path", "query", "fragment"];
 

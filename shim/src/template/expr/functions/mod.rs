@@ -8,11 +8,11 @@ mod apply;
 mod cfn;
 pub mod conditions;
 mod repeat;
-mod snippet;
 mod url;
 
 pub use apply::apply;
-pub use snippet::evaluate_snippet;
+
+use super::EvalError;
 
 /// A `heat_template_version`, as the date of the template class Heat picks for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -230,5 +230,21 @@ impl Function {
             Function::LegacyReplace => "str_replace",
             Function::LegacyJoin => "list_join",
         }
+    }
+}
+
+/// Most items `repeat`, `list_concat` or `str_split` may produce.
+pub const MAX_LIST_ITEMS: usize = 100_000;
+
+/// The error of a function given arguments it cannot take.
+pub(super) fn invalid(message: impl Into<String>) -> EvalError {
+    EvalError::Invalid { message: message.into() }
+}
+
+/// A `str_replace` error reworded for the function that used it (`str_replace_strict`, ...).
+pub(super) fn rename(error: EvalError, name: &str) -> EvalError {
+    match error {
+        EvalError::Invalid { message } => invalid(message.replacen("str_replace", name, 1)),
+        other => other,
     }
 }

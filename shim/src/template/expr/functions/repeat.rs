@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::apply::{MAX_LIST_ITEMS, invalid};
-use crate::template::evaluate::{MAX_RESULT_BYTES, kind_name};
+use super::{MAX_LIST_ITEMS, invalid};
 use crate::template::expr::EvalError;
+use crate::template::expr::values::{MAX_RESULT_BYTES, kind_name};
 
 /// As heat.engine.hot.functions.Repeat and its subclasses: a cartesian product (or a zip
 /// with `permutations: false`) of the `for_each` lists, each placeholder replaced in every

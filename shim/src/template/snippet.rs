@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::Version;
-use super::conditions::Conditions;
+use super::expr::functions::Version;
+use super::expr::functions::conditions::Conditions;
 use crate::template::evaluate::ParameterScope;
 use crate::template::expr::{Dialect, Expr};
 

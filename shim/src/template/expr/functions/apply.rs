@@ -7,16 +7,9 @@
 use serde_json::{Map, Value};
 use sha2::Digest as _;
 
-use super::Function;
-use crate::template::evaluate::{MAX_RESULT_BYTES, kind_name, str_replace};
+use super::{Function, MAX_LIST_ITEMS, invalid, rename};
 use crate::template::expr::EvalError;
-
-/// Most items `repeat`, `list_concat` or `str_split` may produce.
-pub const MAX_LIST_ITEMS: usize = 100_000;
-
-pub(super) fn invalid(message: impl Into<String>) -> EvalError {
-    EvalError::Invalid { message: message.into() }
-}
+use crate::template::expr::values::{MAX_RESULT_BYTES, kind_name, str_replace};
 
 /// Applies `function` to its evaluated arguments.
 pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
@@ -183,13 +176,6 @@ fn str_replace_strict(args: Value, empty_allowed: bool) -> Result<Value, EvalErr
         }
     }
     str_replace(template, params).map_err(|error| rename(error, name))
-}
-
-pub(super) fn rename(error: EvalError, name: &str) -> EvalError {
-    match error {
-        EvalError::Invalid { message } => invalid(message.replacen("str_replace", name, 1)),
-        other => other,
-    }
 }
 
 fn is_empty(value: &Value) -> bool {
