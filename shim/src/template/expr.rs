@@ -42,7 +42,7 @@ pub enum Expr {
         function: Function,
         args: Box<Expr>,
     },
-    /// `if`, its condition names inlined (`functions/conditions.rs`). `otherwise: None` is
+    /// `if`, its condition names inlined (`expr/functions/conditions.rs`). `otherwise: None` is
     /// 2021-04-16's omitted branch: the enclosing item is left out.
     If {
         condition: Box<Expr>,
