@@ -46,14 +46,17 @@ async fn cloud_config_renders_as_heat_renders_it() {
     let values = cases();
     let expected = heat_rendering("cloud_config", &values);
     let shim = Shim::start().await;
-    let mut template = String::from("heat_template_version: 2018-08-31\nresources:\n");
-    let mut outputs = String::from("outputs:\n");
+    // A JSON template, which Heat reads with json.loads: numbers stay numbers. (In YAML,
+    // serde_json's `1e20` would be a string to PyYAML, which wants a dot and a signed exponent.)
+    let mut resources = serde_json::Map::new();
+    let mut outputs = serde_json::Map::new();
     for (index, value) in values.iter().enumerate() {
-        let properties = if value.is_null() { "{}".to_owned() } else { json!({"cloud_config": value}).to_string() };
-        template.push_str(&format!("  cc{index}: {{type: OS::Heat::CloudConfig, properties: {properties}}}\n"));
-        outputs.push_str(&format!("  cc{index}: {{value: {{get_attr: [cc{index}, config]}}}}\n"));
+        let properties = if value.is_null() { json!({}) } else { json!({"cloud_config": value}) };
+        resources.insert(format!("cc{index}"), json!({"type": "OS::Heat::CloudConfig", "properties": properties}));
+        outputs.insert(format!("cc{index}"), json!({"value": {"get_attr": [format!("cc{index}"), "config"]}}));
     }
-    let path = shim.write_template("cloud.yaml", &(template + &outputs));
+    let template = json!({"heat_template_version": "2018-08-31", "resources": resources, "outputs": outputs});
+    let path = shim.write_template("cloud.json", &template.to_string());
     shim.cli_ok(&["stack", "create", "cloud", "--template", path.to_str().expect("utf-8"), "--wait"]).await;
     let shown = shim.cli_json(&["stack", "outputs", "cloud", "--json"]).await;
     for (index, heat) in expected.iter().enumerate() {
