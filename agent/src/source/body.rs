@@ -1,6 +1,6 @@
-//! Reading an HTTP response body under a size limit, for the sources that parse what a server
-//! sends (cfn's XML, the ec2 tree's listings and leaves): a hostile or broken server cannot make
-//! the agent hold more than `limit` bytes of one answer.
+//! Reading an HTTP response body under a size limit, for every source that reads one (http,
+//! heat, zaqar, cfn, ec2): a hostile or broken server cannot make the agent hold more than `limit`
+//! bytes of one answer. Request errors lose their URL here, since reqwest prints it with its query.
 
 use reqwest::Response;
 

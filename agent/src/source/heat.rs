@@ -12,6 +12,7 @@ use reqwest::{Client, Response, StatusCode, Url};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{read_limited, request_error};
 use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, parse_document, require_object};
 use crate::config::HeatSourceConfig;
 use crate::httpclient::{self, TrustRoots};
@@ -92,11 +93,7 @@ impl HeatSource {
                 .header(ACCEPT, "application/json")
                 .send()
                 .await
-                .map_err(|source| SourceError::Request {
-                    source_name: self.name.clone(),
-                    url: redacted.clone(),
-                    source: source.without_url(),
-                })?;
+                .map_err(|source| request_error(&self.name, &redacted, source))?;
             if response.status() == StatusCode::UNAUTHORIZED && !retried {
                 // The token was revoked or expired early: one more try with a fresh one.
                 tracing::debug!(source = %self.name, "heat refused the token; authenticating again");
@@ -117,7 +114,7 @@ impl HeatSource {
             300..=399 => return Err(SourceError::Redirect { source_name, url, status }),
             _ => return Err(SourceError::Status { source_name, url, status }),
         }
-        let body = super::read_limited(response, self.body_limit, &self.name, &url).await?;
+        let body = read_limited(&self.name, &url, response, self.body_limit).await?;
         let mut answer = parse_document(&self.name, &url, &body)?;
         // Heat wraps the metadata: `{"metadata": {...}}` (heatclient reads the inner object).
         let metadata = answer.get_mut("metadata").map(Value::take).unwrap_or(Value::Null);

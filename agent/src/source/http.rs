@@ -13,6 +13,7 @@ use reqwest::header::{AUTHORIZATION, ETAG, HeaderMap, HeaderValue, IF_MODIFIED_S
 use reqwest::{Client, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
+use super::body::{read_limited, request_error};
 use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, Validators, parse_document};
 use crate::config::HttpSourceConfig;
 use crate::httpclient::{self, TrustRoots};
@@ -142,7 +143,7 @@ impl HttpSource {
             request = request.header(IF_MODIFIED_SINCE, since);
         }
         tracing::debug!(source = %self.name, url = %self.redacted_url, wait = ?wait_secs, "fetching metadata");
-        request.send().await.map_err(|source| self.request_error(source))
+        request.send().await.map_err(|source| request_error(&self.name, &self.redacted_url, source))
     }
 
     async fn handle(&mut self, response: Response) -> Result<Fetched, SourceError> {
@@ -158,7 +159,7 @@ impl HttpSource {
                     etag: header_text(response.headers(), ETAG.as_str()),
                     last_modified: header_text(response.headers(), LAST_MODIFIED.as_str()),
                 };
-                let body = self.read_body(response).await?;
+                let body = read_limited(&self.name, &self.redacted_url, response, self.body_limit).await?;
                 let document = parse_document(&self.name, &self.redacted_url, &body)?;
                 self.validators = validators;
                 tracing::debug!(source = %self.name, bytes = body.len(), "fetched metadata");
@@ -178,25 +179,6 @@ impl HttpSource {
         }
     }
 
-    async fn read_body(&self, mut response: Response) -> Result<Vec<u8>, SourceError> {
-        let too_large = || SourceError::TooLarge {
-            source_name: self.name.clone(),
-            what: self.redacted_url.clone(),
-            limit: self.body_limit,
-        };
-        if response.content_length().is_some_and(|length| length > self.body_limit as u64) {
-            return Err(too_large());
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|source| self.request_error(source))? {
-            if body.len() + chunk.len() > self.body_limit {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
-    }
-
     /// Re-reads the token file; true when it now holds a different token.
     fn reload_token(&mut self) -> bool {
         let Some(path) = &self.token_file else {
@@ -212,15 +194,6 @@ impl HttpSource {
                 tracing::warn!(source = %self.name, error = %super::error_chain(&error), "cannot re-read the token");
                 false
             }
-        }
-    }
-
-    fn request_error(&self, source: reqwest::Error) -> SourceError {
-        // reqwest errors print their URL, query string included.
-        SourceError::Request {
-            source_name: self.name.clone(),
-            url: self.redacted_url.clone(),
-            source: source.without_url(),
         }
     }
 

@@ -321,32 +321,6 @@ fn parse_document(source_name: &str, what: &str, bytes: &[u8]) -> Result<Value, 
     require_object(source_name, what, value)
 }
 
-/// Reads a response body of at most `limit` bytes (a longer one is an error, and is not read
-/// further); `url` (redacted) names it in errors.
-async fn read_limited(
-    mut response: reqwest::Response,
-    limit: usize,
-    source_name: &str,
-    url: &str,
-) -> Result<Vec<u8>, SourceError> {
-    let too_large = || SourceError::TooLarge { source_name: source_name.to_string(), what: url.to_string(), limit };
-    if response.content_length().is_some_and(|length| length > limit as u64) {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|source| SourceError::Request {
-        source_name: source_name.to_string(),
-        url: url.to_string(),
-        source: source.without_url(),
-    })? {
-        if body.len() + chunk.len() > limit {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

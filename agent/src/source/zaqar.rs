@@ -28,7 +28,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, error_chain, read_limited, require_object};
+use super::body::read_limited;
+use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, error_chain, require_object};
 use crate::config::ZaqarSourceConfig;
 use crate::httpclient::{self, TrustRoots};
 use crate::keystone::{AUTH_TOKEN_HEADER, Credentials, KeystoneSession};
@@ -218,7 +219,7 @@ impl ZaqarSource {
             return Err(self.answered("POST", &url, status));
         }
         let location = response.headers().get(LOCATION).and_then(|value| value.to_str().ok()).map(str::to_string);
-        let body = read_limited(response, self.body_limit, &self.name, &url).await?;
+        let body = read_limited(&self.name, &url, response, self.body_limit).await?;
         parse_claim(&body, location.as_deref()).map_err(|reason| SourceError::BadResponse {
             source_name: self.name.clone(),
             what: format!("the claim answer of {url}"),
