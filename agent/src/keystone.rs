@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use anneal_protocol::dates::parse_rfc3339_millis;
 use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, StatusCode};
 use serde::Deserialize;
@@ -323,12 +324,12 @@ pub(crate) fn tokens_url(auth_url: &str) -> Result<String, KeystoneError> {
 /// How long a token lives: `expires_at - issued_at` by Keystone's own clock (so a VM whose clock
 /// is off still renews in time), or `expires_at - now` when Keystone omits `issued_at`.
 fn token_lifetime(token: &TokenBody) -> Option<Duration> {
-    let expires = parse_utc_millis(&token.expires_at)?;
+    let expires = parse_rfc3339_millis(&token.expires_at)?;
     let issued = match &token.issued_at {
-        Some(issued) => parse_utc_millis(issued)?,
-        None => i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?,
+        Some(issued) => parse_rfc3339_millis(issued)?,
+        None => u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?,
     };
-    Some(Duration::from_millis(u64::try_from(expires - issued).unwrap_or(0)))
+    Some(Duration::from_millis(expires.saturating_sub(issued)))
 }
 
 /// When to renew a token of `lifetime`: 5 minutes before it expires, or at half its lifetime if
@@ -336,42 +337,6 @@ fn token_lifetime(token: &TokenBody) -> Option<Duration> {
 pub(crate) fn renew_after(lifetime: Duration) -> Duration {
     let margin = RENEW_BEFORE_EXPIRY.min(lifetime / 2);
     lifetime - margin
-}
-
-/// Parses Keystone's `2026-11-24T14:00:00.000000Z` (fraction and `Z`/`+00:00` optional) into unix
-/// milliseconds.
-pub(crate) fn parse_utc_millis(text: &str) -> Option<i64> {
-    let text = text.trim();
-    let text = text.strip_suffix('Z').or_else(|| text.strip_suffix("+00:00")).unwrap_or(text);
-    let (date, time) = text.split_once('T')?;
-    let mut date_parts = date.splitn(3, '-').map(|part| part.parse::<i64>().ok());
-    let (year, month, day) = (date_parts.next()??, date_parts.next()??, date_parts.next()??);
-    let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
-    let mut clock_parts = clock.splitn(3, ':').map(|part| part.parse::<i64>().ok());
-    let (hour, minute, second) = (clock_parts.next()??, clock_parts.next()??, clock_parts.next()??);
-    let valid = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
-        && (0..24).contains(&hour)
-        && (0..60).contains(&minute)
-        && (0..=60).contains(&second)
-        && fraction.chars().all(|c| c.is_ascii_digit());
-    if !valid {
-        return None;
-    }
-    let millis: i64 = format!("{fraction:0<3}").get(..3)?.parse().ok()?;
-    let days = days_from_civil(year, month, day);
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]

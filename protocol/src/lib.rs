@@ -3,6 +3,7 @@
 //! prints on one line (`error_chain`). Serde types with validation and Python-compatible
 //! encodings; this crate does no I/O and has no async runtime.
 
+pub mod dates;
 pub mod deployment;
 pub mod env;
 pub mod error;

@@ -9,7 +9,8 @@
 
 pub mod api;
 pub mod client;
-pub mod dates;
+/// Calendar arithmetic, shared with the agent.
+pub use anneal_protocol::dates;
 pub mod engine;
 pub mod model;
 pub mod store;

@@ -91,22 +91,5 @@ pub(crate) async fn auth_count(server: &MockServer) -> usize {
 
 /// Unix seconds as Keystone writes them (`2026-09-21T12:26:40.000000Z`).
 fn iso(unix: u64) -> String {
-    let days = (unix / 86_400) as i64;
-    let seconds = unix % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000000Z", seconds / 3600, seconds / 60 % 60, seconds % 60)
-}
-
-/// The inverse of `days_from_civil` (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    anneal_protocol::dates::rfc3339(unix * 1000).replace('Z', ".000000Z")
 }
