@@ -258,6 +258,23 @@ async fn wait_until(limit: Duration, what: &str, daemon: &Daemon, mut condition:
     }
 }
 
+/// `status --json` once `ready` holds for it, or after 15 s (the caller's assertions then say why).
+async fn status_when(sandbox: &Sandbox, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let rows = sandbox.status().await;
+        if ready(&rows) || tokio::time::Instant::now() > deadline {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether `rows` has a row for `id` that satisfies `check`.
+fn row_where(rows: &[Value], id: &str, check: impl Fn(&Value) -> bool) -> bool {
+    rows.iter().any(|row| row["id"] == id && check(row))
+}
+
 fn assert_no_secret(text: &str) {
     assert!(!text.contains(PASSWORD), "the password leaked:\n{text}");
     assert!(!text.contains("tttttttttttttttttttt"), "a token leaked:\n{text}");
@@ -295,7 +312,8 @@ async fn keystone_down_then_back_and_heat_api_500s() {
     assert_eq!(body["result"], "d-1");
     assert_eq!(body["deploy_status_code"], 0);
     assert_eq!(cloud.state().signal_attempts, 3, "two 500s retried, then delivered");
-    let rows = sandbox.status().await;
+    // heat-api saw the signal before the agent journals its acknowledgement: wait for that.
+    let rows = status_when(&sandbox, |rows| row_where(rows, "d-1", |row| row["state"] == "signalled")).await;
     assert_eq!(Sandbox::status_of(&rows, "d-1")["state"], "signalled", "{rows:?}");
 
     daemon.terminate();
@@ -360,7 +378,9 @@ async fn refused_credentials_are_permanent_and_reported_clearly() {
         log.contains("refused the credentials of user") && log.contains("signal refused")
     })
     .await;
-    let rows = sandbox.status().await;
+    // The log line can come before the journal records the refusal.
+    let failed = |row: &Value| row["signal"].as_str().is_some_and(|signal| signal.contains("HEAT_SIGNAL"));
+    let rows = status_when(&sandbox, |rows| row_where(rows, "d-bad", failed)).await;
     let signal = Sandbox::status_of(&rows, "d-bad")["signal"].as_str().unwrap().to_string();
     assert!(signal.contains("HEAT_SIGNAL: keystone at http://127.0.0.1:"), "{signal}");
     assert!(signal.contains(&format!("refused the credentials of user {USER_ID} for project {PROJECT_ID} (HTTP 401)")));
