@@ -95,6 +95,11 @@ pub struct StackRequest {
     /// Heat's `files` map: what `get_file` names, keyed as the template writes it.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub files: serde_json::Map<String, Value>,
+    /// Heat's `environment_files`: names of environments in `files`, merged by the server in
+    /// order (docs/templates.md, "Environments"); when given, `environment` is ignored, as Heat
+    /// ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment_files: Vec<String>,
 }
 
 /// A stack or resource status: `<ACTION>_<STATE>` as Heat spells it.

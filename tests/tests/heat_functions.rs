@@ -91,6 +91,8 @@ fn cases() -> Vec<Case> {
         case(latest, json!({"digest": ["SHA512", {"get_param": "name"}]})),
         case(latest, json!({"digest": ["sha256"]})),
         case(latest, json!({"digest": ["sha256", 1]})),
+        case(latest, json!({"digest": ["md5", "hello"]})),
+        case(latest, json!({"digest": ["SHA1", "caf\u{e9}"]})),
         data("2014-10-16", json!({"digest": ["sha256", "x"]})),
         // str_split
         case("2015-10-15", json!({"str_split": [",", "a,b,,c"]})),

@@ -27,13 +27,12 @@ use crate::token;
 /// Parses and validates a stack request against the registered servers; the pseudo parameters
 /// (`OS::stack_name`, `OS::stack_id`, `OS::project_id`) are added to the resolved ones.
 fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &str) -> Result<Checked, EngineError> {
-    let environment = template::Environment::from_value(&request.environment)
-        .map_err(|problems| EngineError::Template { problems })?;
     template::check_files(&request.files).map_err(|problems| EngineError::Template { problems })?;
+    let (environment, given) = request_environment(request)?;
     let (template, resolved) = template::parse_template_in(&request.template, &environment, &request.files)
         .map_err(|error| EngineError::Template { problems: error.problems() })?;
     // Supplied text never carries a token placeholder into stored values (see `secrets`).
-    let supplied: BTreeMap<String, String> = template::parameter_texts(&template, &environment, &request.parameters)
+    let supplied: BTreeMap<String, String> = template::parameter_texts(&template, &environment, &given)
         .iter()
         .map(|(name, value)| (name.clone(), secrets::neutralise(value).into_owned()))
         .collect();
@@ -50,6 +49,25 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
         .map_err(|problems| EngineError::Template { problems })?;
     let stored_template = resolved.unwrap_or_else(|| request.template.clone());
     Ok(Checked { template, parameters, plan, stored_template })
+}
+
+/// The request's environment and the parameter values given beside it. With
+/// `environment_files`, as Heat: the merged `environment` is ignored and the files are merged
+/// onto the request's `parameters`, so a file's parameter wins over the request's own.
+fn request_environment(
+    request: &StackRequest,
+) -> Result<(template::Environment, BTreeMap<String, String>), EngineError> {
+    let template_error = |problems| EngineError::Template { problems };
+    if request.environment_files.is_empty() {
+        let environment = template::Environment::from_value(&request.environment).map_err(template_error)?;
+        return Ok((environment, request.parameters.clone()));
+    }
+    let types = template::parameter_types(&request.template, &request.files);
+    let merged =
+        template::merge_environment_files(&request.environment_files, &request.files, &request.parameters, &types)
+            .map_err(|problem| template_error(vec![problem]))?;
+    let environment = template::Environment::from_value(&Value::Object(merged)).map_err(template_error)?;
+    Ok((environment, BTreeMap::new()))
 }
 
 /// A custom constraint the shim cannot check (anything but a server one) is accepted with a

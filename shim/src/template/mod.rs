@@ -5,6 +5,7 @@
 
 mod checks;
 mod environment;
+mod environment_files;
 mod evaluate;
 mod expr;
 mod graph;
@@ -28,6 +29,7 @@ pub use environment::{
     Environment, EnvironmentError, MAX_FILES, MAX_FILES_BYTES, check_files, deep_update, parameter_texts,
     parse_environment,
 };
+pub use environment_files::{MAX_ENVIRONMENT_FILES, merge_environment_files, parameter_types};
 pub use evaluate::{ParameterScope, kind_name, render};
 pub use expr::functions;
 pub use expr::{Dialect, EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};

@@ -221,3 +221,19 @@ fn parameter_defaults_give_a_value_to_a_parameter_without_one() {
     let (template, _) = parse_template_in(TEMPLATE, &null, &standard_files()).unwrap();
     assert_eq!(template.parameter("greeting").unwrap().default, Some(json!("hello")), "null keeps the template's");
 }
+
+#[test]
+fn environment_files_are_bounded_and_must_be_in_files() {
+    use crate::template::{MAX_ENVIRONMENT_FILES, merge_environment_files};
+    let files: Map<String, Value> = [("e.yaml".to_owned(), json!("parameters: {a: 1}\n"))].into_iter().collect();
+    let names = vec!["e.yaml".to_owned(); MAX_ENVIRONMENT_FILES + 1];
+    let error = merge_environment_files(&names, &files, &BTreeMap::new(), &BTreeMap::new()).unwrap_err();
+    assert!(error.contains("over the limit of 100"), "{error}");
+    let error =
+        merge_environment_files(&["/etc/passwd".to_owned()], &files, &BTreeMap::new(), &BTreeMap::new()).unwrap_err();
+    assert!(error.contains("\"/etc/passwd\" is not in the request's files"), "{error}");
+    let binary: Map<String, Value> = [("e.yaml".to_owned(), json!({"not": "text"}))].into_iter().collect();
+    let error =
+        merge_environment_files(&["e.yaml".to_owned()], &binary, &BTreeMap::new(), &BTreeMap::new()).unwrap_err();
+    assert!(error.contains("must be text"), "{error}");
+}

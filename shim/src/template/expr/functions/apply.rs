@@ -85,7 +85,8 @@ fn boolean(function: Function, args: Value) -> Result<Value, EvalError> {
     Ok(Value::Bool(result))
 }
 
-/// As heat.engine.hot.functions.Digest; the SHA-2 family only (no MD5 or SHA-1 here).
+/// As heat.engine.hot.functions.Digest: MD5, SHA-1 and the SHA-2 family (the algorithms every
+/// hashlib has; OpenSSL extras such as sha3_256 or blake2b are refused naming the algorithm).
 fn digest(args: Value) -> Result<Value, EvalError> {
     let strings: Option<Vec<&str>> = match &args {
         Value::Array(items) => items.iter().map(Value::as_str).collect(),
@@ -101,13 +102,15 @@ fn digest(args: Value) -> Result<Value, EvalError> {
     let bytes: Option<Vec<u8>> = value.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect();
     let Some(bytes) = bytes else { return Err(invalid("digest: the value is not latin-1 text")) };
     let hex = match algorithm.to_ascii_lowercase().as_str() {
+        "md5" => hex(&md5::Md5::digest(&bytes)),
+        "sha1" => hex(&sha1::Sha1::digest(&bytes)),
         "sha224" => hex(&sha2::Sha224::digest(&bytes)),
         "sha256" => hex(&sha2::Sha256::digest(&bytes)),
         "sha384" => hex(&sha2::Sha384::digest(&bytes)),
         "sha512" => hex(&sha2::Sha512::digest(&bytes)),
         other => {
             return Err(invalid(format!(
-                "digest: algorithm \"{other}\" is not supported (sha224, sha256, sha384, sha512)"
+                "digest: algorithm \"{other}\" is not supported (md5, sha1, sha224, sha256, sha384, sha512)"
             )));
         }
     };
