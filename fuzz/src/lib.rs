@@ -18,8 +18,8 @@ use anneal_shim::engine::{Engine, EngineConfig, TokenKey};
 use anneal_shim::model::{AddServer, Service, ServiceError, SignalAck, StackRequest, WaitConditionSignal};
 use anneal_shim::store::SqliteStore;
 use anneal_shim::template::{
-    Environment, deep_update, parse_environment, parse_stored_template, parse_template, parse_template_in,
-    resolve_parameters, validate,
+    Environment, deep_update, merge_environment_files, parameter_types, parse_environment, parse_stored_template,
+    parse_template, parse_template_in, resolve_parameters, validate,
 };
 use serde_json::Value;
 
@@ -75,10 +75,16 @@ pub fn template(data: &[u8]) {
 /// whole input is the template), with a files map naming every line of the environment text:
 /// environments parse and merge without panicking, a merge with itself changes nothing, and a
 /// template accepted with the environment stores a resolved text that parses to the same
-/// template (lines aside: the stored text is JSON on one line).
+/// template (lines aside: the stored text is JSON on one line). The environment text also goes
+/// through Heat's server-side merge of `environment_files`, twice in a row, without panicking.
 pub fn environment(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let (environment_text, template_text) = text.split_once('\0').unwrap_or(("", text));
+    let environment_files: serde_json::Map<String, Value> =
+        [("env".to_owned(), Value::String(environment_text.to_owned()))].into_iter().collect();
+    let types = parameter_types(template_text, &environment_files);
+    let names = ["env".to_owned(), "env".to_owned()];
+    let _ = merge_environment_files(&names, &environment_files, &Default::default(), &types);
     let Ok(sections) = parse_environment(environment_text) else { return };
     let mut merged = sections.clone();
     deep_update(&mut merged, sections.clone());
