@@ -51,7 +51,8 @@ fn check(parsed: &Template, texts: &BTreeMap<String, String>) -> Vec<String> {
             {
                 parameters.insert(pseudo.to_owned(), json!(value));
             }
-            template::validate(&placeholders, &parameters, &|_| true).err().unwrap_or_default()
+            let problems = template::validate(&placeholders, &parameters, &|_| true).err().unwrap_or_default();
+            template::locate_problems(&placeholders, problems)
         }
     }
 }

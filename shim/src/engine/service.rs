@@ -46,7 +46,7 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     // be, `validate` reports why together with every other problem.
     let template = template::apply_conditions(&template, &parameters).unwrap_or(template);
     let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
-        .map_err(|problems| EngineError::Template { problems })?;
+        .map_err(|problems| EngineError::Template { problems: template::locate_problems(&template, problems) })?;
     let stored_template = resolved.unwrap_or_else(|| request.template.clone());
     Ok(Checked { template, parameters, plan, stored_template })
 }

@@ -40,7 +40,7 @@ pub use hot::{
 pub use parameters::resolve_parameters;
 pub use snippet::evaluate_snippet;
 pub use structured::substitute_inputs;
-pub use validate::{Plan, PlanNode, apply_conditions, validate};
+pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.
