@@ -8,6 +8,8 @@
 #   venv/ (python3 -m venv): os-collect-config, os-refresh-config, os-apply-config and
 #   heat-cfntools (cfn-signal) at pinned versions, with every dependency pinned too; its python3
 #   also runs heat-agents' scripts (55-heat-config needs PyYAML, heat-config-notify requests).
+#   corpus/ (corpus.sh): the real templates of openstack-heat, heat-tempest-plugin and
+#   tripleo-heat-templates that tests/tests/heat_corpus.rs runs through the shim.
 #   heat-venv/ (real-heat/install.sh): a real OpenStack Heat and Keystone for the tests that run
 #   stacks on a real engine (real-heat/ctl.sh starts and stops them).
 set -euo pipefail
@@ -181,6 +183,9 @@ if [ ! -f "$venv_marker" ]; then
   touch "$venv_marker"
   echo "tests/peers/setup.sh: $packages ready in $venv" >&2
 fi
+
+# --- corpus: real Heat templates (sdists, sha256-checked) ----------------------------------------
+"$here/corpus.sh"
 
 # --- heat-venv: openstack-heat and keystone -----------------------------------------------------
 "$here/real-heat/install.sh"
