@@ -3,15 +3,18 @@
 //! - those that need no script run to complete (NO_SIGNAL deployments, configs alone) complete
 //!   and are checked for CREATE_COMPLETE and their outputs; heat_integrationtests' deployment
 //!   group, whose config is empty, is signalled by hand as Heat's own test does;
+//! - the README's Heat-user example (examples/heat: a Nova server on a Neutron port and a
+//!   script deployed to it, plus the one-line environment) converges with a real agent;
 //! - those whose scripts need a real node (TripleO's: dmidecode, /etc/puppet, /root) are
 //!   created against registered servers with no agent, and the deployment each server's
 //!   metadata holds (group, config, inputs) is checked instead.
 
 mod corpus_support;
 
+use std::path::Path;
 use std::time::Duration;
 
-use anneal_tests::{Shim, wait_until};
+use anneal_tests::{AgentSettings, Fleet, Shim, wait_until};
 use corpus_support::{corpus_dir, fixtures_dir};
 use serde_json::{Value, json};
 
@@ -173,4 +176,25 @@ async fn tripleo_extraconfig_deployments_reach_the_servers_metadata() {
     assert_eq!(input(per_node, "node_lookup"), json!({"4c4c4544-0042": {"ntp::servers": ["pool.example"]}}));
     assert_eq!(input(per_node, "deploy_signal_transport"), "CFN_SIGNAL");
     assert_eq!(shim.stack_status("per-node").await, "CREATE_IN_PROGRESS", "waits for the server's signal");
+}
+
+/// README.md "Bringing a Heat template": the example template, refused alone with the fixes
+/// named, converges with its one-line environment on a registered server run by a real agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_heat_example_converges_with_its_one_line_environment() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/heat");
+    let template = examples.join("server.yaml").to_string_lossy().into_owned();
+    let environment = examples.join("deployed-server.yaml").to_string_lossy().into_owned();
+    let shim = Shim::start().await;
+    let fleet = Fleet::start(&shim, &["web1"], &AgentSettings::default()).await;
+    let refused = shim.cli(&["stack", "create", "web", "--template", &template]).await;
+    assert_ne!(refused.code, 0, "{refused:?}");
+    for fix in [r#"{"OS::Nova::Server": OS::Heat::DeployedServer}"#, r#"{"OS::Neutron::Port": OS::Heat::None}"#] {
+        assert!(refused.stderr.contains(fix), "the refusal names {fix}: {refused:?}");
+    }
+    let created = shim.cli(&["stack", "create", "web", "--template", &template, "-e", &environment, "--wait"]).await;
+    assert_eq!(created.code, 0, "converges: {created:?}\n{}", fleet.logs());
+    let outputs = shim.stack_outputs("web").await;
+    let result = outputs["result"].as_str().unwrap_or_default();
+    assert!(result.starts_with("hello from "), "the script's output: {outputs:?}");
 }
