@@ -8,8 +8,8 @@
 //! The outcomes are compared with tests/fixtures/corpus/expected.txt; any difference fails the
 //! test, which prints the whole table, the counts and the rejection reasons grouped. When the
 //! shim learns something new the expectations are rewritten with
-//! `ANNEAL_CORPUS_UPDATE=1 cargo nextest run -p anneal-tests --test heat_corpus`, which prints
-//! the lines that changed.
+//! `ANNEAL_CORPUS_UPDATE=1 cargo nextest run -p anneal-tests --test heat_corpus --no-capture`,
+//! which prints the lines that changed.
 
 mod corpus_support;
 
@@ -137,7 +137,7 @@ fn expected_text(outcomes: &BTreeMap<String, Outcome>) -> String {
         "# What `anneal-shim template validate` makes of each template of the real-template corpus\n\
          # (tests/tests/heat_corpus.rs): PATH (under tests/peers/.cache/corpus) | unchanged |\n\
          # environment (accepted with tests/fixtures/corpus/*.yaml) | rejected | a substring of the\n\
-         # first problem. Regenerate: ANNEAL_CORPUS_UPDATE=1 cargo nextest run -p anneal-tests --test heat_corpus\n",
+         # first problem. Regenerate: ANNEAL_CORPUS_UPDATE=1 cargo nextest run -p anneal-tests --test heat_corpus --no-capture\n",
     );
     for (template, outcome) in outcomes {
         match outcome {
@@ -235,7 +235,7 @@ fn real_templates_are_accepted_unchanged_or_with_our_environment_or_rejected_as_
     assert!(
         differences.is_empty(),
         "the corpus outcomes differ from {}:\n{}\n\n{table}\nIf the change is intended, regenerate with \
-         {UPDATE_VARIABLE}=1 cargo nextest run -p anneal-tests --test heat_corpus",
+         {UPDATE_VARIABLE}=1 cargo nextest run -p anneal-tests --test heat_corpus --no-capture",
         expected_path.display(),
         differences.join("\n")
     );
