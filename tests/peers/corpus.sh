@@ -13,6 +13,8 @@
 #                            `heat_template_version`, written out as a file, named after the
 #                            class, function and variable that hold it. Only literals: templates
 #                            built with % or .format are written with their placeholders as-is.
+#                            Module-level UPPER_CASE strings (the scripts a test sends in its
+#                            files map) are written next to them as <NAME>.txt.
 #
 # Which of these templates the test runs is decided in tests/tests/heat_corpus.rs, not here.
 set -euo pipefail
@@ -93,12 +95,27 @@ def literals(node, scope):
             yield from literals(child, scope)
 
 
+def module_constants(tree):
+    """Yields (NAME, text) for each module-level UPPER_CASE string constant (the scripts a test
+    passes in its files map, such as CFG1_SH)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper() \
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            yield node.targets[0].id, node.value.value
+
+
 count = 0
 for package, root, tests in sources:
     for module in sorted((root / tests).rglob("*.py")):
         relative = module.relative_to(root).with_suffix("")
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for name, text in module_constants(tree):
+            path = embedded / package / relative / (name + ".txt")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         seen = {}
-        for name, text in literals(ast.parse(module.read_text(encoding="utf-8")), []):
+        for name, text in literals(tree, []):
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
                 name = "%s.%d" % (name, seen[name])

@@ -70,12 +70,15 @@ impl Expected {
     }
 }
 
-/// Our environments for a template: the infrastructure mapping for all, TripleO's stubs too
-/// for TripleO's templates.
+/// Our environments for a template: the infrastructure mapping for all, TripleO's stubs for
+/// TripleO's templates, the agent-install stub for heat-tempest-plugin's.
 fn environments(template: &str) -> Vec<String> {
     let mut files = vec!["infrastructure.yaml"];
     if template.starts_with("tripleo-heat-templates/") {
         files.push("tripleo.yaml");
+    }
+    if template.contains("heat-tempest-plugin/") {
+        files.push("tempest.yaml");
     }
     files.into_iter().map(|file| fixtures_dir().join(file).to_string_lossy().into_owned()).collect()
 }

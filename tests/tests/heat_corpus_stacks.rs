@@ -5,6 +5,10 @@
 //!   group, whose config is empty, is signalled by hand as Heat's own test does;
 //! - the README's Heat-user example (examples/heat: a Nova server on a Neutron port and a
 //!   script deployed to it, plus the one-line environment) converges with a real agent;
+//! - heat-tempest-plugin's software-config scenario (script, cfn-init, script and puppet
+//!   deployments on one Nova server), with our environment and the files map its test sends:
+//!   a real agent runs the two script deployments, whose outputs are checked; the cfn-init one
+//!   (NO_SIGNAL) and the puppet one (no puppet here) are checked in the server's metadata;
 //! - those whose scripts need a real node (TripleO's: dmidecode, /etc/puppet, /root) are
 //!   created against registered servers with no agent, and the deployment each server's
 //!   metadata holds (group, config, inputs) is checked instead.
@@ -23,6 +27,11 @@ const HEAT_DEPLOYMENT_GROUP: &str = "embedded/heat/heat_integrationtests/functio
 const HEAT_DEPRECATED_DEPLOYMENTS: &str = "embedded/heat/heat_integrationtests/functional/test_replace_deprecated/ReplaceDeprecatedResourceTest.template.yaml";
 const TEMPEST_WEBAPP_CONFIG: &str =
     "heat-tempest-plugin/heat_tempest_plugin/tests/scenario/templates/netcat-webapp.yaml";
+const TEMPEST_SOFTWARE_CONFIG: &str =
+    "heat-tempest-plugin/heat_tempest_plugin/tests/scenario/templates/test_server_software_config.yaml";
+/// The scripts heat-tempest-plugin's test sends as its files map (corpus.sh writes them out).
+const TEMPEST_SOFTWARE_CONFIG_FILES: &str =
+    "embedded/heat-tempest-plugin/heat_tempest_plugin/tests/scenario/test_server_software_config";
 const TRIPLEO_POST_DEPLOY: &str = "tripleo-heat-templates/extraconfig/post_deploy/example.yaml";
 const TRIPLEO_PER_NODE: &str = "tripleo-heat-templates/puppet/extraconfig/pre_deploy/per_node.yaml";
 
@@ -197,4 +206,76 @@ async fn the_readme_heat_example_converges_with_its_one_line_environment() {
     let outputs = shim.stack_outputs("web").await;
     let result = outputs["result"].as_str().unwrap_or_default();
     assert!(result.starts_with("hello from "), "the script's output: {outputs:?}");
+}
+
+/// The environment `stack create` sends for our environment files (merged as heatclient does),
+/// read from the CLI's `--dry-run`.
+async fn merged_environment(shim: &Shim, files: &[&str]) -> Value {
+    let empty = shim.write_template("empty.yaml", "heat_template_version: 2013-05-23\n");
+    let mut arguments = vec!["stack", "create", "dry", "--template", empty.to_str().expect("utf-8"), "--dry-run"];
+    let paths: Vec<String> =
+        files.iter().map(|file| fixtures_dir().join(file).to_string_lossy().into_owned()).collect();
+    for path in &paths {
+        arguments.extend_from_slice(&["-e", path]);
+    }
+    shim.cli_json(&arguments).await["environment"].clone()
+}
+
+/// heat-tempest-plugin's test_server_software_config scenario as its test runs it (the template
+/// unchanged, its scripts as the files map), with our environment instead of a Nova server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tempest_software_config_scenario_runs_its_scripts_with_a_real_agent() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = Shim::start().await;
+    // The Nova server has no `name`: it binds to the registered server named as the resource.
+    let fleet = Fleet::start(&shim, &["server"], &AgentSettings::default()).await;
+    // cfg1.sh writes /tmp/$bar: `bar` points into a temp dir of this test.
+    let scratch = tempfile::Builder::new().prefix("anneal-corpus-").tempdir_in("/tmp").expect("temp dir in /tmp");
+    let bar = format!("{}/bar", scratch.path().file_name().expect("a name").to_string_lossy());
+    let files_dir = corpus_dir().join(TEMPEST_SOFTWARE_CONFIG_FILES);
+    let read = |name: &str| std::fs::read_to_string(files_dir.join(name)).expect("corpus.sh wrote the test's files");
+    let body = json!({
+        "name": "tempest",
+        "template": std::fs::read_to_string(template(TEMPEST_SOFTWARE_CONFIG)).expect("the template"),
+        "environment": merged_environment(&shim, &["infrastructure.yaml", "tempest.yaml"]).await,
+        "files": {"/cfg1.sh": read("CFG1_SH.txt"), "/cfg3.pp": read("CFG3_PP.txt")},
+        "parameters": {"key_name": "default", "flavor": "m1.small", "image": "fedora", "network": "private",
+                       "dep1_bar": bar},
+    });
+    let token = std::fs::read_to_string(shim.token_file()).expect("admin token");
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/stacks", shim.url()))
+        .bearer_auth(token.trim())
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the shim answers");
+    let status = response.status();
+    assert_eq!(status.as_u16(), 201, "created: {}", response.text().await.unwrap_or_default());
+
+    let outputs = wait_until(Duration::from_secs(60), "the script deployments' outputs", || async {
+        let outputs = shim.stack_outputs("tempest").await;
+        let ready = |name: &str| outputs.get(name).is_some_and(|output| !output["result"].is_null());
+        (ready("res1") && ready("res2")).then_some(outputs)
+    })
+    .await;
+    let expected = format!("The file /tmp/{bar} contains fooooo for server server during CREATE");
+    assert_eq!(outputs["res1"]["result"], expected.as_str(), "{outputs:?}\n{}", fleet.logs());
+    assert_eq!(outputs["res1"]["status_code"], 0);
+    assert!(outputs["res1"]["stderr"].as_str().unwrap_or_default().contains("Output to stderr"), "{outputs:?}");
+    assert_eq!(std::fs::read_to_string(scratch.path().join("bar")).expect("cfg1.sh wrote it"), "fooooo\n");
+    let res2 = outputs["res2"]["result"].as_str().unwrap_or_default();
+    assert!(res2.starts_with("The file /tmp/cfn-init-foo contains ") && res2.ends_with("during CREATE"), "{res2}");
+
+    let deployments = deployments_of(fleet.agent("server").credentials(), &["10_dep2a", "dep3"]).await;
+    let cfn_init = deployments.iter().find(|entry| entry["name"] == "10_dep2a").expect("dep2a");
+    assert_eq!(cfn_init["group"], "cfn-init");
+    let file = &cfn_init["config"]["config"]["files"]["/tmp/cfn-init-foo"];
+    assert_eq!(file["content"], "barrr", "get_input resolved by the StructuredDeployment: {cfn_init}");
+    let puppet = deployments.iter().find(|entry| entry["name"] == "dep3").expect("dep3");
+    assert_eq!(puppet["group"], "puppet");
+    assert_eq!(puppet["config"], read("CFG3_PP.txt").as_str());
+    assert_eq!((input(puppet, "foo"), input(puppet, "bar")), (json!("fo"), json!("ba")));
+    assert_eq!(shim.stack_status("tempest").await, "CREATE_IN_PROGRESS", "dep3 waits for a puppet hook");
 }
