@@ -8,6 +8,9 @@
 #   heat-tempest-plugin/     the whole plugin (scenario templates are standalone .yaml files;
 #                            its functional tests embed theirs as Python strings)
 #   tripleo-heat-templates/  the whole tree (the test picks the templates it runs)
+#   tripleo-heat-templates-rendered/
+#                            the same tree with its Jinja templates (*.j2.yaml) rendered by
+#                            TripleO's own tools/process-templates.py, as TripleO deploys it
 #   embedded/<package>/<module path>/<name>.yaml
 #                            every string literal of a test module that starts with
 #                            `heat_template_version`, written out as a file, named after the
@@ -62,6 +65,27 @@ fetch heat-tempest-plugin heat-tempest-plugin 3.0.0 heat_tempest_plugin-3.0.0.ta
 fetch tripleo-heat-templates tripleo-heat-templates 18.0.0 tripleo-heat-templates-18.0.0.tar.gz \
   09026a2ace181b1a2eeddb941504add4a10429a391bd265b4c04571f131b8b89
 
+# --- tripleo-heat-templates-rendered/: the tree as TripleO deploys it ------------------------------
+# TripleO's *.j2.yaml are Jinja templates that its own tools/process-templates.py renders (with
+# roles_data.yaml and network_data_default.yaml) before Heat sees them; it is run here with the
+# heat-venv's python3 (pinned jinja2 and PyYAML; real-heat/install.sh, which setup.sh runs first)
+# into a copy of the tree.
+rendered="$corpus/tripleo-heat-templates-rendered"
+rendered_marker="$rendered/.complete-$( (ls "$corpus"/tripleo-heat-templates/.complete-*; cat "$here/corpus.sh") \
+  | sha256sum | cut -c1-16)"
+venv_python="$here/.cache/heat-venv/bin/python3"
+[ -x "$venv_python" ] || "$here/real-heat/install.sh"
+if [ ! -f "$rendered_marker" ]; then
+  rm -rf "$rendered"
+  if ! (cd "$corpus/tripleo-heat-templates" && "$venv_python" tools/process-templates.py -p . -o "$rendered" \
+      >"$corpus/tripleo-render.log" 2>&1); then
+    echo "tests/peers/corpus.sh: tripleo-heat-templates' process-templates.py failed; see $corpus/tripleo-render.log" >&2
+    exit 1
+  fi
+  touch "$rendered_marker"
+  echo "tests/peers/corpus.sh: tripleo-heat-templates rendered into $rendered" >&2
+fi
+
 # --- embedded/: the templates the test modules hold as string literals ----------------------------
 embedded="$corpus/embedded"
 # Remade when either package's version or this script changes.
@@ -70,7 +94,7 @@ embedded_marker="$embedded/.complete-$( (ls "$corpus"/heat/.complete-* "$corpus"
 [ -f "$embedded_marker" ] && exit 0
 rm -rf "$embedded"
 mkdir -p "$embedded"
-python3 - "$corpus" "$embedded" <<'PYTHON'
+"$venv_python" - "$corpus" "$embedded" <<'PYTHON'
 import ast
 import pathlib
 import sys

@@ -184,8 +184,8 @@ if [ ! -f "$venv_marker" ]; then
   echo "tests/peers/setup.sh: $packages ready in $venv" >&2
 fi
 
-# --- corpus: real Heat templates (sdists, sha256-checked) ----------------------------------------
-"$here/corpus.sh"
-
 # --- heat-venv: openstack-heat and keystone -----------------------------------------------------
 "$here/real-heat/install.sh"
+
+# --- corpus: real Heat templates (sdists, sha256-checked; TripleO's rendered with the heat-venv) -
+"$here/corpus.sh"

@@ -74,7 +74,7 @@ impl Expected {
 /// TripleO's templates, the agent-install stub for heat-tempest-plugin's.
 fn environments(template: &str) -> Vec<String> {
     let mut files = vec!["infrastructure.yaml"];
-    if template.starts_with("tripleo-heat-templates/") {
+    if template.starts_with("tripleo-heat-templates") {
         files.push("tripleo.yaml");
     }
     if template.contains("heat-tempest-plugin/") {

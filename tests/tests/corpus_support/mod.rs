@@ -39,15 +39,17 @@ pub struct Source {
 
 /// heat_integrationtests and heat-tempest-plugin's functional tests hold their templates as
 /// Python strings (corpus.sh writes them out under embedded/); the plugin's scenario templates
-/// are files. TripleO: the whole tree, so that extraconfig/, puppet/extraconfig/,
-/// deployed-server/, ci/ and the top-level config-download-*.yaml are all seen; tools/ is left
-/// out: its nic_config_convert_samples are inputs of a conversion script's tests whose get_file
-/// paths point where the originals lived, so Heat cannot load them either.
+/// are files. TripleO: the whole tree as its process-templates.py renders it (the Jinja
+/// templates, such as extraconfig/all_nodes/swap.j2.yaml, become HOT files), so that
+/// extraconfig/, puppet/extraconfig/, deployed-server/, ci/ and the top-level
+/// config-download-*.yaml are all seen; tools/ is left out: its nic_config_convert_samples are
+/// inputs of a conversion script's tests whose get_file paths point where the originals lived,
+/// so Heat cannot load them either.
 pub const SOURCES: &[Source] = &[
     Source { root: "embedded/heat/heat_integrationtests", excluded: &[] },
     Source { root: "embedded/heat-tempest-plugin/heat_tempest_plugin/tests", excluded: &[] },
     Source { root: "heat-tempest-plugin/heat_tempest_plugin/tests/scenario/templates", excluded: &[] },
-    Source { root: "tripleo-heat-templates", excluded: &["tools", "releasenotes", "zuul.d"] },
+    Source { root: "tripleo-heat-templates-rendered", excluded: &["tools", "releasenotes", "zuul.d"] },
 ];
 
 /// The corpus dir, after checking that corpus.sh finished (its markers are there).
