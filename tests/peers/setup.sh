@@ -8,6 +8,8 @@
 #   venv/ (python3 -m venv): os-collect-config, os-refresh-config, os-apply-config and
 #   heat-cfntools (cfn-signal) at pinned versions, with every dependency pinned too; its python3
 #   also runs heat-agents' scripts (55-heat-config needs PyYAML, heat-config-notify requests).
+#   corpus/ (corpus.sh): the real templates of openstack-heat, heat-tempest-plugin and
+#   tripleo-heat-templates that tests/tests/heat_corpus.rs runs through the shim.
 #   heat-venv/ (real-heat/install.sh): a real OpenStack Heat and Keystone for the tests that run
 #   stacks on a real engine (real-heat/ctl.sh starts and stops them).
 set -euo pipefail
@@ -184,3 +186,6 @@ fi
 
 # --- heat-venv: openstack-heat and keystone -----------------------------------------------------
 "$here/real-heat/install.sh"
+
+# --- corpus: real Heat templates (sdists, sha256-checked; TripleO's rendered with the heat-venv) -
+"$here/corpus.sh"

@@ -57,10 +57,12 @@ fn check(parsed: &Template, texts: &BTreeMap<String, String>) -> Vec<String> {
     }
 }
 
+/// A value that passes the checks a real value would: a non-empty string (an empty one is an
+/// empty server name) and a positive number (timeouts and counts must be at least 1).
 fn placeholder(kind: ParameterType) -> Value {
     match kind {
-        ParameterType::String => json!(""),
-        ParameterType::Number => json!(0),
+        ParameterType::String => json!("validate"),
+        ParameterType::Number => json!(1),
         ParameterType::Json => json!({}),
         ParameterType::CommaDelimitedList => json!([]),
         ParameterType::Boolean => json!(false),

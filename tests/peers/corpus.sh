@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Fetches the real-template corpus of tests/tests/heat_corpus.rs from PyPI into
+# tests/peers/.cache/corpus (git-ignored). Cached: a second run fetches nothing. Pinned versions,
+# each sdist checked against its sha256 before it is unpacked; nothing of it is ever committed.
+#
+#   heat/                    openstack-heat's heat_integrationtests/ (its templates are Python
+#                            strings in the test modules: see embedded/ below)
+#   heat-tempest-plugin/     the whole plugin (scenario templates are standalone .yaml files;
+#                            its functional tests embed theirs as Python strings)
+#   tripleo-heat-templates/  the whole tree (the test picks the templates it runs)
+#   tripleo-heat-templates-rendered/
+#                            the same tree with its Jinja templates (*.j2.yaml) rendered by
+#                            TripleO's own tools/process-templates.py, as TripleO deploys it
+#   embedded/<package>/<module path>/<name>.yaml
+#                            every string literal of a test module that starts with
+#                            `heat_template_version`, written out as a file, named after the
+#                            class, function and variable that hold it. Only literals: templates
+#                            built with % or .format are written with their placeholders as-is.
+#                            Module-level UPPER_CASE strings (the scripts a test sends in its
+#                            files map) are written next to them as <NAME>.txt.
+#
+# Which of these templates the test runs is decided in tests/tests/heat_corpus.rs, not here.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+corpus="$here/.cache/corpus"
+command -v python3 >/dev/null || { echo "tests/peers/corpus.sh: python3 is needed to fetch the corpus" >&2; exit 1; }
+mkdir -p "$corpus"
+
+# fetch DIRECTORY PROJECT VERSION SDIST_FILE SHA256 [MEMBER]: unpacks the sdist (only MEMBER of
+# it when given) into $corpus/DIRECTORY unless the marker of that exact version is there.
+fetch() {
+  local directory=$1 project=$2 version=$3 sdist=$4 sha256=$5 member=${6:-}
+  local target="$corpus/$directory"
+  [ -f "$target/.complete-$version" ] && return 0
+  local download
+  download=$(mktemp -d)
+  if ! python3 -m pip download --quiet --no-deps --no-binary :all: "$project==$version" -d "$download" >&2; then
+    rm -rf "$download"
+    echo "tests/peers/corpus.sh: cannot download $project==$version from PyPI;" \
+         "the corpus test needs it (is the registry reachable?)" >&2
+    exit 1
+  fi
+  if ! echo "$sha256  $download/$sdist" | sha256sum --check --quiet >&2; then
+    rm -rf "$download"
+    echo "tests/peers/corpus.sh: $project==$version from PyPI is not the sdist this script pins" \
+         "(sha256 $sha256); refusing to unpack it" >&2
+    exit 1
+  fi
+  local top=${sdist%.tar.gz}
+  rm -rf "$target"
+  mkdir -p "$target"
+  # shellcheck disable=SC2086 # MEMBER is one path or nothing
+  tar -xzf "$download/$sdist" -C "$target" --strip-components=1 --no-same-owner \
+    ${member:+"$top/$member"}
+  rm -rf "$download"
+  touch "$target/.complete-$version"
+  echo "tests/peers/corpus.sh: $project $version ready in $target" >&2
+}
+
+fetch heat openstack-heat 27.0.1 openstack_heat-27.0.1.tar.gz \
+  65eac7175938a3f38e7e4990ebf52aa8641a1d52f4190ea795c5872d014154b6 heat_integrationtests
+fetch heat-tempest-plugin heat-tempest-plugin 3.0.0 heat_tempest_plugin-3.0.0.tar.gz \
+  1fd7e7beb4027792d69a2dbf6cb629eed52a50eaa88a724cbe6a94a9c2358983
+fetch tripleo-heat-templates tripleo-heat-templates 18.0.0 tripleo-heat-templates-18.0.0.tar.gz \
+  09026a2ace181b1a2eeddb941504add4a10429a391bd265b4c04571f131b8b89
+
+# --- tripleo-heat-templates-rendered/: the tree as TripleO deploys it ------------------------------
+# TripleO's *.j2.yaml are Jinja templates that its own tools/process-templates.py renders (with
+# roles_data.yaml and network_data_default.yaml) before Heat sees them; it is run here with the
+# heat-venv's python3 (pinned jinja2 and PyYAML; real-heat/install.sh, which setup.sh runs first)
+# into a copy of the tree.
+rendered="$corpus/tripleo-heat-templates-rendered"
+rendered_marker="$rendered/.complete-$( (ls "$corpus"/tripleo-heat-templates/.complete-*; cat "$here/corpus.sh") \
+  | sha256sum | cut -c1-16)"
+venv_python="$here/.cache/heat-venv/bin/python3"
+[ -x "$venv_python" ] || "$here/real-heat/install.sh"
+if [ ! -f "$rendered_marker" ]; then
+  rm -rf "$rendered"
+  if ! (cd "$corpus/tripleo-heat-templates" && "$venv_python" tools/process-templates.py -p . -o "$rendered" \
+      >"$corpus/tripleo-render.log" 2>&1); then
+    echo "tests/peers/corpus.sh: tripleo-heat-templates' process-templates.py failed; see $corpus/tripleo-render.log" >&2
+    exit 1
+  fi
+  touch "$rendered_marker"
+  echo "tests/peers/corpus.sh: tripleo-heat-templates rendered into $rendered" >&2
+fi
+
+# --- embedded/: the templates the test modules hold as string literals ----------------------------
+embedded="$corpus/embedded"
+# Remade when either package's version or this script changes.
+embedded_marker="$embedded/.complete-$( (ls "$corpus"/heat/.complete-* "$corpus"/heat-tempest-plugin/.complete-*; \
+  cat "$here/corpus.sh") | sha256sum | cut -c1-16)"
+[ -f "$embedded_marker" ] && exit 0
+rm -rf "$embedded"
+mkdir -p "$embedded"
+"$venv_python" - "$corpus" "$embedded" <<'PYTHON'
+import ast
+import pathlib
+import sys
+
+corpus, embedded = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+sources = [("heat", corpus / "heat", "heat_integrationtests"),
+           ("heat-tempest-plugin", corpus / "heat-tempest-plugin", "heat_tempest_plugin/tests")]
+
+
+def literals(node, scope):
+    """Yields (name, text) for each template literal assigned under `node`."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from literals(child, scope + [child.name])
+        elif isinstance(child, ast.Assign) and isinstance(child.value, ast.Constant) \
+                and isinstance(child.value.value, str) \
+                and child.value.value.lstrip().startswith("heat_template_version"):
+            target = child.targets[0]
+            name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "template")
+            yield ".".join(scope + [name]), child.value.value.lstrip()
+        else:
+            yield from literals(child, scope)
+
+
+def module_constants(tree):
+    """Yields (NAME, text) for each module-level UPPER_CASE string constant (the scripts a test
+    passes in its files map, such as CFG1_SH)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper() \
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            yield node.targets[0].id, node.value.value
+
+
+count = 0
+for package, root, tests in sources:
+    for module in sorted((root / tests).rglob("*.py")):
+        relative = module.relative_to(root).with_suffix("")
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for name, text in module_constants(tree):
+            path = embedded / package / relative / (name + ".txt")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        seen = {}
+        for name, text in literals(tree, []):
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name = "%s.%d" % (name, seen[name])
+            path = embedded / package / relative / (name + ".yaml")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            count += 1
+print("tests/peers/corpus.sh: %d embedded templates written to %s" % (count, embedded), file=sys.stderr)
+PYTHON
+touch "$embedded_marker"
