@@ -31,7 +31,12 @@ pub(super) fn unknown_type(resource: &str, text: &str) -> String {
         );
     }
     let suggestions = near_matches(text);
-    let hint = if suggestions.is_empty() {
+    let hint = if suggestions.is_empty() && text.contains("::") {
+        "not a type anneal-shim or Heat has: a custom type must be mapped in the environment's \
+         resource_registry, to a supported type or to a template file (a provider template); see \
+         docs/templates.md \"Resources\""
+            .to_owned()
+    } else if suggestions.is_empty() {
         "see docs/templates.md \"Resources\" for the supported types".to_owned()
     } else {
         format!("did you mean {}?", suggestions.join(", "))
@@ -48,12 +53,39 @@ fn shortened(text: &str) -> String {
     }
 }
 
-/// An OpenStack or CloudFormation type outside the software-config ones: `OS::X::Y` with X
-/// not Heat, or any `AWS::` type.
+/// The OpenStack services whose `OS::<service>::` types Heat registers (its
+/// heat/engine/resources/openstack/ packages): anything else under `OS::` is a custom type.
+const INFRASTRUCTURE_SERVICES: &[&str] = &[
+    "Aodh",
+    "Barbican",
+    "Blazar",
+    "Cinder",
+    "Designate",
+    "Glance",
+    "Keystone",
+    "Magnum",
+    "Manila",
+    "Mistral",
+    "Monasca",
+    "Neutron",
+    "Nova",
+    "Octavia",
+    "Sahara",
+    "Senlin",
+    "Swift",
+    "Trove",
+    "Vitrage",
+    "Zaqar",
+    "Zun",
+];
+
+/// An OpenStack or CloudFormation type outside the software-config ones: `OS::X::Y` with X one
+/// of the services Heat has types for, or an `AWS::` type other than CloudFormation's own.
 fn is_infrastructure(text: &str) -> bool {
     let parts: Vec<&str> = text.split("::").collect();
     match parts.as_slice() {
-        ["OS", service, name] => *service != "Heat" && !service.is_empty() && !name.is_empty(),
+        ["OS", service, name, ..] => INFRASTRUCTURE_SERVICES.contains(service) && !name.is_empty(),
+        ["AWS", "CloudFormation", ..] => false,
         ["AWS", service, name] => !service.is_empty() && !name.is_empty(),
         _ => false,
     }
@@ -110,12 +142,22 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_os_type_is_not_called_infrastructure() {
+        let message = unknown_type("app", "OS::Test::WebAppConfig");
+        assert!(!message.contains("infrastructure"), "{message}");
+        assert!(message.contains("resource_registry") && message.contains("provider template"), "{message}");
+        let message = unknown_type("handle", "AWS::CloudFormation::WaitConditionHandle");
+        assert!(!message.contains("OS::Heat::None"), "{message}");
+    }
+
+    #[test]
     fn a_misspelling_lists_a_few_near_matches() {
         let message = unknown_type("r", "OS::Heat::SoftwareDeploymnet");
         assert!(message.contains("did you mean OS::Heat::SoftwareDeployment"), "{message}");
         assert!(!message.contains("OS::Heat::WaitCondition"), "{message}");
         let message = unknown_type("r", "Custom::Thing");
         assert!(!message.contains("did you mean"), "{message}");
+        assert!(message.contains("must be mapped in the environment's resource_registry"), "{message}");
         assert!(unknown_type("r", &"x".repeat(100_000)).len() < 200);
     }
 }
