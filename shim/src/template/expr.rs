@@ -103,7 +103,7 @@ pub enum EvalError {
 /// one of these (or starts with `Fn::`) is rejected rather than passed through as data, so a
 /// template written for full Heat fails loudly instead of deploying the function as text.
 pub const UNSUPPORTED_FUNCTIONS: &[&str] =
-    &["get_server_attr", "resource_facade", "yaql", "Ref", "Fn::GetAZs", "Fn::ResourceFacade", "Fn::MemberListToMap"];
+    &["get_server_attr", "resource_facade", "Ref", "Fn::GetAZs", "Fn::ResourceFacade", "Fn::MemberListToMap"];
 
 impl Expr {
     /// Recognises functions in a JSON value: a single-key map whose key is a function name.
@@ -284,10 +284,10 @@ fn function(name: &str, arguments: &Value, dialect: &Dialect) -> Result<Option<E
         "get_input" => Expr::GetInput(string_argument(name, arguments, "an input name")?),
         "str_replace" => str_replace(arguments, dialect)?,
         "list_join" => list_join(arguments, dialect)?,
-        // Not implemented: the message names the expression, so a user knows what to rewrite.
-        "yaql" if matches!(dialect.meaning(name), Meaning::Refused(_)) => {
-            let expression = arguments.get("expression").map_or_else(|| arguments.to_string(), Value::to_string);
-            return Err(format!("yaql is not supported (expression {expression})"));
+        // The literal expression is parsed now, so its errors name the resource and property.
+        "yaql" if dialect.meaning(name) == Meaning::Function(Function::Yaql) => {
+            functions::yaql::validate_call(arguments)?;
+            Expr::Call { function: Function::Yaql, args: Box::new(Expr::parse(arguments, dialect)?) }
         }
         _ => match dialect.meaning(name) {
             Meaning::Data => return Ok(None),

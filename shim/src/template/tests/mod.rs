@@ -12,6 +12,7 @@ mod resource_types;
 mod structured;
 mod validate;
 mod yaml;
+mod yaql;
 
 use std::collections::BTreeMap;
 

@@ -187,7 +187,7 @@ resources:
     type: OS::Heat::SoftwareConfig
     properties:
       config: {get_file: script.sh}
-      options: {x: {yaql: {expression: $.data, data: {}}}}
+      options: {x: {yaql: {expression: $.data.orderBy($), data: {}}}}
 outputs:
   o:
     value: {Fn::GetAtt: [a, config]}
@@ -198,7 +198,8 @@ outputs:
         [
             "resource a: get_file: no file \"script.sh\" in the request's files (the client reads it relative \
              to the template) (line 6)",
-            "resource a: property \"options\": yaql is not supported (expression \"$.data\") (line 7)",
+            "resource a: property \"options\": Bad expression \"$.data.orderBy($)\": not in the supported yaql \
+             subset (docs/templates.md, \"yaql\"): method .orderBy() (line 7)",
             "output o: unsupported function Fn::GetAtt (line 10)",
         ]
     );

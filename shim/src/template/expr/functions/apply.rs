@@ -36,6 +36,7 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
         Function::CfnReplace => super::cfn::cfn_replace(args),
         Function::LegacyReplace => super::cfn::legacy_replace(args),
         Function::LegacyJoin => super::cfn::legacy_join(args),
+        Function::Yaql => super::yaql::apply(args),
         Function::Base64 => match args {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),

@@ -151,7 +151,10 @@ impl Resolver<'_> {
                 }
                 Ok(call(function, Expr::List(inlined)))
             }
-            "yaql" if self.version >= Version::V2017_09_01 => Err("yaql is not supported".into()),
+            "yaql" if self.version >= Version::V2017_09_01 => {
+                super::yaql::validate_call(args)?;
+                Ok(call(Function::Yaql, self.value(args)?))
+            }
             _ if is_reference_function(name) => Err(format!("The function \"{name}\" is invalid in this context")),
             _ => match meaning(name, self.version) {
                 Meaning::Removed => Err(format!(

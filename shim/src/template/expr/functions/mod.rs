@@ -9,6 +9,7 @@ mod cfn;
 pub mod conditions;
 mod repeat;
 mod url;
+pub mod yaql;
 
 pub use apply::apply;
 
@@ -99,6 +100,8 @@ pub enum Function {
     /// Join): params must be strings or numbers; one list, of strings.
     LegacyReplace,
     LegacyJoin,
+    /// `yaql` (2016-10-14+), the subset in `yaql/`.
+    Yaql,
 }
 
 /// What a single-key map's key means in a template of a given version.
@@ -187,8 +190,7 @@ pub fn meaning(name: &str, version: Version) -> Meaning {
         // Under resources and outputs the files pre-pass (environment.rs) has replaced it already.
         "get_file" => Meaning::Refused("get_file is only resolved under resources and outputs"),
         "get_server_attr" => Meaning::Refused("unsupported function get_server_attr"),
-        "yaql" if version >= Version::V2016_10_14 => Meaning::Refused("yaql is not supported"),
-        "yaql" => Meaning::NotYet { added: Version::V2016_10_14 },
+        "yaql" => since(Version::V2016_10_14, F::Yaql),
         _ if name.starts_with("Fn::") => Meaning::Refused("unsupported function"),
         _ => Meaning::Data,
     }
@@ -229,6 +231,7 @@ impl Function {
             Function::Base64 => "Fn::Base64",
             Function::LegacyReplace => "str_replace",
             Function::LegacyJoin => "list_join",
+            Function::Yaql => "yaql",
         }
     }
 }
