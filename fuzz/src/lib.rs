@@ -226,7 +226,7 @@ fn fixture() -> &'static Fixture {
         let config = EngineConfig { public_url: "http://127.0.0.1:9".into() };
         let engine = Engine::new(store, TokenKey::from_secret(b"fuzz key"), config);
         let handle_token = runtime.block_on(async {
-            engine.add_server(AddServer { name: "vm1".into() }).await.expect("add server");
+            engine.add_server(AddServer { name: "vm1".into(), ..AddServer::default() }).await.expect("add server");
             engine.create_stack(stack_request(Some("fuzz"), 0)).await.expect("create stack");
             handle_token(&engine).await
         });

@@ -18,7 +18,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(store, TokenKey::from_secret(b"group_create"), config);
     let names: Vec<String> = (0..servers).map(|index| format!("fleet-{index:05}")).collect();
     for name in &names {
-        engine.add_server(AddServer { name: name.clone() }).await?;
+        engine.add_server(AddServer { name: name.clone(), ..AddServer::default() }).await?;
     }
     let members: Map<String, Value> = names.iter().map(|name| (name.clone(), json!(name))).collect();
     let template = json!({

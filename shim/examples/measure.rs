@@ -55,8 +55,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         shutdown.clone(),
     ));
     let http = reqwest::Client::builder().pool_max_idle_per_host(128).build()?;
-    let a = engine.add_server(AddServer { name: "a".into() }).await?;
-    let b = engine.add_server(AddServer { name: "b".into() }).await?;
+    let a = engine.add_server(AddServer { name: "a".into(), ..AddServer::default() }).await?;
+    let b = engine.add_server(AddServer { name: "b".into(), ..AddServer::default() }).await?;
 
     let mut latencies = Vec::with_capacity(rounds);
     for round in 0..rounds {

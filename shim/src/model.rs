@@ -12,11 +12,22 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 /// `POST /v1/servers` body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AddServer {
     pub name: String,
+    /// IP addresses of the server on no named network (`--address`): its `accessIPv4` and
+    /// `accessIPv6` attributes, and `first_address` when it has no network addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+    /// IP addresses per network name (`--network NET=IP`): its `networks`, `addresses` and
+    /// `first_address` attributes, as Nova reports a server's (docs/templates.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub networks: BTreeMap<String, Vec<String>>,
 }
+
+/// Where the agent config `server add` prints reads the server's token from.
+pub const AGENT_TOKEN_PATH: &str = "/etc/anneal/token";
 
 /// What `server add` prints: everything an agent needs. The token is shown once, never stored
 /// in clear.

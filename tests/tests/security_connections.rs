@@ -45,7 +45,8 @@ async fn serve(adjust: impl FnOnce(&mut ApiConfig)) -> Served {
     let store = SqliteStore::open_in_memory().expect("in-memory store");
     let config = EngineConfig { public_url: "http://127.0.0.1:1".to_string() };
     let engine = Engine::new(store, TokenKey::from_secret(&[7; 32]), config);
-    let credentials = engine.add_server(AddServer { name: "vm1".to_string() }).await.expect("add vm1");
+    let credentials =
+        engine.add_server(AddServer { name: "vm1".to_string(), ..AddServer::default() }).await.expect("add vm1");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     let mut config = ApiConfig::new(hash_token(ADMIN_TOKEN));

@@ -230,7 +230,7 @@ async fn register(engine: &Engine<SqliteStore>, names: &[String]) -> BenchResult
         let mut tasks = JoinSet::new();
         for name in chunk {
             let (engine, name) = (engine.clone(), name.clone());
-            tasks.spawn(async move { engine.add_server(AddServer { name }).await });
+            tasks.spawn(async move { engine.add_server(AddServer { name, ..AddServer::default() }).await });
         }
         while let Some(joined) = tasks.join_next().await {
             let added = joined.map_err(|error| BenchError::Failed(format!("add_server panicked: {error}")))?;

@@ -168,6 +168,14 @@ pub enum AgentConfigFormat {
 #[derive(Debug, Clone, Args)]
 pub struct ServerAddArgs {
     pub name: String,
+    /// An IP address of the server on no named network (repeatable): its `accessIPv4` /
+    /// `accessIPv6` attributes, and `first_address` when no --network is given.
+    #[arg(long = "address", value_name = "IP")]
+    pub addresses: Vec<String>,
+    /// An IP address on a named network (repeatable): the `networks`, `addresses` and
+    /// `first_address` attributes templates read.
+    #[arg(long = "network", value_name = "NET=IP", value_parser = parse_network_address)]
+    pub networks: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = AgentConfigFormat::Toml)]
     pub format: AgentConfigFormat,
     #[command(flatten)]
@@ -313,6 +321,16 @@ impl From<ServerCommand> for ClientCommand {
 impl From<StackCommand> for ClientCommand {
     fn from(command: StackCommand) -> ClientCommand {
         ClientCommand::Stack(command)
+    }
+}
+
+/// `--network NET=IP`: split at the last `=` (a network name may contain one, an IP cannot).
+fn parse_network_address(text: &str) -> Result<(String, String), String> {
+    match text.rsplit_once('=') {
+        Some((network, address)) if !network.is_empty() && !address.is_empty() => {
+            Ok((network.to_owned(), address.to_owned()))
+        }
+        _ => Err(format!("expected NET=IP, got {text:?}")),
     }
 }
 

@@ -55,7 +55,11 @@ async fn server_add(
     out: &mut dyn Write,
 ) -> Result<ExitStatus, ClientError> {
     let client = AdminClient::new(context)?;
-    let body = to_value(&AddServer { name: args.name.clone() });
+    let mut networks = BTreeMap::<String, Vec<String>>::new();
+    for (network, address) in &args.networks {
+        networks.entry(network.clone()).or_default().push(address.clone());
+    }
+    let body = to_value(&AddServer { name: args.name.clone(), addresses: args.addresses.clone(), networks });
     let value = client.request(Method::POST, &["v1", "servers"], Some(&body)).await?;
     let ca = client.trusted_ca();
     let text = match args.format {

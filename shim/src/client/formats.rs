@@ -12,7 +12,7 @@ use crate::model::ServerCredentials;
 /// Where the agent reads its config by default.
 pub const AGENT_CONFIG_PATH: &str = "/etc/anneal/agent.toml";
 /// The `token_file` of the generated http source.
-pub const AGENT_TOKEN_PATH: &str = "/etc/anneal/token";
+pub const AGENT_TOKEN_PATH: &str = crate::model::AGENT_TOKEN_PATH;
 /// The `ca_file` of the generated http source when a CA is given (`--tls-ca`).
 pub const AGENT_CA_PATH: &str = "/etc/anneal/ca.pem";
 /// The agent's `[agent]` defaults, written out so the file documents itself.

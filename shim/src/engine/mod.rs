@@ -51,4 +51,6 @@ mod remove_tests;
 #[cfg(test)]
 mod security_tests;
 #[cfg(test)]
+mod server_tests;
+#[cfg(test)]
 mod value_tests;

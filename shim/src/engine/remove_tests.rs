@@ -68,7 +68,7 @@ async fn removed_server_token_is_dead_at_once_and_after_a_restart() {
     let engine = engine_at(&path);
     assert_eq!(engine.server_for_token(&tokens[0]).await.unwrap(), None, "still dead after a restart");
     assert_eq!(engine.server_for_token(&tokens[1]).await.unwrap().as_deref(), Some("vm2"));
-    let again = engine.add_server(AddServer { name: "vm1".into() }).await.unwrap();
+    let again = engine.add_server(AddServer { name: "vm1".into(), ..AddServer::default() }).await.unwrap();
     assert_ne!(again.token, tokens[0]);
     assert_eq!(engine.server_for_token(&again.token).await.unwrap().as_deref(), Some("vm1"));
     assert_eq!(engine.server_for_token(&tokens[0]).await.unwrap(), None, "a new registration revives nothing");

@@ -2,7 +2,7 @@
 //! transaction (`Engine::transact`), plus the read models (stack summaries, details with
 //! evaluated outputs, events) built from stored rows.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -41,12 +41,16 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     parameters.insert("OS::stack_name".into(), json!(name));
     parameters.insert("OS::stack_id".into(), json!(stack_id));
     parameters.insert("OS::project_id".into(), json!("anneal"));
-    let servers: BTreeSet<String> = ctx.tx.servers()?.into_iter().map(|server| server.name).collect();
+    let servers: BTreeMap<String, template::ServerAddresses> = ctx
+        .tx
+        .servers()?
+        .into_iter()
+        .map(|server| (server.name, template::ServerAddresses::from_stored(&server.addresses)))
+        .collect();
     // Stored with its conditions decided (docs/templates.md, "Conditions"); when they cannot
     // be, `validate` reports why together with every other problem.
     let template = template::apply_conditions(&template, &parameters).unwrap_or(template);
-    let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
-        .map_err(|problems| EngineError::Template { problems: template::locate_problems(&template, problems) })?;
+    let plan = validate_with_servers(&template, &parameters, &servers)?;
     let stored_template = resolved.unwrap_or_else(|| request.template.clone());
     Ok(Checked { template, parameters, plan, stored_template })
 }
@@ -68,6 +72,24 @@ fn request_environment(
             .map_err(|problem| template_error(vec![problem]))?;
     let environment = template::Environment::from_value(&Value::Object(merged)).map_err(template_error)?;
     Ok((environment, BTreeMap::new()))
+}
+
+/// `template::validate` and the DeployedServer attribute checks, their problems together.
+fn validate_with_servers(
+    template: &Template,
+    parameters: &BTreeMap<String, Value>,
+    servers: &BTreeMap<String, template::ServerAddresses>,
+) -> Result<template::Plan, EngineError> {
+    let validated = template::validate(template, parameters, &|name| servers.contains_key(name));
+    let attributes = template::check_server_attributes(template, parameters, &|name| servers.get(name).cloned());
+    match validated {
+        Ok(plan) if attributes.is_empty() => Ok(plan),
+        Ok(_) => Err(EngineError::Template { problems: template::locate_problems(template, attributes) }),
+        Err(mut problems) => {
+            problems.extend(attributes);
+            Err(EngineError::Template { problems: template::locate_problems(template, problems) })
+        }
+    }
 }
 
 /// A custom constraint the shim cannot check (anything but a server one) is accepted with a
@@ -174,6 +196,8 @@ async fn read<S: Store, T: Send + 'static>(
 impl<S: Store> Service for Engine<S> {
     async fn add_server(&self, request: AddServer) -> Result<ServerCredentials, ServiceError> {
         valid_name("server", &request.name)?;
+        let addresses = template::ServerAddresses::parse(&request.addresses, &request.networks)
+            .map_err(|error| EngineError::Invalid { message: format!("server {}: {error}", request.name) })?;
         let token = token::new_token().map_err(|error| ServiceError::Store(Box::new(error)))?;
         let row = ServerRow {
             name: request.name.clone(),
@@ -183,6 +207,7 @@ impl<S: Store> Service for Engine<S> {
             metadata_body: String::new(),
             published_at: 0,
             last_seen: None,
+            addresses: addresses.to_stored(),
         };
         let inserted = self.transact(move |ctx| Ok(ctx.tx.insert_server(&row)?)).await?;
         if !inserted {

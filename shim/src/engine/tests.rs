@@ -82,7 +82,8 @@ pub(super) fn engine_at(path: &Path) -> Engine<SqliteStore> {
 pub(super) async fn register(engine: &Engine<SqliteStore>, names: &[&str]) -> Vec<String> {
     let mut tokens = Vec::new();
     for name in names {
-        tokens.push(engine.add_server(AddServer { name: name.to_string() }).await.unwrap().token);
+        tokens
+            .push(engine.add_server(AddServer { name: name.to_string(), ..AddServer::default() }).await.unwrap().token);
     }
     tokens
 }
@@ -278,7 +279,10 @@ async fn invalid_stacks_are_rejected_before_anything_runs() {
     };
     assert!(problems.iter().any(|problem| problem.contains("cycle")), "{problems:?}");
     assert!(matches!(engine.create_stack(request("bad name/", cycle, &[])).await, Err(ServiceError::Invalid { .. })));
-    assert!(matches!(engine.add_server(AddServer { name: "db1".into() }).await, Err(ServiceError::Conflict { .. })));
+    assert!(matches!(
+        engine.add_server(AddServer { name: "db1".into(), ..AddServer::default() }).await,
+        Err(ServiceError::Conflict { .. })
+    ));
 }
 
 #[tokio::test]

@@ -68,6 +68,9 @@ pub struct ServerRow {
     pub metadata_body: String,
     pub published_at: u64,
     pub last_seen: Option<u64>,
+    /// What `server add` registered of its addresses: `{"addresses": [ip...], "networks":
+    /// {net: [ip...]}}` (the engine's `ServerAddresses`); `{}` for none.
+    pub addresses: serde_json::Value,
 }
 
 #[derive(Clone, PartialEq)]
@@ -474,6 +477,7 @@ impl fmt::Debug for ServerRow {
             .field("metadata_body", &format_args!("<{} bytes>", self.metadata_body.len()))
             .field("published_at", &self.published_at)
             .field("last_seen", &self.last_seen)
+            .field("addresses", &self.addresses)
             .finish()
     }
 }

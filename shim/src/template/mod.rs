@@ -13,6 +13,7 @@ mod hot;
 mod parameters;
 mod properties;
 mod schemas;
+mod servers;
 mod snippet;
 mod structured;
 mod type_names;
@@ -38,6 +39,7 @@ pub use hot::{
     raise_template_limit,
 };
 pub use parameters::resolve_parameters;
+pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes};
 pub use snippet::evaluate_snippet;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
@@ -348,8 +350,8 @@ impl ResourceType {
             ResourceType::WaitCondition => &["data"],
             ResourceType::None => &[],
             ResourceType::Value | ResourceType::RandomString => &["value"],
-            // Heat's `os_collect_config` (the agent's settings) is not offered yet.
-            ResourceType::DeployedServer => &["name"],
+            // Heat's Nova server attributes that `server add` registers (template/servers.rs).
+            ResourceType::DeployedServer => servers::SERVER_ATTRIBUTES,
         }
     }
 }

@@ -57,6 +57,36 @@ async fn server_add_prints_json_and_cloud_init() {
 }
 
 #[tokio::test]
+async fn server_add_sends_addresses_and_networks_in_order() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/servers"))
+        .and(body_json(json!({"name": "web1", "addresses": ["203.0.113.9"],
+            "networks": {"ctlplane": ["192.0.2.10", "192.0.2.11"], "a=b": ["2001:db8::1"]}})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(credentials_json(&server)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let arguments = [
+        "server",
+        "add",
+        "web1",
+        "--address",
+        "203.0.113.9",
+        "--network",
+        "ctlplane=192.0.2.10",
+        "--network",
+        "a=b=2001:db8::1",
+        "--network",
+        "ctlplane=192.0.2.11",
+    ];
+    let (result, out) = run_against(&server, &arguments).await;
+    assert_eq!(result.unwrap(), ExitStatus::Success, "{out}");
+    let missing_name = Cli::try_parse_from(["anneal-shim", "server", "add", "web1", "--network", "192.0.2.10"]);
+    assert!(missing_name.unwrap_err().to_string().contains("expected NET=IP"));
+}
+
+#[tokio::test]
 async fn server_list_table_and_json() {
     let server = MockServer::start().await;
     let servers = json!([

@@ -12,7 +12,9 @@ use sha2::{Digest, Sha256};
 use crate::engine::context::Context;
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released};
+use crate::model::AGENT_TOKEN_PATH;
 use crate::store::{NodeRecord, NodeRow, StackRow};
+use crate::template::ServerAddresses;
 
 /// `OS::Heat::None` and `OS::Heat::Value`: complete at once.
 pub fn activate_value(
@@ -41,13 +43,29 @@ pub fn activate_deployed_server(
         Some(Value::String(name)) if !name.is_empty() => name.clone(),
         _ => node.name.clone(),
     };
-    if ctx.tx.server(&server)?.is_none() {
+    let Some(row) = ctx.tx.server(&server)? else {
         let reason = format!("server \"{server}\" is not registered (anneal-shim server add {server})");
         return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing);
-    }
+    };
+    let mut attributes = ServerAddresses::from_stored(&row.addresses).attributes(&server);
+    attributes.insert("os_collect_config".to_owned(), os_collect_config(ctx.public_url, &server));
     node.record = NodeRecord { id: Some(server.clone()), ..NodeRecord::default() };
-    node.attributes = json!({"name": server});
+    node.attributes = Value::Object(attributes);
     node::complete(ctx, stack, node, "state changed")
+}
+
+/// The `os_collect_config` attribute: the `os-collect-config` settings Heat's BaseServer writes
+/// (`collectors` and one section per collector), here for the `request` collector pointed at the
+/// server's metadata URL, plus the `token_file` `server add` has the agent read its bearer token
+/// from. No credential: the shim keeps only a hash of the server's token (docs/templates.md).
+fn os_collect_config(public_url: &str, server: &str) -> Value {
+    json!({
+        "collectors": ["request", "local"],
+        "request": {
+            "metadata_url": format!("{public_url}/v1/servers/{server}/metadata"),
+            "token_file": AGENT_TOKEN_PATH,
+        },
+    })
 }
 
 /// `OS::Heat::RandomString`: generates its value unless the previous one was generated from

@@ -23,7 +23,14 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 5, sql: ENTRY_TOKENS_V5 },
     Migration { version: 6, sql: PREVIOUS_SERVER_TOKENS_V6 },
     Migration { version: 7, sql: RETIRED_AT_V7 },
+    Migration { version: 8, sql: SERVER_ADDRESSES_V8 },
 ];
+
+/// What `server add --address/--network` registered, for the address attributes of an
+/// `OS::Heat::DeployedServer` (docs/templates.md); a server registered before has none.
+const SERVER_ADDRESSES_V8: &str = "
+ALTER TABLE servers ADD COLUMN addresses TEXT NOT NULL DEFAULT '{}';
+";
 
 /// Each entry lists the token placeholders the engine placed in it; rendering substitutes only
 /// those (see docs/security.md), so a placeholder that reached an entry inside a value (a hook's

@@ -10,7 +10,8 @@ use crate::store::{EntryRow, EntryText, ServerRow, StoreError};
 macro_rules! select_servers {
     ($tail:literal) => {
         concat!(
-            "SELECT name, token_hash, created_at, metadata_version, metadata_body, published_at, last_seen FROM servers ",
+            "SELECT name, token_hash, created_at, metadata_version, metadata_body, published_at, last_seen, addresses \
+             FROM servers ",
             $tail
         )
     };
@@ -20,8 +21,9 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &ServerRow) -> Result<bool, StoreEr
     // Only a taken name means "false"; a duplicate token hash is a real error and still fails.
     let changed = tx.execute(
         "insert a server",
-        "INSERT INTO servers (name, token_hash, created_at, metadata_version, metadata_body, published_at, last_seen)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (name) DO NOTHING",
+        "INSERT INTO servers (name, token_hash, created_at, metadata_version, metadata_body, published_at, last_seen,
+             addresses)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (name) DO NOTHING",
         params![
             row.name,
             row.token_hash,
@@ -29,7 +31,8 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &ServerRow) -> Result<bool, StoreEr
             Unsigned(row.metadata_version),
             row.metadata_body,
             Unsigned(row.published_at),
-            row.last_seen.map(Unsigned)
+            row.last_seen.map(Unsigned),
+            to_json_text(&row.addresses, "servers.addresses")?
         ],
     )?;
     Ok(changed == 1)
@@ -179,6 +182,7 @@ fn server_from_row(row: &Row<'_>) -> Result<ServerRow, StoreError> {
         metadata_body: column(row, 4)?,
         published_at: unsigned_column(row, 5)?,
         last_seen: optional_unsigned_column(row, 6)?,
+        addresses: json_column(row, 7, "servers.addresses")?,
     })
 }
 

@@ -102,3 +102,30 @@ fn version_5_lists_each_entrys_own_signal_and_its_stacks_handles() {
     let tokens: Vec<Vec<String>> = run(&store, |tx| tx.entries("web1")).into_iter().map(|entry| entry.tokens).collect();
     assert_eq!(tokens, [vec!["signal:d-1".to_owned(), "handle:h-app".to_owned()], vec!["handle:h-other".to_owned()]]);
 }
+
+/// Version 8 gives every server registered before it an empty set of addresses.
+#[test]
+fn version_8_gives_existing_servers_no_addresses() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let previous: Vec<Migration> = MIGRATIONS
+        .iter()
+        .filter(|migration| migration.version < 8)
+        .map(|migration| Migration { version: migration.version, sql: migration.sql })
+        .collect();
+    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    raw_connection(&path)
+        .execute_batch(
+            "INSERT INTO servers (name, token_hash, created_at, metadata_version, metadata_body, published_at)
+                 VALUES ('web1', 'h', 1, 1, '', 1);",
+        )
+        .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(schema_versions(&path)[..8], [1, 2, 3, 4, 5, 6, 7, 8]);
+    let server = run(&store, |tx| tx.server("web1")).unwrap();
+    assert_eq!(server.addresses, json!({}));
+    let mut registered = super::server_row("web2");
+    registered.addresses = json!({"addresses": ["2001:db8::1"]});
+    run(&store, |tx| tx.insert_server(&registered));
+    assert_eq!(run(&store, |tx| tx.server("web2")), Some(registered));
+}

@@ -27,6 +27,7 @@ pub(super) fn server_row(name: &str) -> ServerRow {
         metadata_body: "{}".to_owned(),
         published_at: 1_000,
         last_seen: None,
+        addresses: json!({"networks": {"ctlplane": ["192.0.2.1"]}}),
     }
 }
 

@@ -86,7 +86,7 @@ fn version_7_dates_earlier_retired_hashes_now() {
         .execute_batch("INSERT INTO retired_signals (hash, stack, node) VALUES ('old', 'app', 'deploy')")
         .unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(schema_versions(&path).last(), Some(&7));
+    assert!(schema_versions(&path).contains(&7), "version 7 ran");
     let now = now_millis();
     let retention = HistoryRetention { retired_signals_ms: Some(DAY_MS), ..keep_everything() };
     assert_eq!(run(&store, |tx| tx.prune_history(&retention, now)).retired_signals, 0);

@@ -88,7 +88,7 @@ fn deployed_servers_bind_registered_servers() {
     let problems = problems(
         "  web7: {type: OS::Heat::DeployedServer}
   named: {type: OS::Heat::DeployedServer, properties: {name: db3, metadata: {a: 1}}}
-  address: {type: OS::Heat::Value, properties: {value: {get_attr: [named, first_address]}}}
+  address: {type: OS::Heat::Value, properties: {value: {get_attr: [named, console_urls]}}}
 ",
     );
     assert_eq!(
@@ -97,7 +97,7 @@ fn deployed_servers_bind_registered_servers() {
             "resource web7: server \"web7\" is not registered (anneal-shim server add web7)",
             "resource named: server \"db3\" is not registered (anneal-shim server add db3)",
             "resource address: property \"value\": get_attr: resource \"named\" (OS::Heat::DeployedServer) has no \
-             attribute \"first_address\"",
+             attribute \"console_urls\"",
         ]
     );
 }
