@@ -300,7 +300,9 @@ pub(super) fn regex_method(
             Value::String(substitute(&compiled, &subject, &replacement, count)?)
         }
         _ => {
-            return Err(YaqlError::Evaluation(format!("No method \"{name}\" for a regex in the supported yaql subset")));
+            return Err(YaqlError::Evaluation(format!(
+                "No method \"{name}\" for a regex in the supported yaql subset"
+            )));
         }
     };
     Ok(Item::plain(value))
