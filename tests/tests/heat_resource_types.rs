@@ -13,6 +13,7 @@ const TEMPLATE: &str = r#"
 heat_template_version: 2018-08-31
 parameters:
   word: {type: string, default: hello}
+  count: {type: string, default: "12"}
 resources:
   stub:
     type: OS::Heat::None
@@ -20,12 +21,12 @@ resources:
   text: {type: OS::Heat::Value, properties: {value: {get_param: word}}}
   number: {type: OS::Heat::Value, properties: {value: "42", type: number}}
   decimal: {type: OS::Heat::Value, properties: {value: 2.5, type: number}}
-  listed: {type: OS::Heat::Value, properties: {value: "a,b,,c", type: comma_delimited_list}}
   listed_already: {type: OS::Heat::Value, properties: {value: [x, 1], type: comma_delimited_list}}
   data: {type: OS::Heat::Value, properties: {value: {k: [1, 2], s: t}, type: json}}
-  data_text: {type: OS::Heat::Value, properties: {value: '{"j": null}', type: json}}
-  flag: {type: OS::Heat::Value, properties: {value: "yes", type: boolean}}
-  flag_false: {type: OS::Heat::Value, properties: {value: "0", type: boolean}}
+  text_number: {type: OS::Heat::Value, properties: {value: 7, type: string}}
+  from_parameter: {type: OS::Heat::Value, properties: {value: {get_param: count}, type: number}}
+  flag: {type: OS::Heat::Value, properties: {value: "True", type: boolean}}
+  flag_false: {type: OS::Heat::Value, properties: {value: false, type: boolean}}
   untyped: {type: OS::Heat::Value, properties: {value: {m: [1]}}}
   chained: {type: OS::Heat::Value, properties: {value: {get_attr: [data, value, k, 1]}}}
   secret:
@@ -40,10 +41,10 @@ outputs:
   text: {value: {get_attr: [text, value]}}
   number: {value: {get_attr: [number, value]}}
   decimal: {value: {get_attr: [decimal, value]}}
-  listed: {value: {get_attr: [listed, value]}}
   listed_already: {value: {get_attr: [listed_already, value]}}
   data: {value: {get_attr: [data, value]}}
-  data_text: {value: {get_attr: [data_text, value]}}
+  text_number: {value: {get_attr: [text_number, value]}}
+  from_parameter: {value: {get_attr: [from_parameter, value]}}
   flag: {value: {get_attr: [flag, value]}}
   flag_false: {value: {get_attr: [flag_false, value]}}
   untyped: {value: {get_attr: [untyped, value]}}
@@ -59,10 +60,10 @@ const FIXED_OUTPUTS: &[&str] = &[
     "text",
     "number",
     "decimal",
-    "listed",
     "listed_already",
     "data",
-    "data_text",
+    "text_number",
+    "from_parameter",
     "flag",
     "flag_false",
     "untyped",
@@ -77,9 +78,16 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     ("a length of 0", "r: {type: OS::Heat::RandomString, properties: {length: 0}}"),
     ("an unknown class", "r: {type: OS::Heat::RandomString, properties: {character_classes: [{class: emoji}]}}"),
-    ("an empty sequence", "r: {type: OS::Heat::RandomString, properties: {character_sequences: [{sequence: ''}]}}"),
+    ("yes is not a boolean to Heat", "r: {type: OS::Heat::Value, properties: {value: 'yes', type: boolean}}"),
+    ("nor is 0", "r: {type: OS::Heat::Value, properties: {value: '0', type: boolean}}"),
     ("an unknown Value type", "r: {type: OS::Heat::Value, properties: {value: 1, type: float}}"),
     ("a number that is not one", "r: {type: OS::Heat::Value, properties: {value: abc, type: number}}"),
+    (
+        "a comma-delimited string is not a list",
+        "r: {type: OS::Heat::Value, properties: {value: 'a,b', type: comma_delimited_list}}",
+    ),
+    ("a JSON text is not a map", "r: {type: OS::Heat::Value, properties: {value: '{\"j\": 1}', type: json}}"),
+    ("a float is not a string", "r: {type: OS::Heat::Value, properties: {value: 2.5, type: string}}"),
     ("a Value without value", "r: {type: OS::Heat::Value, properties: {type: string}}"),
     ("an unknown Value property", "r: {type: OS::Heat::Value, properties: {value: 1, colour: red}}"),
 ];
@@ -120,9 +128,14 @@ async fn value_types_give_heats_outputs() {
     assert_eq!(shown["status"], "CREATE_COMPLETE", "{shown}");
     let shim_outputs = shim.stack_outputs("values").await;
 
-    for name in FIXED_OUTPUTS {
-        assert_eq!(shim_outputs.get(*name), heat_outputs.get(*name), "output {name}: the shim's differs from Heat's");
-    }
+    let differing: Vec<String> = FIXED_OUTPUTS
+        .iter()
+        .filter(|name| shim_outputs.get(**name) != heat_outputs.get(**name))
+        .map(|name| {
+            format!("output {name}: the shim {:?}, Heat {:?}", shim_outputs.get(*name), heat_outputs.get(*name))
+        })
+        .collect();
+    assert!(differing.is_empty(), "the shim's outputs differ from Heat's:\n{}", differing.join("\n"));
     for name in ["secret", "plain"] {
         assert_secret(&format!("Heat's {name}"), &heat_outputs[name]);
         assert_secret(name, &shim_outputs[name]);
@@ -153,4 +166,21 @@ async fn bad_properties_are_refused_by_both() {
         assert!(heat_refused, "{case}: Heat is expected to refuse it, answered {status} {answer}");
     }
     assert!(mismatches.is_empty(), "the shim and Heat disagree:\n{}", mismatches.join("\n"));
+
+    // A value computed at create time is checked then: the resource fails, in both.
+    let late = refused_template(
+        "a: {type: OS::Heat::Value, properties: {value: abc}}\n  \
+         b: {type: OS::Heat::Value, properties: {value: {get_attr: [a, value]}, type: number}}",
+    );
+    let stack = api.create_stack(&unique_stack_name("late"), &late, &[]).await;
+    let settled = api.wait_stack_settled(&stack, None, Duration::from_secs(120)).await;
+    assert_eq!(settled["stack_status"], "CREATE_FAILED", "{settled}");
+    let reason = settled["stack_status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("could not convert string to float: 'abc'"), "Heat: {reason}");
+    let path = shim.write_template("late.yaml", &late);
+    let created = shim.cli(&["stack", "create", "late", "--template", path.to_str().expect("utf-8")]).await;
+    assert_eq!(created.code, 0, "a computed value is not known at validation: {created:?}");
+    let shown = shim.settled("late", Duration::from_secs(30)).await;
+    assert_eq!(shown["status"], "CREATE_FAILED", "{shown}");
+    assert!(shown.to_string().contains("could not convert string to float: 'abc'"), "the shim: {shown}");
 }

@@ -18,6 +18,7 @@ mod snippet;
 mod structured;
 mod type_names;
 mod validate;
+mod value_type;
 pub mod yaml;
 
 #[cfg(test)]
@@ -43,6 +44,7 @@ pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server
 pub use snippet::evaluate_snippet;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
+pub use value_type::value_as_type;
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.

@@ -41,6 +41,9 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
     if resource.kind == ResourceType::RandomString {
         random_string_length(context, name, resource, problems);
     }
+    if resource.kind == ResourceType::Value {
+        value_of_type(context, name, resource, problems);
+    }
     if resource.kind == ResourceType::DeployedServer && resource.property("name").is_none() {
         let checked = Checked {
             context,
@@ -51,6 +54,21 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
             hidden: false,
         };
         checked.server_name(&Value::String(name.to_owned()), problems);
+    }
+}
+
+/// OS::Heat::Value: a `value` known before creation must be of its `type` (Heat validates the
+/// property as one of that type); a computed one is checked when the resource is created.
+fn value_of_type(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
+    let mut ignored = Vec::new();
+    let mut known =
+        |property: &str| match resource.property(property).map(|expr| context.partial("", expr, &mut ignored)) {
+            Some(Partial::Known(value)) => Some(value),
+            _ => None,
+        };
+    let (Some(Value::String(kind)), Some(value)) = (known("type"), known("value")) else { return };
+    if let Err(problem) = super::value_as_type(Some(&kind), value) {
+        problems.push(format!("resource {name}: property \"value\": {problem}"));
     }
 }
 

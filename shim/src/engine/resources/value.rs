@@ -25,8 +25,20 @@ pub fn activate_value(
     has_value: bool,
 ) -> Result<Released, EngineError> {
     node.record = NodeRecord { id: Some(node::stable_id(&node)), ..NodeRecord::default() };
-    node.attributes =
-        if has_value { json!({"value": properties.get("value").cloned().unwrap_or(Value::Null)}) } else { json!({}) };
+    node.attributes = json!({});
+    if has_value {
+        let kind = properties.get("type").and_then(Value::as_str);
+        let value = properties.get("value").cloned().unwrap_or(Value::Null);
+        // Heat checks the value against `type` but its attribute is the value unconverted
+        // (Value._resolve_attribute reads the properties with the untyped class schema).
+        match crate::template::value_as_type(kind, value.clone()) {
+            Ok(_) => node.attributes = json!({ "value": value }),
+            Err(problem) => {
+                let reason = format!("property \"value\": {problem}");
+                return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing);
+            }
+        }
+    }
     node::complete(ctx, stack, node, "state changed")
 }
 

@@ -1,0 +1,104 @@
+//! `OS::Heat::Value`'s `type`: its `value` property read as a property of that type, with the
+//! conversions and refusals of heat.engine.properties.Property (`_get_string`, `_get_number`,
+//! `_get_list`, `_get_map`, `_get_bool`), as heat.engine.resources.openstack.heat.value.Value
+//! declares it. Pure; used by validation (a literal value) and by the engine (a computed one).
+
+use serde_json::{Number, Value};
+
+/// The value as Heat's `type` makes it, or Heat's reason for refusing it. `kind` is the `type`
+/// property (`None`: any value, unchanged).
+pub fn value_as_type(kind: Option<&str>, value: Value) -> Result<Value, String> {
+    match kind {
+        None => Ok(value),
+        Some("string") => match value {
+            Value::String(_) => Ok(value),
+            // Python's str() of a bool or an int; a float is not taken.
+            Value::Bool(flag) => Ok(Value::String(if flag { "True" } else { "False" }.to_owned())),
+            Value::Number(number) if number.is_i64() || number.is_u64() => Ok(Value::String(number.to_string())),
+            Value::Null => Ok(Value::String(String::new())),
+            other => Err(format!("Value must be a string; got {}", short(&other))),
+        },
+        Some("number") => match value {
+            Value::Number(_) | Value::Bool(_) => Ok(value),
+            Value::String(text) => number(&text),
+            other => Err(format!("{} is not a number", short(&other))),
+        },
+        Some("comma_delimited_list") => match value {
+            Value::Array(_) => Ok(value),
+            Value::Null => Ok(Value::Array(vec![])),
+            other => Err(format!("\"{}\" is not a list", short(&other))),
+        },
+        Some("json") => match value {
+            Value::Object(_) => Ok(value),
+            Value::Null => Ok(Value::Object(serde_json::Map::new())),
+            other => Err(format!("\"{}\" is not a map", short(&other))),
+        },
+        Some("boolean") => match value {
+            Value::Bool(_) => Ok(value),
+            Value::Null => Ok(Value::Bool(false)),
+            Value::String(text) => match text.to_lowercase().as_str() {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                lowered => Err(format!("\"{}\" is not a valid boolean", short(&Value::String(lowered.to_owned())))),
+            },
+            other => Err(format!("\"{}\" is not a valid boolean", short(&other))),
+        },
+        Some(other) => Err(format!("unknown type \"{other}\" (string, number, comma_delimited_list, json, boolean)")),
+    }
+}
+
+/// heat.engine.constraints.Schema.str_to_num: an int if the text is one, else a float.
+fn number(text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    if let Ok(integer) = trimmed.parse::<i64>() {
+        return Ok(Value::Number(integer.into()));
+    }
+    match trimmed.parse::<f64>().ok().filter(|float| float.is_finite()).and_then(Number::from_f64) {
+        Some(float) => Ok(Value::Number(float)),
+        None => Err(format!("could not convert string to float: '{}'", short(&Value::String(text.to_owned())))),
+    }
+}
+
+/// A value for an error message: text as is, others as JSON, at most 80 characters.
+fn short(value: &Value) -> String {
+    let text = match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match text.char_indices().nth(80) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn conversions_follow_heats_properties() {
+        let ok = |kind: &str, value: Value| value_as_type(Some(kind), value).unwrap();
+        assert_eq!(ok("number", json!("42")), json!(42));
+        assert_eq!(ok("number", json!(" 2.5 ")), json!(2.5));
+        assert_eq!(ok("string", json!(7)), json!("7"));
+        assert_eq!(ok("string", json!(true)), json!("True"));
+        assert_eq!(ok("boolean", json!("TRUE")), json!(true));
+        assert_eq!(ok("comma_delimited_list", json!(["a", 1])), json!(["a", 1]));
+        assert_eq!(value_as_type(None, json!({"any": 1})).unwrap(), json!({"any": 1}));
+    }
+
+    #[test]
+    fn refusals_name_the_value() {
+        let error = |kind: &str, value: Value| value_as_type(Some(kind), value).unwrap_err();
+        assert_eq!(error("number", json!("abc")), "could not convert string to float: 'abc'");
+        assert_eq!(error("boolean", json!("yes")), "\"yes\" is not a valid boolean");
+        assert_eq!(error("boolean", json!(1)), "\"1\" is not a valid boolean");
+        assert!(error("comma_delimited_list", json!("a,b")).contains("is not a list"));
+        assert!(error("json", json!("{}")).contains("is not a map"));
+        assert!(error("string", json!(2.5)).contains("Value must be a string"));
+        assert!(error("number", json!("nan")).contains("could not convert"));
+        assert!(error("number", json!("x".repeat(1000))).len() < 200);
+    }
+}
