@@ -45,6 +45,8 @@ mod conditions_tests;
 #[cfg(test)]
 mod environment_tests;
 #[cfg(test)]
+mod group_tests;
+#[cfg(test)]
 mod regression_tests;
 #[cfg(test)]
 mod remove_tests;

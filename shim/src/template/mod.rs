@@ -129,6 +129,9 @@ pub enum ResourceType {
     SoftwareComponent,
     StructuredConfig,
     StructuredDeployment,
+    /// `OS::Heat::StructuredDeploymentGroup`: a SoftwareDeploymentGroup whose members are
+    /// StructuredDeployments (`input_key`, `input_values_validate`).
+    StructuredDeploymentGroup,
     WaitConditionHandle,
     WaitCondition,
     /// `OS::Heat::None`: accepts any properties, does nothing, every attribute is null.
@@ -249,13 +252,14 @@ impl Constraint {
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 14] = [
+    pub const ALL: [ResourceType; 15] = [
         ResourceType::SoftwareConfig,
         ResourceType::SoftwareDeployment,
         ResourceType::SoftwareDeploymentGroup,
         ResourceType::SoftwareComponent,
         ResourceType::StructuredConfig,
         ResourceType::StructuredDeployment,
+        ResourceType::StructuredDeploymentGroup,
         ResourceType::WaitConditionHandle,
         ResourceType::WaitCondition,
         ResourceType::None,
@@ -267,9 +271,12 @@ impl ResourceType {
     ];
 
     /// Heat's deprecated type names still registered, and the type each stands for (as
-    /// heat.engine.resources.openstack.heat.software_deployment.SoftwareDeployments).
-    pub const ALIASES: [(&'static str, ResourceType); 1] =
-        [("OS::Heat::SoftwareDeployments", ResourceType::SoftwareDeploymentGroup)];
+    /// heat.engine.resources.openstack.heat.software_deployment.SoftwareDeployments and
+    /// structured_config.StructuredDeployments).
+    pub const ALIASES: [(&'static str, ResourceType); 2] = [
+        ("OS::Heat::SoftwareDeployments", ResourceType::SoftwareDeploymentGroup),
+        ("OS::Heat::StructuredDeployments", ResourceType::StructuredDeploymentGroup),
+    ];
 
     /// The Heat type name, e.g. `OS::Heat::SoftwareConfig`.
     pub fn name(&self) -> &'static str {
@@ -280,6 +287,7 @@ impl ResourceType {
             ResourceType::SoftwareComponent => "OS::Heat::SoftwareComponent",
             ResourceType::StructuredConfig => "OS::Heat::StructuredConfig",
             ResourceType::StructuredDeployment => "OS::Heat::StructuredDeployment",
+            ResourceType::StructuredDeploymentGroup => "OS::Heat::StructuredDeploymentGroup",
             ResourceType::WaitConditionHandle => "OS::Heat::WaitConditionHandle",
             ResourceType::WaitCondition => "OS::Heat::WaitCondition",
             ResourceType::None => "OS::Heat::None",
@@ -324,7 +332,17 @@ impl ResourceType {
             ResourceType::SoftwareDeployment
                 | ResourceType::StructuredDeployment
                 | ResourceType::SoftwareDeploymentGroup
+                | ResourceType::StructuredDeploymentGroup
         )
+    }
+
+    /// A deployment group (`servers` instead of `server`), and the type of its members.
+    pub fn group_member(&self) -> Option<ResourceType> {
+        match self {
+            ResourceType::SoftwareDeploymentGroup => Some(ResourceType::SoftwareDeployment),
+            ResourceType::StructuredDeploymentGroup => Some(ResourceType::StructuredDeployment),
+            _ => None,
+        }
     }
 
     /// Attributes every resource of this type has; deployments also have their config's
@@ -340,7 +358,7 @@ impl ResourceType {
                 &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
             }
             // As SoftwareDeploymentGroup._member_attribute_name: the plurals and each member's.
-            ResourceType::SoftwareDeploymentGroup => &[
+            ResourceType::SoftwareDeploymentGroup | ResourceType::StructuredDeploymentGroup => &[
                 "deploy_stdouts",
                 "deploy_stderrs",
                 "deploy_status_codes",

@@ -91,6 +91,17 @@ pub(super) const DEPLOYMENT_GROUP: &[Field] = &[
     field("name", Kind::String),
     one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
 ];
+/// structured_config.StructuredDeploymentGroup: the group's and StructuredDeployment's own.
+pub(super) const STRUCTURED_DEPLOYMENT_GROUP: &[Field] = &[
+    field("config", Kind::Any),
+    required("servers", Kind::Map),
+    field("input_values", Kind::Map),
+    one_of("actions", Kind::List, ACTIONS),
+    field("name", Kind::String),
+    one_of("signal_transport", Kind::String, DEPLOYMENT_TRANSPORTS),
+    field("input_key", Kind::String),
+    one_of("input_values_validate", Kind::String, &["LAX", "STRICT"]),
+];
 pub(super) const WAIT_CONDITION_HANDLE: &[Field] = &[one_of("signal_transport", Kind::String, HANDLE_TRANSPORTS)];
 pub(super) const WAIT_CONDITION: &[Field] =
     &[required("handle", Kind::Any), required("timeout", Kind::Integer), field("count", Kind::Integer)];
@@ -181,6 +192,7 @@ pub(super) fn schema(kind: ResourceType) -> &'static [Field] {
         ResourceType::SoftwareDeployment => SOFTWARE_DEPLOYMENT,
         ResourceType::StructuredDeployment => STRUCTURED_DEPLOYMENT,
         ResourceType::SoftwareDeploymentGroup => DEPLOYMENT_GROUP,
+        ResourceType::StructuredDeploymentGroup => STRUCTURED_DEPLOYMENT_GROUP,
         ResourceType::WaitConditionHandle => WAIT_CONDITION_HANDLE,
         ResourceType::WaitCondition => WAIT_CONDITION,
         ResourceType::Value => VALUE,

@@ -1,4 +1,5 @@
-//! OS::Heat::SoftwareDeploymentGroup: one deployment per entry of `servers`. When the group
+//! OS::Heat::SoftwareDeploymentGroup and StructuredDeploymentGroup: one deployment (a
+//! SoftwareDeployment or a StructuredDeployment) per entry of `servers`. When the group
 //! activates it expands into member nodes (`<group>/<member>`, ordinary deployments with a literal
 //! `server`), each with an edge back to the group, whose counter becomes the number of members.
 //! When the last member completes the group activates again and completes with map attributes
@@ -66,14 +67,17 @@ fn expand(
     let mut member_properties =
         group.definition.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
     member_properties.remove("servers");
+    // As build_resource_definition of SoftwareDeploymentGroup and StructuredDeploymentGroup.
+    let kind =
+        node::resource_type(&group).and_then(|kind| kind.group_member()).unwrap_or(ResourceType::SoftwareDeployment);
     let mut members = Vec::new();
     for (member, server) in servers {
         let name = member_name(&group.name, member);
         let mut properties = member_properties.clone();
         properties.insert("server".into(), server.clone());
-        let definition = json!({"type": ResourceType::SoftwareDeployment.name(), "properties": properties,
-            "depends_on": [], "member_of": group.name});
-        write_member(ctx, stack, &name, definition)?;
+        let definition =
+            json!({"type": kind.name(), "properties": properties, "depends_on": [], "member_of": group.name});
+        write_member(ctx, stack, &name, kind, definition)?;
         ctx.tx.insert_edge(&stack.name, &name, &group.name)?;
         members.push(name);
     }
@@ -95,11 +99,18 @@ fn expand(
     Ok(Activation::Expanded { members, removed })
 }
 
-fn write_member(ctx: &mut Context<'_>, stack: &StackRow, name: &str, definition: Value) -> Result<(), EngineError> {
+fn write_member(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    name: &str,
+    kind: ResourceType,
+    definition: Value,
+) -> Result<(), EngineError> {
     match ctx.tx.node(&stack.name, name)? {
         Some(existing) => {
             let mut existing = node::reset_for_update(&existing);
             existing.definition = definition;
+            existing.resource_type = kind.name().into();
             existing.generation = stack.generation;
             existing.state = NodeState::Init;
             existing.remaining = 0;
@@ -110,7 +121,7 @@ fn write_member(ctx: &mut Context<'_>, stack: &StackRow, name: &str, definition:
             let node = NodeRow {
                 stack: stack.name.clone(),
                 name: name.to_string(),
-                resource_type: ResourceType::SoftwareDeployment.name().into(),
+                resource_type: kind.name().into(),
                 generation: stack.generation,
                 // A member new to the group is created, whatever the group's own action.
                 action: Action::Create,

@@ -55,7 +55,9 @@ fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Resu
         ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
             deployment::activate(ctx, stack, node, &properties).map(Activation::from)
         }
-        ResourceType::SoftwareDeploymentGroup => group::activate(ctx, stack, node, &properties),
+        ResourceType::SoftwareDeploymentGroup | ResourceType::StructuredDeploymentGroup => {
+            group::activate(ctx, stack, node, &properties)
+        }
         ResourceType::None => value::activate_value(ctx, stack, node, &properties, false).map(Activation::from),
         ResourceType::Value => value::activate_value(ctx, stack, node, &properties, true).map(Activation::from),
         ResourceType::DeployedServer => {

@@ -307,7 +307,8 @@ fn resource_type_names_round_trip() {
         assert_eq!(ResourceType::parse(kind.name()), Some(kind));
         assert!(kind.name().starts_with("OS::Heat::"));
     }
-    assert_eq!(ResourceType::parse("OS::Heat::StructuredDeploymentGroup"), None);
+    assert_eq!(ResourceType::parse("OS::Heat::StructuredDeployments"), Some(ResourceType::StructuredDeploymentGroup));
+    assert_eq!(ResourceType::parse("OS::Heat::StructuredDeploymentGroups"), None);
     for kind in [ParameterType::String, ParameterType::CommaDelimitedList, ParameterType::Json] {
         assert_eq!(ParameterType::parse(kind.name()), Some(kind));
     }
