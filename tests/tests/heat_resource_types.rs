@@ -99,7 +99,7 @@ fn refused_template(resources: &str) -> String {
 fn assert_secret(name: &str, value: &Value) {
     let text = value.as_str().unwrap_or_else(|| panic!("{name}: a string, not {value}"));
     let count = |test: fn(&char) -> bool| text.chars().filter(test).count();
-    if name == "plain" {
+    if name.ends_with("plain") {
         assert!(text.len() == 32 && text.chars().all(|c| c.is_ascii_alphanumeric()), "{name}: {text}");
         return;
     }

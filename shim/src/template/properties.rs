@@ -12,7 +12,7 @@ use super::schemas::{
     CHARACTER_CLASS_FIELDS, CHARACTER_SEQUENCE_FIELDS, COMPONENT_CONFIG_FIELDS, Field, INPUT_FIELDS, Kind,
     MAX_RANDOM_LENGTH, MAX_WAIT_SECS, MIME_PART_FIELDS, OUTPUT_FIELDS, schema,
 };
-use super::{Resource, ResourceType};
+use super::{ParameterType, Resource, ResourceType};
 
 /// Every property problem of one resource.
 pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
@@ -67,6 +67,10 @@ fn value_of_type(context: &Context, name: &str, resource: &Resource, problems: &
             _ => None,
         };
     let (Some(Value::String(kind)), Some(value)) = (known("type"), known("value")) else { return };
+    // An unknown `type` is the schema check's problem, reported once there.
+    if ParameterType::parse(&kind).is_none() {
+        return;
+    }
     if let Err(problem) = super::value_as_type(Some(&kind), value) {
         problems.push(format!("resource {name}: property \"value\": {problem}"));
     }
