@@ -42,13 +42,21 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     parameters.insert("OS::stack_name".into(), json!(name));
     parameters.insert("OS::stack_id".into(), json!(stack_id));
     parameters.insert("OS::project_id".into(), json!("anneal"));
+    // Nested stacks and resource groups become ordinary resources (`template::expand_nested`).
+    let flat = template::expand_nested(&template, &environment, &request.files, &parameters)
+        .map_err(|problems| EngineError::Template { problems })?;
+    let flattened = flat.is_some();
+    let template = flat.unwrap_or(template);
     let servers: BTreeSet<String> = ctx.tx.servers()?.into_iter().map(|server| server.name).collect();
     // Stored with its conditions decided (docs/templates.md, "Conditions"); when they cannot
     // be, `validate` reports why together with every other problem.
     let template = template::apply_conditions(&template, &parameters).unwrap_or(template);
     let plan = template::validate(&template, &parameters, &|name| servers.contains(name))
         .map_err(|problems| EngineError::Template { problems })?;
-    let stored_template = resolved.unwrap_or_else(|| request.template.clone());
+    let stored_template = match flattened {
+        true => template::flattened_text(&template),
+        false => resolved.unwrap_or_else(|| request.template.clone()),
+    };
     Ok(Checked { template, parameters, plan, stored_template })
 }
 
