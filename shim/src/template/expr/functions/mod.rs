@@ -181,7 +181,9 @@ pub fn meaning(name: &str, version: Version) -> Meaning {
         "Fn::ResourceFacade" => {
             Meaning::Refused("Fn::ResourceFacade is not supported (only resource_facade, in a HOT provider template)")
         }
-        "resource_facade" => Meaning::Refused("resource_facade is only valid in a provider template (a nested stack)"),
+        "resource_facade" => {
+            Meaning::Refused("resource_facade is not supported outside a provider template (a nested stack)")
+        }
         // Under resources and outputs the files pre-pass (environment.rs) has replaced it already.
         "get_file" => Meaning::Refused("get_file is only resolved under resources and outputs"),
         "get_server_attr" => Meaning::Refused("unsupported function get_server_attr"),
