@@ -1,7 +1,9 @@
 //! What the client sends besides the template text: the environments given with `-e`, merged
 //! in order as python-heatclient's template_utils.process_multiple_environments_and_files does
 //! (later files win, mappings merge key by key), and the `files` map of everything the template's
-//! `get_file` names, read relative to the template's directory (a `file://` URL as its path;
+//! `get_file` names and every provider template (a resource type or a registry target ending
+//! in .yaml or .template, and what those name in turn), read relative to the directory of the
+//! file that names it (a `file://` URL as its path;
 //! other URLs are refused: the client fetches nothing from the network). The keys are the
 //! strings the template writes, which Heat's GetFile looks up as written; heatclient instead
 //! rewrites them into absolute `file://` URLs in the JSON template it sends, which the shim does
@@ -25,15 +27,21 @@ pub(crate) struct Assembled {
     pub files: Map<String, Value>,
 }
 
-/// Reads the template, the environments and the files the template names.
+/// Reads the template, the environments and the files they name.
 pub(crate) fn assemble(template: &Path, environments: &[PathBuf]) -> Result<Assembled, ClientError> {
     let text = read_text(template, MAX_FILES_BYTES).map_err(|source| ClientError::read_template(template, source))?;
     let mut merged = Map::new();
+    let mut wanted = Vec::new();
+    named_files(template, &text, &mut wanted);
     for path in environments {
         let environment = read_environment(path)?;
+        if let Some(Value::Object(registry)) = environment.get("resource_registry") {
+            let base = path.parent().unwrap_or(Path::new("."));
+            wanted.extend(provider_templates(registry).into_iter().map(|key| (base.to_path_buf(), key)));
+        }
         hot::deep_update(&mut merged, environment);
     }
-    let files = template_files(template, &text)?;
+    let files = read_files(wanted)?;
     let environment = if merged.is_empty() { Value::Null } else { Value::Object(merged) };
     Ok(Assembled { template: text, environment, files })
 }
@@ -41,27 +49,12 @@ pub(crate) fn assemble(template: &Path, environments: &[PathBuf]) -> Result<Asse
 fn read_environment(path: &Path) -> Result<Map<String, Value>, ClientError> {
     let text = read_text(path, MAX_FILES_BYTES)
         .map_err(|source| ClientError::ReadEnvironment { path: path.to_path_buf(), source })?;
-    let environment = hot::parse_environment(&text)
-        .map_err(|source| ClientError::BadEnvironment { path: path.to_path_buf(), source })?;
-    // heatclient reads provider templates named in the registry; the shim has no nested stacks
-    // yet, so name the first one here rather than after a round trip.
-    if let Some(Value::Object(registry)) = environment.get("resource_registry")
-        && let Some(target) = provider_template(registry)
-    {
-        return Err(ClientError::Unsupported {
-            path: path.to_path_buf(),
-            reason: format!(
-                "resource_registry maps a type to the template \"{target}\": provider templates (nested stacks) \
-                 are not supported yet"
-            ),
-        });
-    }
-    Ok(environment)
+    hot::parse_environment(&text).map_err(|source| ClientError::BadEnvironment { path: path.to_path_buf(), source })
 }
 
-/// The first registry value naming a template file (no `::`), as heatclient's
-/// resolve_environment_urls picks the values to fetch.
-fn provider_template(registry: &Map<String, Value>) -> Option<String> {
+/// Every registry value naming a template file, as heatclient's resolve_environment_urls
+/// picks the values to fetch.
+fn provider_templates(registry: &Map<String, Value>) -> Vec<String> {
     let nested = registry
         .get("resources")
         .and_then(Value::as_object)
@@ -72,36 +65,79 @@ fn provider_template(registry: &Map<String, Value>) -> Option<String> {
         .filter(|(key, _)| key.as_str() != "base_url" && key.as_str() != "resources")
         .chain(nested.filter(|(key, _)| !matches!(key.as_str(), "hooks" | "restricted_actions" | "base_url")))
         .filter_map(|(_, value)| value.as_str())
-        .find(|target| !target.contains("::"))
+        .filter(|target| hot::is_template_name(target))
         .map(str::to_owned)
+        .collect()
 }
 
-/// Every `get_file` string in the template, read relative to its directory.
-fn template_files(template: &Path, text: &str) -> Result<Map<String, Value>, ClientError> {
-    // A template that does not parse is sent as it is: the server reports its errors.
-    let Ok(root) = yaml::parse(text) else { return Ok(Map::new()) };
-    let mut keys = Vec::new();
-    get_file_keys(&root, &mut keys);
-    let base = template.parent().unwrap_or(Path::new("."));
+/// Reads each wanted key relative to the directory of the file that named it, then what the
+/// provider templates among them name in turn (each key once; the limits bound the walk).
+fn read_files(mut wanted: Vec<(PathBuf, String)>) -> Result<Map<String, Value>, ClientError> {
+    wanted.reverse();
     let mut files = Map::new();
     let mut total = 0usize;
-    for key in keys {
+    while let Some((base, key)) = wanted.pop() {
         if files.contains_key(&key) {
             continue;
         }
         if files.len() == MAX_FILES {
             return Err(ClientError::TooManyFiles { limit: MAX_FILES });
         }
-        let path = local_path(base, &key)?;
+        let path = local_path(&base, &key)?;
         let content = read_text(&path, MAX_FILES_BYTES - total).map_err(|source| ClientError::ReadFile {
             key: key.clone(),
             path: path.clone(),
             source,
         })?;
         total += content.len();
+        if hot::is_template_name(&key) {
+            let mut more = Vec::new();
+            named_files(&path, &content, &mut more);
+            wanted.extend(more.into_iter().rev());
+        }
         files.insert(key, Value::String(content));
     }
     Ok(files)
+}
+
+/// What a template names, relative to its directory: `get_file` strings and resource types
+/// that are template files. A template that does not parse names nothing: the server reports
+/// its errors.
+fn named_files(template: &Path, text: &str, wanted: &mut Vec<(PathBuf, String)>) {
+    let Ok(root) = yaml::parse(text) else { return };
+    let base = template.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let mut keys = Vec::new();
+    get_file_keys(&root, &mut keys);
+    provider_types(&root, &mut keys);
+    wanted.extend(keys.into_iter().map(|key| (base.clone(), key)));
+}
+
+/// The `type` of each resource that names a template file (or a ResourceGroup member's).
+fn provider_types(root: &Node, keys: &mut Vec<String>) {
+    let Body::Mapping(sections) = &root.body else { return };
+    let Some(resources) = sections.iter().find(|section| section.key == "resources") else { return };
+    let Body::Mapping(resources) = &resources.value.body else { return };
+    for resource in resources {
+        let Body::Mapping(fields) = &resource.value.body else { continue };
+        let text = |node: &Node, key: &str| match &node.body {
+            Body::Mapping(fields) => {
+                fields.iter().find(|field| field.key == key).and_then(|field| match &field.value.body {
+                    Body::Scalar(Value::String(text)) => Some(text.clone()),
+                    _ => None,
+                })
+            }
+            _ => None,
+        };
+        let member = fields
+            .iter()
+            .find(|field| field.key == "properties")
+            .and_then(|properties| match &properties.value.body {
+                Body::Mapping(properties) => properties.iter().find(|property| property.key == "resource_def"),
+                _ => None,
+            })
+            .and_then(|definition| text(&definition.value, "type"));
+        keys.extend(text(&resource.value, "type").into_iter().chain(member).filter(|kind| hot::is_template_name(kind)));
+    }
 }
 
 /// The string arguments of every `get_file` in the tree, in document order.
@@ -196,7 +232,7 @@ resources:
 
     #[test]
     fn remote_missing_binary_and_oversized_files_are_refused() {
-        let (dir, templates) = layout();
+        let (_dir, templates) = layout();
         let write = |text: &str| {
             let path = templates.join("x.yaml");
             fs::write(&path, text).unwrap();
@@ -212,10 +248,34 @@ resources:
         fs::write(templates.join("big"), vec![b'x'; MAX_FILES_BYTES + 1]).unwrap();
         let big = assemble(&write("o: {get_file: big}\n"), &[]).unwrap_err();
         assert!(crate::error_chain(&big).contains("byte limit"), "{}", crate::error_chain(&big));
-        let provider = dir.path().join("p.yaml");
-        fs::write(&provider, "resource_registry:\n  resources:\n    web: {OS::Nova::Server: server.yaml}\n").unwrap();
-        let refused = assemble(&templates.join("t.yaml"), &[provider]).unwrap_err();
-        assert!(refused.to_string().contains("\"server.yaml\": provider templates"), "{refused}");
-        assert_eq!(refused.exit_code(), 2);
+    }
+
+    #[test]
+    fn provider_templates_are_read_from_types_and_the_registry_relative_to_their_namer() {
+        let (dir, templates) = layout();
+        fs::create_dir_all(templates.join("nested/scripts")).unwrap();
+        fs::write(
+            templates.join("top.yaml"),
+            "resources:\n  a: {type: nested/inner.yaml}\n  g:\n    type: OS::Heat::ResourceGroup\n    \
+             properties: {resource_def: {type: member.yaml}}\n",
+        )
+        .unwrap();
+        fs::write(
+            templates.join("nested/inner.yaml"),
+            "resources:\n  b: {properties: {c: {get_file: scripts/b.sh}}}\n",
+        )
+        .unwrap();
+        fs::write(templates.join("nested/scripts/b.sh"), "echo b\n").unwrap();
+        fs::write(templates.join("member.yaml"), "resources: {}\n").unwrap();
+        fs::write(dir.path().join("server.yaml"), "resources: {}\n").unwrap();
+        let environment = dir.path().join("env.yaml");
+        fs::write(&environment, "resource_registry:\n  resources:\n    web: {OS::Nova::Server: server.yaml}\n")
+            .unwrap();
+        let assembled = assemble(&templates.join("top.yaml"), &[environment]).unwrap();
+        let mut keys: Vec<&String> = assembled.files.keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["member.yaml", "nested/inner.yaml", "scripts/b.sh", "server.yaml"]);
+        assert_eq!(assembled.files["scripts/b.sh"], json!("echo b\n"), "read relative to the nested template");
+        assert_eq!(assembled.files["server.yaml"], json!("resources: {}\n"), "read relative to the environment");
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::cli::TemplateValidateArgs;
 use super::commands::parameter_map;
@@ -23,17 +23,23 @@ pub fn validate_template(args: &TemplateValidateArgs, out: &mut dyn Write) -> Re
     let (parsed, _) = template::parse_template_in(&assembled.template, &environment, &assembled.files)
         .map_err(|error| invalid(error.problems()))?;
     let texts = template::parameter_texts(&parsed, &environment, &given);
-    let problems = check(&parsed, &texts);
+    let (flat, problems) = check(&parsed, &texts, &environment, &assembled.files);
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
-    write(out, &report(&parsed, &texts, args.json))?;
+    write(out, &report(&parsed, &flat.unwrap_or_else(|| parsed.clone()), &texts, args.json))?;
     Ok(ExitStatus::Success)
 }
 
 /// Parameter and validation problems together; parameters without a value get a placeholder
 /// of their type so the rest of the template is still checked.
-fn check(parsed: &Template, texts: &BTreeMap<String, String>) -> Vec<String> {
+/// Also returns the template with its nested stacks expanded, when it has some.
+fn check(
+    parsed: &Template,
+    texts: &BTreeMap<String, String>,
+    environment: &Environment,
+    files: &Map<String, Value>,
+) -> (Option<Template>, Vec<String>) {
     let mut placeholders = parsed.clone();
     let mut unset = Vec::new();
     for (name, parameter) in &mut placeholders.parameters {
@@ -44,15 +50,21 @@ fn check(parsed: &Template, texts: &BTreeMap<String, String>) -> Vec<String> {
         }
     }
     match template::resolve_parameters(&placeholders, texts) {
-        Err(problems) => problems,
+        Err(problems) => (None, problems),
         Ok(mut parameters) => {
             for (pseudo, value) in
                 [("OS::stack_name", "validate"), ("OS::stack_id", "validate"), ("OS::project_id", "anneal")]
             {
                 parameters.insert(pseudo.to_owned(), json!(value));
             }
-            let problems = template::validate(&placeholders, &parameters, &|_| true).err().unwrap_or_default();
-            template::locate_problems(&placeholders, problems)
+            let flat = match template::expand_nested(&placeholders, environment, files, &parameters) {
+                Ok(flat) => flat,
+                Err(problems) => return (None, problems),
+            };
+            let checked = flat.as_ref().unwrap_or(&placeholders);
+            let problems = template::validate(checked, &parameters, &|_| true).err().unwrap_or_default();
+            let problems = template::locate_problems(checked, problems);
+            (flat, problems)
         }
     }
 }
@@ -69,7 +81,7 @@ fn placeholder(kind: ParameterType) -> Value {
     }
 }
 
-fn report(parsed: &Template, texts: &BTreeMap<String, String>, as_json: bool) -> String {
+fn report(parsed: &Template, flat: &Template, texts: &BTreeMap<String, String>, as_json: bool) -> String {
     let parameters: Vec<Value> = parsed
         .parameters
         .iter()
@@ -84,7 +96,7 @@ fn report(parsed: &Template, texts: &BTreeMap<String, String>, as_json: bool) ->
                    "description": parameter.description})
         })
         .collect();
-    let resources: Vec<Value> = parsed
+    let resources: Vec<Value> = flat
         .resources
         .iter()
         .map(|(name, resource)| json!({"name": name, "type": resource.kind.name(), "line": resource.line}))
@@ -106,7 +118,7 @@ fn report(parsed: &Template, texts: &BTreeMap<String, String>, as_json: bool) ->
         ));
     }
     text.push_str("resources:\n");
-    for (name, resource) in &parsed.resources {
+    for (name, resource) in &flat.resources {
         text.push_str(&format!("  {name}: {} (line {})\n", resource.kind.name(), resource.line));
     }
     text

@@ -74,10 +74,10 @@ async fn a_bad_environment_or_a_missing_file_is_refused_with_every_problem() {
     let engine = engine_at(&dir.path().join("shim.db"));
     register(&engine, &["web1"]).await;
     let mut create = request("s", TEMPLATE, &[]);
-    create.environment = json!({"resource_registry": {"My::Config": "config.yaml"}, "parameters": []});
+    create.environment = json!({"resource_registry": {"My::Config": "Config"}, "parameters": []});
     let Err(ServiceError::Template { problems }) = engine.create_stack(create).await else { panic!("accepted") };
     assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems[0].contains("provider templates (nested stacks) are not supported yet"), "{problems:?}");
+    assert!(problems[0].contains("neither a resource type nor a template file"), "{problems:?}");
     let mut create = request("s", TEMPLATE, &[("message", "m")]);
     create.environment = json!({"resource_registry": {"My::Config": "OS::Heat::SoftwareConfig"}});
     let Err(ServiceError::Template { problems }) = engine.create_stack(create).await else { panic!("accepted") };

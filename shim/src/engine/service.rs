@@ -41,6 +41,11 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     parameters.insert("OS::stack_name".into(), json!(name));
     parameters.insert("OS::stack_id".into(), json!(stack_id));
     parameters.insert("OS::project_id".into(), json!("anneal"));
+    // Nested stacks and resource groups become ordinary resources (`template::expand_nested`).
+    let flat = template::expand_nested(&template, &environment, &request.files, &parameters)
+        .map_err(|problems| EngineError::Template { problems })?;
+    let flattened = flat.is_some();
+    let template = flat.unwrap_or(template);
     let servers: BTreeMap<String, template::ServerAddresses> = ctx
         .tx
         .servers()?
@@ -51,7 +56,10 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     // be, `validate` reports why together with every other problem.
     let template = template::apply_conditions(&template, &parameters).unwrap_or(template);
     let plan = validate_with_servers(&template, &parameters, &servers)?;
-    let stored_template = resolved.unwrap_or_else(|| request.template.clone());
+    let stored_template = match flattened {
+        true => template::flattened_text(&template),
+        false => resolved.unwrap_or_else(|| request.template.clone()),
+    };
     Ok(Checked { template, parameters, plan, stored_template })
 }
 

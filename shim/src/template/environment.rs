@@ -278,17 +278,20 @@ fn resource_entries(resource: &str, entries: &Value, problems: &mut Vec<String>)
     aliases
 }
 
-/// One `Type: Target` entry. A target without `::` (or ending in .yaml/.template) is a provider
-/// template, as heat.engine.environment.ResourceRegistry reads it: refused for now.
+/// One `Type: Target` entry. A target ending in .yaml or .template is a provider template, as
+/// heat.engine.environment.ResourceRegistry reads it (expanded by `nested`).
 fn alias(key: &str, value: &Value, context: &str, problems: &mut Vec<String>) -> Option<(String, String)> {
     let Value::String(target) = value else {
         problems.push(format!("{context}: \"{key}\" must map to a resource type name"));
         return None;
     };
-    if !target.contains("::") || target.ends_with(".yaml") || target.ends_with(".template") {
+    if super::provider::is_template_name(target) {
+        return Some((key.to_owned(), target.clone()));
+    }
+    if !target.contains("::") {
         problems.push(format!(
-            "{context}: \"{key}\" maps to the template \"{target}\": provider templates (nested stacks) are \
-             not supported yet"
+            "{context}: \"{key}\" maps to \"{target}\", neither a resource type nor a template file \
+             (.yaml, .template)"
         ));
         return None;
     }
@@ -435,23 +438,4 @@ pub fn parameter_texts(
         texts.insert(name.clone(), text);
     }
     texts
-}
-
-/// Adds to an unknown-type problem whose type is a template file (`type: server.yaml`, a
-/// provider template as heat.engine.environment.ResourceRegistry reads it) why it is refused.
-pub fn explain_provider_types(problems: Vec<String>) -> Vec<String> {
-    problems
-        .into_iter()
-        .map(|problem| {
-            let provider = problem
-                .split_once("unknown resource type \"")
-                .and_then(|(_, rest)| rest.split_once('"'))
-                .is_some_and(|(kind, _)| kind.ends_with(".yaml") || kind.ends_with(".template"));
-            if provider {
-                format!("{problem}: a template file as a type is a provider template (nested stack); nested stacks are not supported yet")
-            } else {
-                problem
-            }
-        })
-        .collect()
 }

@@ -15,6 +15,7 @@ use super::parameters::parse_constraints;
 use super::type_names;
 use super::yaml::{self, Body, Entry, Node};
 use super::{Output, Parameter, ParameterType, Resource, ResourceType, Template, TemplateError};
+use super::{provider, stored};
 
 /// Largest template text accepted (unless `raise_template_limit` raised it in this process).
 pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
@@ -75,25 +76,38 @@ pub fn parse_template_in(
         return Err(TemplateError::TooLarge { size: text.len(), limit });
     }
     let mut root = yaml::parse(text)?;
-    let mut problems = environment::apply(&mut root, environment, files);
-    let mut template = match from_tree(&root) {
+    let template = parse_tree_in(&mut root, environment, files)?;
+    let changed = !environment.is_empty() || !files.is_empty();
+    Ok((template, changed.then(|| root.to_value().to_string())))
+}
+
+/// `parse_template_in` on a parsed tree (which the environment and files change); provider
+/// templates are parsed this way too, each with its own version.
+pub(super) fn parse_tree_in(
+    root: &mut Node,
+    environment: &Environment,
+    files: &Map<String, Value>,
+) -> Result<Template, TemplateError> {
+    let mut problems = environment::apply(root, environment, files);
+    let mut template = match from_tree(root) {
         Ok(template) if problems.is_empty() => template,
         Ok(_) => return Err(TemplateError::Invalid { problems }),
         Err(TemplateError::Invalid { problems: more }) => {
-            problems.extend(environment::explain_provider_types(more));
+            problems.extend(more);
             return Err(TemplateError::Invalid { problems });
         }
         Err(other) => return Err(other),
     };
     environment::apply_parameter_defaults(&mut template, environment);
-    let changed = !environment.is_empty() || !files.is_empty();
-    Ok((template, changed.then(|| root.to_value().to_string())))
+    Ok(template)
 }
 
 /// Parses a template the engine stored (`parse_template_in`'s resolved text may be larger than
-/// the template limit by what get_file added).
+/// the template limit by what get_file added), or the flattened form of one with nested
+/// stacks (`nested::stored`).
 pub fn parse_stored_template(text: &str) -> Result<Template, TemplateError> {
-    from_tree(&yaml::parse(text)?)
+    let root = yaml::parse(text)?;
+    stored::read(&root).unwrap_or_else(|| from_tree(&root))
 }
 
 fn from_tree(root: &Node) -> Result<Template, TemplateError> {
@@ -333,11 +347,19 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
         depends_on: vec![],
         condition: None,
         line: entry.line,
+        nested: None,
     };
     let mut kind = None;
     for field in fields {
         match field.key.as_str() {
-            "type" => kind = resource_type(name, &field.value, problems),
+            "type" => match provider::nested_type(&field.value) {
+                // A placeholder kind: `nested::expand` replaces the resource by what it holds.
+                Some(nested) => {
+                    kind = Some(ResourceType::None);
+                    resource.nested = Some(Box::new(provider::definition(nested, name, fields, dialect, problems)));
+                }
+                None => kind = resource_type(name, &field.value, problems),
+            },
             "properties" => resource.properties = properties(name, &field.value, dialect, problems),
             "condition" => resource.condition = condition(&format!("resource {name}"), field, dialect, problems),
             "depends_on" => resource.depends_on = depends_on(name, &field.value, problems),

@@ -10,11 +10,14 @@ mod evaluate;
 mod expr;
 mod graph;
 mod hot;
+mod nested;
 mod parameters;
 mod properties;
+mod provider;
 mod schemas;
 mod servers;
 mod snippet;
+mod stored;
 mod structured;
 mod type_names;
 mod validate;
@@ -39,9 +42,12 @@ pub use hot::{
     MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_stored_template, parse_template, parse_template_in,
     raise_template_limit,
 };
+pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedError, expand as expand_nested};
 pub use parameters::resolve_parameters;
+pub use provider::{GROUP_TYPE, NestedDefinition, NestedKind, is_template_name};
 pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes};
 pub use snippet::evaluate_snippet;
+pub use stored::text as flattened_text;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
 pub use value_type::value_as_type;
@@ -119,6 +125,9 @@ pub struct Resource {
     pub condition: Option<Expr>,
     /// 1-based line of the resource's name in the template text.
     pub line: usize,
+    /// A provider template or ResourceGroup (`kind` is then a placeholder): `expand_nested`
+    /// replaces it by the resources it holds before the template is validated.
+    pub nested: Option<Box<NestedDefinition>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -94,6 +94,8 @@ pub fn locate_problems(template: &Template, problems: Vec<String>) -> Vec<String
             let line = problem
                 .strip_prefix("resource ")
                 .and_then(|rest| rest.split_once(':'))
+                // A nested stack's resource (`outer/inner`) has its line in another file.
+                .filter(|(name, _)| !name.contains('/'))
                 .and_then(|(name, _)| template.resource(name))
                 .map(|resource| resource.line)
                 .filter(|line| *line > 0 && !problem.contains("(line "));

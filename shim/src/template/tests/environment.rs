@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 
 use super::super::environment::{MAX_FILES, MAX_FILES_BYTES};
 use super::super::{
-    Environment, EnvironmentError, ResourceType, check_files, deep_update, parameter_texts, parse_environment,
-    parse_template_in, resolve_parameters,
+    Environment, EnvironmentError, NestedKind, ResourceType, check_files, deep_update, parameter_texts,
+    parse_environment, parse_template_in, resolve_parameters,
 };
 
 const TEMPLATE: &str = "heat_template_version: 2018-08-31
@@ -105,16 +105,16 @@ fn registry_aliases_resolve_globally_per_resource_and_by_wildcard() {
 }
 
 #[test]
-fn provider_templates_hooks_and_bad_sections_are_refused_with_every_problem() {
+fn bad_targets_hooks_and_bad_sections_are_refused_with_every_problem() {
     let problems = Environment::from_value(&json!({
-        "resource_registry": {"My::Server": "server.yaml", "resources": {"r": {"hooks": "pre-create"}}},
+        "resource_registry": {"My::Server": "server", "resources": {"r": {"hooks": "pre-create"}}},
         "parameters": [1],
         "parameter_merge_strategies": {"a": "append"},
     }))
     .unwrap_err();
     assert_eq!(problems.len(), 4, "{problems:?}");
     assert!(problems.iter().any(|problem| problem.contains(
-        "\"My::Server\" maps to the template \"server.yaml\": provider templates (nested stacks) are not supported yet"
+        "\"My::Server\" maps to \"server\", neither a resource type nor a template file (.yaml, .template)"
     )));
     assert!(problems.iter().any(|problem| problem.contains("\"hooks\" is not supported")));
     assert!(
@@ -140,12 +140,18 @@ fn a_template_parses_with_its_registry_and_files() {
 }
 
 #[test]
-fn a_template_file_as_a_type_is_refused_as_a_nested_stack() {
+fn a_template_file_as_a_type_is_a_nested_stack() {
     let text = "heat_template_version: 2018-08-31\nresources:\n  web: {type: server.yaml}\n";
-    let problems = problems_of(text, &Environment::default(), &Map::new());
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(problems[0].contains("unknown resource type \"server.yaml\""), "{problems:?}");
-    assert!(problems[0].ends_with("nested stacks are not supported yet"), "{problems:?}");
+    let (template, _) = parse_template_in(text, &Environment::default(), &Map::new()).unwrap();
+    let web = template.resource("web").unwrap();
+    assert_eq!(web.nested.as_ref().unwrap().kind, NestedKind::Provider("server.yaml".into()));
+    let env = environment(json!({"resource_registry": {"My::Server": "server.yaml"}}));
+    let text = "heat_template_version: 2018-08-31\nresources:\n  web: {type: My::Server}\n";
+    let (template, _) = parse_template_in(text, &env, &Map::new()).unwrap();
+    assert_eq!(
+        template.resource("web").unwrap().nested.as_ref().unwrap().kind,
+        NestedKind::Provider("server.yaml".into())
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod evaluate;
 mod expr;
 mod functions;
 mod graph;
+mod nested;
 mod parameters;
 mod parse;
 mod resource_types;

@@ -182,10 +182,10 @@ pub fn meaning(name: &str, version: Version) -> Meaning {
         "Ref" => Meaning::Refused("Ref is not supported: use get_param or get_resource"),
         "Fn::GetAZs" => Meaning::Refused("Fn::GetAZs is not supported: the shim has no availability zones"),
         "Fn::ResourceFacade" => {
-            Meaning::Refused("Fn::ResourceFacade is not supported: the shim has no provider templates yet")
+            Meaning::Refused("Fn::ResourceFacade is not supported (only resource_facade, in a HOT provider template)")
         }
         "resource_facade" => {
-            Meaning::Refused("resource_facade is not supported: the shim has no provider templates yet")
+            Meaning::Refused("resource_facade is not supported outside a provider template (a nested stack)")
         }
         // Under resources and outputs the files pre-pass (environment.rs) has replaced it already.
         "get_file" => Meaning::Refused("get_file is only resolved under resources and outputs"),
