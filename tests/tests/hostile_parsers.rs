@@ -15,7 +15,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anneal_protocol::deployment::deployments_from_document;
-use anneal_shim::template::{parse_template, resolve_parameters, validate};
+use anneal_shim::template::{Environment, expand_nested, parse_template, resolve_parameters, validate};
 use hostile_support::{Case, cases, corpus_dir, load, manifest};
 use serde_json::Value;
 
@@ -72,7 +72,10 @@ fn every_template_case_is_refused_by_the_parser_or_validator_with_its_error() {
 fn template_problems(text: &str, given: &BTreeMap<String, String>) -> Result<(), Vec<String>> {
     let template = parse_template(text).map_err(|error| error.problems())?;
     let parameters = resolve_parameters(&template, given)?;
-    validate(&template, &parameters, &|name| name == "vm1").map(|_| ())
+    // Nested stacks and groups are expanded first, as the engine does (no files: a case that
+    // needs one is refused for its absence).
+    let flat = expand_nested(&template, &Environment::default(), &serde_json::Map::new(), &parameters)?;
+    validate(flat.as_ref().unwrap_or(&template), &parameters, &|name| name == "vm1").map(|_| ())
 }
 
 /// Writes a config case to `dir` as the agent test does and loads it with `config::load`.
