@@ -103,3 +103,26 @@ pub fn kind_name(value: &Value) -> &'static str {
 fn invalid(message: String) -> EvalError {
     EvalError::Invalid { message }
 }
+
+/// Python's `==` on JSON values: numbers compare by value and booleans are 0 and 1.
+pub fn py_eq(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| py_eq(x, y)),
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len() && a.iter().all(|(key, x)| b.get(key).is_some_and(|y| py_eq(x, y)))
+        }
+        (Value::Number(_) | Value::Bool(_), Value::Number(_) | Value::Bool(_)) => {
+            python_number(left) == python_number(right)
+        }
+        _ => left == right,
+    }
+}
+
+/// A JSON number or boolean as Python's arithmetic sees it (`True` is 1).
+pub fn python_number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Bool(flag) => Some(f64::from(u8::from(*flag))),
+        Value::Number(number) => number.as_f64(),
+        _ => None,
+    }
+}

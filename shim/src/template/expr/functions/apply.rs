@@ -9,7 +9,7 @@ use sha2::Digest as _;
 
 use super::{Function, MAX_LIST_ITEMS, invalid, rename};
 use crate::template::expr::EvalError;
-use crate::template::expr::values::{MAX_RESULT_BYTES, kind_name, str_replace};
+use crate::template::expr::values::{MAX_RESULT_BYTES, kind_name, py_eq, python_number, str_replace};
 
 /// Applies `function` to its evaluated arguments.
 pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
@@ -41,26 +41,6 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),
         },
-    }
-}
-
-/// Python's `==` on JSON values: numbers compare by value and booleans are 0 and 1.
-pub fn py_eq(left: &Value, right: &Value) -> bool {
-    match (left, right) {
-        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| py_eq(x, y)),
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len() && a.iter().all(|(key, x)| b.get(key).is_some_and(|y| py_eq(x, y)))
-        }
-        (Value::Number(_) | Value::Bool(_), Value::Number(_) | Value::Bool(_)) => number(left) == number(right),
-        _ => left == right,
-    }
-}
-
-fn number(value: &Value) -> Option<f64> {
-    match value {
-        Value::Bool(flag) => Some(f64::from(u8::from(*flag))),
-        Value::Number(number) => number.as_f64(),
-        _ => None,
     }
 }
 
@@ -353,7 +333,7 @@ fn truthy(value: &Value) -> bool {
     match value {
         Value::Null => false,
         Value::Bool(flag) => *flag,
-        Value::Number(_) => number(value).is_some_and(|number| number != 0.0),
+        Value::Number(_) => python_number(value).is_some_and(|number| number != 0.0),
         Value::String(text) => !text.is_empty(),
         Value::Array(items) => !items.is_empty(),
         Value::Object(map) => !map.is_empty(),

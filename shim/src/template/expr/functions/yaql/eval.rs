@@ -4,11 +4,19 @@
 //! attribute access and indexing, and the limits (`LIMIT_ITERATORS`, `MEMORY_QUOTA`,
 //! `MAX_STEPS`). Functions and methods are `library.rs`.
 
+// The library is below the evaluator: it calls back into it for lambdas and arguments, and
+// the evaluator dispatches calls and operators to it.
+pub(super) mod library;
+mod operators;
+mod queries;
+mod text;
+
 use serde_json::{Map, Value};
 
+use super::parser::Argument;
 use super::parser::Node;
-use super::{LIMIT_ITERATORS, MAX_STEPS, MAX_VALUE_NODES, MEMORY_QUOTA, YaqlError, library, operators, text};
-use crate::template::expr::functions::apply::py_eq;
+use super::{LIMIT_ITERATORS, MAX_STEPS, MAX_VALUE_NODES, MEMORY_QUOTA, YaqlError};
+use crate::template::expr::values::py_eq;
 
 /// An intermediate value and, for a collection, what Python object yaql would hold.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,7 +144,7 @@ impl Evaluator {
                 if let Node::Call { name: function, args: pattern } = receiver.as_ref()
                     && function == "regex"
                 {
-                    let item = text::regex_method(self, scope, pattern, name, &library::Args::new(args))?;
+                    let item = text::regex_method(self, scope, pattern, name, &Args::new(args))?;
                     check_quota(&item.value)?;
                     return Ok(item);
                 }
@@ -375,4 +383,81 @@ fn string_size(text: &str) -> usize {
         0x100..=0xffff => 74 + 2 * length,
         _ => 76 + 4 * length,
     }
+}
+
+/// A call's arguments: positional ones and `name => value` keyword ones.
+pub(super) struct Args<'n> {
+    pub positional: Vec<&'n Node>,
+    pub named: Vec<(&'n str, &'n Node)>,
+    pub pairs: Vec<(&'n Node, &'n Node)>,
+}
+
+impl<'n> Args<'n> {
+    pub fn new(args: &'n [Argument]) -> Args<'n> {
+        let mut split = Args { positional: Vec::new(), named: Vec::new(), pairs: Vec::new() };
+        for argument in args {
+            match argument {
+                Argument::Positional(node) => split.positional.push(node),
+                Argument::Pair(source, value) => {
+                    if let Node::Keyword(name) = source {
+                        split.named.push((name, value));
+                    }
+                    split.pairs.push((source, value));
+                }
+            }
+        }
+        split
+    }
+
+    /// The argument at `index` or named `name`, not evaluated.
+    pub fn node(&self, index: usize, name: &str) -> Option<&'n Node> {
+        self.positional
+            .get(index)
+            .copied()
+            .or_else(|| self.named.iter().find(|(key, _)| *key == name).map(|(_, node)| *node))
+    }
+
+    pub fn value(
+        &self,
+        evaluator: &mut Evaluator,
+        scope: &Scope,
+        index: usize,
+        name: &str,
+    ) -> Result<Option<Value>, YaqlError> {
+        self.node(index, name).map(|node| evaluator.value(node, scope)).transpose()
+    }
+
+    pub fn item(
+        &self,
+        evaluator: &mut Evaluator,
+        scope: &Scope,
+        index: usize,
+        name: &str,
+    ) -> Result<Option<Item>, YaqlError> {
+        self.node(index, name).map(|node| evaluator.evaluate(node, scope)).transpose()
+    }
+
+    /// Refuses more than `most` arguments or keyword arguments not among `names`.
+    pub fn at_most(&self, function: &str, most: usize, names: &[&str]) -> Result<(), YaqlError> {
+        let unknown = self.named.iter().find(|(name, _)| !names.contains(name));
+        if self.positional.len() + self.named.len() > most || unknown.is_some() || self.pairs.len() > self.named.len() {
+            return Err(no_match(function));
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn no_match(function: &str) -> YaqlError {
+    YaqlError::Evaluation(format!("No function \"{function}\" matches supplied arguments"))
+}
+
+/// Compiled size limit of a regular expression from a template.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+pub(super) fn regex(pattern: &str) -> Result<regex::Regex, YaqlError> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|error| YaqlError::Evaluation(format!("unsupported regular expression {pattern:?}: {error}")))
 }

@@ -9,11 +9,7 @@
 
 mod eval;
 mod lexer;
-mod library;
-mod operators;
 mod parser;
-mod queries;
-mod text;
 
 use serde_json::Value;
 
@@ -88,13 +84,13 @@ fn supported(node: &Node) -> Result<(), YaqlError> {
             supported(value)
         }),
         Node::Call { name, args } => {
-            if !library::is_function(name) {
+            if !eval::library::is_function(name) {
                 return unsupported(format!("function {name}()"));
             }
             arguments_supported(args)
         }
         Node::Method { receiver, name, args, .. } => {
-            if !library::is_method(name) {
+            if !eval::library::is_method(name) {
                 return unsupported(format!("method .{name}()"));
             }
             supported(receiver)?;

@@ -7,10 +7,11 @@
 
 use serde_json::{Map, Value};
 
-use super::YaqlError;
-use super::eval::{Evaluator, Item, Kind, Number, Scope, map_key, number, type_name};
-use super::parser::{Argument, Node};
-use super::{LIMIT_ITERATORS, queries, text};
+use super::super::LIMIT_ITERATORS;
+use super::super::YaqlError;
+use super::super::parser::Argument;
+use super::{Args, Evaluator, Item, Kind, Number, Scope, map_key, number, type_name};
+use super::{no_match, queries, text};
 
 /// How a library name may be called.
 #[derive(Clone, Copy, PartialEq)]
@@ -78,78 +79,12 @@ fn form(name: &str) -> Option<Form> {
     LIBRARY.iter().find(|(known, _)| *known == name).map(|(_, form)| *form)
 }
 
-pub(super) fn is_function(name: &str) -> bool {
+pub(crate) fn is_function(name: &str) -> bool {
     matches!(form(name), Some(Form::Function | Form::Both))
 }
 
-pub(super) fn is_method(name: &str) -> bool {
+pub(crate) fn is_method(name: &str) -> bool {
     matches!(form(name), Some(Form::Method | Form::Both))
-}
-
-/// A call's arguments: positional ones and `name => value` keyword ones.
-pub(super) struct Args<'n> {
-    pub positional: Vec<&'n Node>,
-    pub named: Vec<(&'n str, &'n Node)>,
-    pub pairs: Vec<(&'n Node, &'n Node)>,
-}
-
-impl<'n> Args<'n> {
-    pub fn new(args: &'n [Argument]) -> Args<'n> {
-        let mut split = Args { positional: Vec::new(), named: Vec::new(), pairs: Vec::new() };
-        for argument in args {
-            match argument {
-                Argument::Positional(node) => split.positional.push(node),
-                Argument::Pair(source, value) => {
-                    if let Node::Keyword(name) = source {
-                        split.named.push((name, value));
-                    }
-                    split.pairs.push((source, value));
-                }
-            }
-        }
-        split
-    }
-
-    /// The argument at `index` or named `name`, not evaluated.
-    pub fn node(&self, index: usize, name: &str) -> Option<&'n Node> {
-        self.positional
-            .get(index)
-            .copied()
-            .or_else(|| self.named.iter().find(|(key, _)| *key == name).map(|(_, node)| *node))
-    }
-
-    pub fn value(
-        &self,
-        evaluator: &mut Evaluator,
-        scope: &Scope,
-        index: usize,
-        name: &str,
-    ) -> Result<Option<Value>, YaqlError> {
-        self.node(index, name).map(|node| evaluator.value(node, scope)).transpose()
-    }
-
-    pub fn item(
-        &self,
-        evaluator: &mut Evaluator,
-        scope: &Scope,
-        index: usize,
-        name: &str,
-    ) -> Result<Option<Item>, YaqlError> {
-        self.node(index, name).map(|node| evaluator.evaluate(node, scope)).transpose()
-    }
-
-    /// Refuses more than `most` arguments or keyword arguments not among `names`.
-    pub fn at_most(&self, function: &str, most: usize, names: &[&str]) -> Result<(), YaqlError> {
-        let unknown = self.named.iter().find(|(name, _)| !names.contains(name));
-        if self.positional.len() + self.named.len() > most || unknown.is_some() || self.pairs.len() > self.named.len() {
-            return Err(no_match(function));
-        }
-        Ok(())
-    }
-}
-
-pub(super) fn no_match(function: &str) -> YaqlError {
-    YaqlError::Evaluation(format!("No function \"{function}\" matches supplied arguments"))
 }
 
 pub(super) fn call_function(
@@ -264,7 +199,7 @@ fn switch(evaluator: &mut Evaluator, scope: &Scope, args: &Args) -> Result<Item,
         return Err(no_match("switch"));
     }
     for (condition, value) in &args.pairs {
-        if super::eval::truthy(&evaluator.value(condition, scope)?) {
+        if super::truthy(&evaluator.value(condition, scope)?) {
             return evaluator.evaluate(value, scope);
         }
     }

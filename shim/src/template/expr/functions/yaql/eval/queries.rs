@@ -6,11 +6,9 @@
 
 use serde_json::{Map, Value};
 
-use super::YaqlError;
-use super::eval::{Evaluator, Item, Number, Scope, map_key, number, truthy, type_name};
-use super::library::{Args, no_match};
-use super::{LIMIT_ITERATORS, operators};
-use crate::template::expr::functions::apply::py_eq;
+use super::super::{LIMIT_ITERATORS, YaqlError};
+use super::{Args, Evaluator, Item, Number, Scope, map_key, no_match, number, operators, truthy, type_name};
+use crate::template::expr::values::py_eq;
 
 const METHODS: &[&str] = &[
     "select",
@@ -66,7 +64,7 @@ fn lambda<'n>(args: &Args<'n>, name: &str, index: usize, key: &str) -> Result<Op
     Ok(args.node(index, key))
 }
 
-use super::parser::Node;
+use super::super::parser::Node;
 
 fn method(
     evaluator: &mut Evaluator,

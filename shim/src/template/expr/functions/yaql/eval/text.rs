@@ -8,21 +8,9 @@
 
 use serde_json::Value;
 
-use super::eval::{Evaluator, Item, Number, Scope, number};
-use super::library::{Args, no_match};
-use super::parser::Argument;
-use super::{MEMORY_QUOTA, YaqlError, queries};
-
-/// Compiled size limit of a regular expression from a template.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
-
-pub(super) fn regex(pattern: &str) -> Result<regex::Regex, YaqlError> {
-    regex::RegexBuilder::new(pattern)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_SIZE_LIMIT)
-        .build()
-        .map_err(|error| YaqlError::Evaluation(format!("unsupported regular expression {pattern:?}: {error}")))
-}
+use super::super::parser::Argument;
+use super::super::{MEMORY_QUOTA, YaqlError};
+use super::{Args, Evaluator, Item, Number, Scope, no_match, number, queries, regex};
 
 /// yaql's `str()`: `null`, `true`, `false`, numbers as Python prints them; collections are
 /// refused (Heat would print Python's representation of them).
@@ -153,7 +141,7 @@ fn string_method(
             let separator = string_argument(evaluator, scope, args, 0, "separator")?;
             let most = integer_argument(evaluator, scope, args, 1, "maxSplits", -1)?;
             let parts = python_split(text, separator.as_deref(), most, name == "rightSplit")?;
-            if parts.len() > super::LIMIT_ITERATORS {
+            if parts.len() > super::super::LIMIT_ITERATORS {
                 return Err(YaqlError::CollectionTooLarge);
             }
             Ok(strings(parts))
@@ -322,7 +310,7 @@ fn regex_split(compiled: &regex::Regex, subject: &str, most: i64) -> Result<Valu
             parts.push(group.map_or(Value::Null, |group| Value::String(group.as_str().to_owned())));
         }
         last = whole.end();
-        if parts.len() > super::LIMIT_ITERATORS {
+        if parts.len() > super::super::LIMIT_ITERATORS {
             return Err(YaqlError::CollectionTooLarge);
         }
     }

@@ -4,10 +4,9 @@
 
 use serde_json::Value;
 
-use super::YaqlError;
-use super::eval::{Evaluator, Item, Number, equal, float, number};
-use super::text::regex;
-use crate::template::expr::functions::apply::py_eq;
+use super::super::YaqlError;
+use super::{Evaluator, Item, Number, equal, float, number, regex};
+use crate::template::expr::values::py_eq;
 
 pub(super) fn binary(evaluator: &mut Evaluator, operator: &str, left: Item, right: Item) -> Result<Item, YaqlError> {
     let value = match operator {
@@ -110,13 +109,13 @@ fn repeat(sequence: &Item, count: &Item) -> Option<Result<Value, YaqlError>> {
     let times = usize::try_from(times).unwrap_or(0);
     match &sequence.value {
         Value::Array(items) if sequence.is_sequence() => {
-            if items.len().saturating_mul(times) > super::LIMIT_ITERATORS {
+            if items.len().saturating_mul(times) > super::super::LIMIT_ITERATORS {
                 return Some(Err(YaqlError::CollectionTooLarge));
             }
             Some(Ok(Value::Array(items.iter().cloned().cycle().take(items.len() * times).collect())))
         }
         Value::String(text) => {
-            if text.len().saturating_mul(times) > super::MEMORY_QUOTA {
+            if text.len().saturating_mul(times) > super::super::MEMORY_QUOTA {
                 return Some(Err(YaqlError::MemoryQuotaExceeded));
             }
             Some(Ok(Value::String(text.repeat(times))))
