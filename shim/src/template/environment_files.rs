@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use anneal_protocol::pyjson::is_truthy;
 use serde_json::{Map, Value};
 
 use super::ParameterType;
@@ -259,16 +260,4 @@ fn merge_map(old: Value, new: Value, deep: bool) -> Result<Value, String> {
         old.insert(key, merged);
     }
     Ok(Value::Object(old))
-}
-
-/// Python's truthiness of a JSON value, which the merge rules test (`if not old`).
-fn is_truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(flag) => *flag,
-        Value::Number(number) => number.as_f64().is_some_and(|number| number != 0.0),
-        Value::String(text) => !text.is_empty(),
-        Value::Array(items) => !items.is_empty(),
-        Value::Object(map) => !map.is_empty(),
-    }
 }
