@@ -13,6 +13,8 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use base64::Engine as _;
+
 use serde_json::{Map, Value};
 
 use super::ClientError;
@@ -84,13 +86,17 @@ fn read_files(mut wanted: Vec<(PathBuf, String)>) -> Result<Map<String, Value>, 
             return Err(ClientError::TooManyFiles { limit: MAX_FILES });
         }
         let path = local_path(&base, &key)?;
-        let content = read_text(&path, MAX_FILES_BYTES - total).map_err(|source| ClientError::ReadFile {
+        // A provider template must be text; a get_file file that is not UTF-8 is sent base64
+        // encoded, as heatclient's read_url_content sends it.
+        let template = hot::is_template_name(&key);
+        let read = if template { read_text } else { read_content };
+        let content = read(&path, MAX_FILES_BYTES - total).map_err(|source| ClientError::ReadFile {
             key: key.clone(),
             path: path.clone(),
             source,
         })?;
         total += content.len();
-        if hot::is_template_name(&key) {
+        if template {
             let mut more = Vec::new();
             named_files(&path, &content, &mut more);
             wanted.extend(more.into_iter().rev());
@@ -170,13 +176,41 @@ fn local_path(base: &Path, key: &str) -> Result<PathBuf, ClientError> {
 
 /// A UTF-8 file of at most `limit` bytes (reading stops past it: a FIFO or /dev/zero is cheap).
 fn read_text(path: &Path, limit: usize) -> io::Result<String> {
+    String::from_utf8(read_bytes(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text (a template must be text)"))
+}
+
+/// A get_file file's content: its text, or, for bytes that are not UTF-8, their base64 in lines
+/// of 76 characters each ending in a newline (Python's base64.encodebytes, which heatclient
+/// uses); the encoded text must fit in `limit` too.
+fn read_content(path: &Path, limit: usize) -> io::Result<String> {
+    let bytes = read_bytes(path, limit)?;
+    let bytes = match String::from_utf8(bytes) {
+        Ok(text) => return Ok(text),
+        Err(error) => error.into_bytes(),
+    };
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let mut lines = String::with_capacity(encoded.len() + encoded.len() / 76 + 1);
+    for chunk in encoded.as_bytes().chunks(76) {
+        lines.push_str(std::str::from_utf8(chunk).unwrap_or_default());
+        lines.push('\n');
+    }
+    if lines.len() > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("over the {limit}-byte limit once base64-encoded"),
+        ));
+    }
+    Ok(lines)
+}
+
+fn read_bytes(path: &Path, limit: usize) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     File::open(path)?.take(limit as u64 + 1).read_to_end(&mut bytes)?;
     if bytes.len() > limit {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("over the {limit}-byte limit")));
     }
-    String::from_utf8(bytes)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text (binary files are not supported)"))
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -231,7 +265,7 @@ resources:
     }
 
     #[test]
-    fn remote_missing_binary_and_oversized_files_are_refused() {
+    fn remote_missing_and_oversized_files_are_refused_and_binary_ones_encoded() {
         let (_dir, templates) = layout();
         let write = |text: &str| {
             let path = templates.join("x.yaml");
@@ -243,8 +277,15 @@ resources:
         let missing = assemble(&write("o: {get_file: nope.sh}\n"), &[]).unwrap_err();
         assert!(matches!(&missing, ClientError::ReadFile { key, .. } if key == "nope.sh"), "{missing}");
         fs::write(templates.join("bin"), [0xff, 0xfe, 0]).unwrap();
-        let binary = assemble(&write("o: {get_file: bin}\n"), &[]).unwrap_err();
-        assert!(crate::error_chain(&binary).contains("not UTF-8"), "{}", crate::error_chain(&binary));
+        let binary = assemble(&write("o: {get_file: bin}\n"), &[]).unwrap();
+        assert_eq!(binary.files["bin"], json!("//4A\n"), "base64 as Python's base64.encodebytes");
+        fs::write(templates.join("long.bin"), vec![0xffu8; 100]).unwrap();
+        let long = assemble(&write("o: {get_file: long.bin}\n"), &[]).unwrap();
+        let lines: Vec<&str> = long.files["long.bin"].as_str().unwrap().split_terminator('\n').collect();
+        assert_eq!(lines.iter().map(|line| line.len()).collect::<Vec<_>>(), vec![76, 60], "76-character lines");
+        fs::write(templates.join("bad.yaml"), [0xff, 0xfe, 0]).unwrap();
+        let template = assemble(&write("resources:\n  r: {type: bad.yaml}\n"), &[]).unwrap_err();
+        assert!(crate::error_chain(&template).contains("not UTF-8"), "{}", crate::error_chain(&template));
         fs::write(templates.join("big"), vec![b'x'; MAX_FILES_BYTES + 1]).unwrap();
         let big = assemble(&write("o: {get_file: big}\n"), &[]).unwrap_err();
         assert!(crate::error_chain(&big).contains("byte limit"), "{}", crate::error_chain(&big));
