@@ -163,6 +163,28 @@ const REFUSED: &[(&str, &str)] = &[
         "a required nested parameter without a property",
         "resources:\n  i: {type: inner.yaml, properties: {text: t, amount: 1, items: a, data: {}}}\n",
     ),
+    (
+        "a property that is not the nested parameter's type",
+        "resources:\n  i: {type: inner.yaml, properties: {text: t, amount: abc, items: a, data: {}, flag: true}}\n",
+    ),
+    ("a provider template missing from the files", "resources:\n  m: {type: absent.yaml}\n"),
+    (
+        "a negative group count",
+        "resources:\n  g: {type: OS::Heat::ResourceGroup, properties: {count: -1, resource_def: {type: OS::Heat::None}}}\n",
+    ),
+    (
+        "an index_var shorter than 3 characters",
+        "resources:\n  g: {type: OS::Heat::ResourceGroup, properties: {index_var: '%', resource_def: {type: OS::Heat::None}}}\n",
+    ),
+    (
+        "a group member of an unknown type",
+        "resources:\n  g: {type: OS::Heat::ResourceGroup, properties: {resource_def: {type: OS::No::Such}}}\n",
+    ),
+    (
+        "an unknown property on a group member",
+        "resources:\n  g: {type: OS::Heat::ResourceGroup, properties: {resource_def: {type: member.yaml, properties: {colour: red}}}}\n",
+    ),
+    ("a group without resource_def", "resources:\n  g: {type: OS::Heat::ResourceGroup, properties: {count: 2}}\n"),
 ];
 
 /// One stack's inputs: the parent, the files beside it and an optional environment.
