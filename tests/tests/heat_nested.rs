@@ -120,7 +120,15 @@ const GROUP_PARENT: &str = r#"
 heat_template_version: 2018-08-31
 parameters:
   count: {type: number, default: 3}
+  pattern: {type: string, default: "p-%index%"}
 resources:
+  patterned:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 2
+      resource_def:
+        type: OS::Heat::Value
+        properties: {value: {from_parameter: {get_param: pattern}, keyed: {"k%index%": "v%index%"}}}
   group:
     type: OS::Heat::ResourceGroup
     properties:
@@ -146,6 +154,7 @@ outputs:
   removed: {value: {get_attr: [group, removed_rsrc_list]}}
   refs: {value: {get_attr: [group, refs]}}
   refs_map: {value: {get_attr: [group, refs_map]}}
+  patterned: {value: {get_attr: [patterned, value]}}
   custom_values: {value: {get_attr: [custom, out]}}
   custom_one: {value: {get_attr: [custom, resource.1, out]}}
   custom_attributes: {value: {get_attr: [custom, attributes, out]}}
