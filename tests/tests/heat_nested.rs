@@ -102,14 +102,20 @@ outputs:
 "#;
 
 /// JSON, which is YAML too: Heat takes it as the body's `environment`, the shim as `-e` file.
-const REGISTRY_ENVIRONMENT: &str = r#"{"resource_registry": {"My::Member": "member.yaml"}}"#;
+/// A type alias to a provider template, and one resource's own override (`resources:`).
+const REGISTRY_ENVIRONMENT: &str = r#"{"resource_registry": {"My::Member": "member.yaml",
+    "resources": {"overridden": {"OS::Heat::None": "member.yaml"}}}}"#;
 
 const REGISTRY_PARENT: &str = r#"
 heat_template_version: 2018-08-31
 resources:
   mapped: {type: My::Member, properties: {label: mapped}}
   defaulted: {type: My::Member}
+  overridden: {type: OS::Heat::None, properties: {label: overridden}}
+  not_overridden: {type: OS::Heat::None}
 outputs:
+  overridden: {value: {get_attr: [overridden, out]}}
+  not_overridden: {value: {get_attr: [not_overridden, anything]}}
   mapped: {value: {get_attr: [mapped, out]}}
   defaulted: {value: {get_attr: [defaulted, out]}}
   inner: {value: {get_attr: [mapped, resource.inner, value]}}
@@ -222,6 +228,11 @@ const REFUSED: &[(&str, &str)] = &[
         "a property that is not the nested parameter's type",
         "resources:\n  i: {type: inner.yaml, properties: {text: t, amount: abc, items: a, data: {}, flag: true}}\n",
     ),
+    (
+        "an output reading a provider resource its condition leaves out",
+        "conditions: {never: false}\nresources:\n  m: {type: member.yaml, condition: never}\noutputs:\n  o: {value: {get_attr: [m, out]}}\n",
+    ),
+    ("a resource name with a slash", "resources:\n  a/b: {type: OS::Heat::None}\n"),
     ("a provider template missing from the files", "resources:\n  m: {type: absent.yaml}\n"),
     (
         "a negative group count",
