@@ -210,7 +210,8 @@ outputs:
   empty_attributes: {value: {get_attr: [empty, attributes, value]}}
 "#;
 
-/// Outputs whose values are ids (Heat's are UUIDs): compared by shape only.
+/// Outputs whose values are the members' ids (Heat's are generated physical names such as
+/// `<stack>-group-<random>-0-<random>`, the shim's its own): compared by shape only.
 const ID_OUTPUTS: &[&str] = &["refs", "refs_map"];
 
 /// Parents both must refuse, with `inner.yaml` (INNER) and `member.yaml` (MEMBER) given:
