@@ -536,3 +536,45 @@ async fn nested_mistakes_are_refused_by_both() {
     }
     assert!(mismatches.is_empty(), "the shim and Heat disagree:\n{}", mismatches.join("\n"));
 }
+
+/// The group template without the output that reads member 2.
+fn group_without_member_two(removal: &str) -> String {
+    let template = GROUP_PARENT.replace("REMOVAL", removal);
+    template.lines().filter(|line| !line.contains("resource.2")).collect::<Vec<_>>().join("\n")
+}
+
+/// A documented difference (docs/templates.md, ResourceGroup): in Heat's default `append` mode a
+/// later update's `removal_policies` add to the names removed before; the shim keeps only the
+/// current update's list, so a name left out of it may be used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_mode_keeps_earlier_removals_only_in_heat() {
+    let files: &[(&str, &str)] = &[("member.yaml", MEMBER)];
+    let case = |template: String, parameters| Case { name: "append", template, files, environment: None, parameters };
+    let created = case(group_without_member_two(""), &[("count", "3")]);
+    let updates = [
+        case(group_without_member_two("removal_policies: [{resource_list: [\"0\"]}]"), &[("count", "2")]),
+        case(group_without_member_two("removal_policies: [{resource_list: [\"1\"]}]"), &[("count", "1")]),
+    ];
+    let heat = RealHeat::shared().await;
+    let api = heat.admin().await;
+    let stack = heat_create(&api, &created).await;
+    for update in &updates {
+        heat_update(&api, &stack, update, "append").await;
+    }
+    let heat_outputs = api.outputs(&stack).await;
+    api.delete_stack(&stack).await;
+    let shim = Shim::start().await;
+    shim_create(&shim, &created).await;
+    for update in &updates {
+        let mut arguments = vec!["stack".to_string(), "update".to_string(), "append".to_string(), "--wait".to_string()];
+        arguments.extend(update.shim_arguments(&shim));
+        let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
+        let answer = shim.cli(&arguments).await;
+        assert_eq!(answer.code, 0, "the shim refused the update: {answer:?}");
+    }
+    let shim_outputs = shim.stack_outputs("append").await;
+    let heat_seen = (&heat_outputs["values"], &heat_outputs["removed"]);
+    assert_eq!(heat_seen, (&json!(["member-2"]), &json!(["0", "1"])), "Heat appends the removals: {heat_outputs:?}");
+    let shim_seen = (&shim_outputs["values"], &shim_outputs["removed"]);
+    assert_eq!(shim_seen, (&json!(["member-0"]), &json!(["1"])), "the shim keeps the last list: {shim_outputs:?}");
+}
