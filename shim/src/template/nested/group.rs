@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::facade::GroupFacts;
+use super::facade::{GroupFacts, select_path};
 use super::{Child, Expander, MAX_RESOURCES, NestedDefinition, NestedError, nested_kind, report};
 use crate::template::evaluate::ParameterScope;
 use crate::template::expr::{EvalError, Expr, collapse_list, collapse_map};
@@ -181,8 +181,11 @@ fn member(
         .environment
         .resolve_type(name, &definition.kind)
         .map_err(|problem| NestedError::Group { resource: flat.clone(), problem })?;
-    let properties =
-        definition.properties.iter().map(|(key, expr)| (key.clone(), replace_index(expr, index_var, name))).collect();
+    let properties = definition
+        .properties
+        .iter()
+        .map(|(key, expr)| (key.clone(), replace_index(ex, expr, index_var, name)))
+        .collect();
     let mut resource = Resource {
         kind: ResourceType::None,
         properties,
@@ -194,7 +197,7 @@ fn member(
     match (nested_kind(&kind), ResourceType::parse(&kind)) {
         (Some(nested), _) => {
             let (_, deletion_policy, update_policy) = crate::template::provider::default_facade();
-            let metadata = replace_index(&definition.metadata, index_var, name);
+            let metadata = replace_index(ex, &definition.metadata, index_var, name);
             resource.nested =
                 Some(Box::new(NestedDefinition { kind: nested, metadata, update_policy, deletion_policy }));
         }
@@ -210,16 +213,22 @@ fn member(
 }
 
 /// `index_var` replaced by the member name in every string (map keys kept), as
-/// ResourceGroup._handle_repl_val does to the resolved definition.
-fn replace_index(expr: &Expr, index_var: &str, name: &str) -> Expr {
-    let again = |expr: &Expr| replace_index(expr, index_var, name);
+/// ResourceGroup._handle_repl_val does to the resolved definition. A root parameter whose
+/// value has the text is read now (the definition is already in the root's namespace) and
+/// replaced in: Heat replaces in the parameter's resolved value as well.
+fn replace_index(ex: &Expander, expr: &Expr, index_var: &str, name: &str) -> Expr {
+    let again = |expr: &Expr| replace_index(ex, expr, index_var, name);
     match expr {
         Expr::Literal(value) => Expr::Literal(replace_in_value(value, index_var, name)),
         Expr::List(items) => collapse_list(items.iter().map(again).collect()),
         Expr::Map(entries) => collapse_map(entries.iter().map(|(key, item)| (key.clone(), again(item))).collect()),
-        Expr::GetParam { name: parameter, path } => {
-            Expr::GetParam { name: parameter.clone(), path: path.iter().map(again).collect() }
-        }
+        Expr::GetParam { name: parameter, path } => match ex.parameters.get(parameter) {
+            // Only a value that has the text is inlined: the rest stay read at run time.
+            Some(value) if replace_in_value(value, index_var, name) != *value => {
+                again(&select_path(Expr::Literal(value.clone()), path.clone()))
+            }
+            _ => Expr::GetParam { name: parameter.clone(), path: path.iter().map(again).collect() },
+        },
         Expr::GetAttr { resource, attribute, path } => Expr::GetAttr {
             resource: resource.clone(),
             attribute: attribute.clone(),

@@ -379,6 +379,34 @@ fn a_resource_group_has_count_members_with_their_index() {
 }
 
 #[test]
+fn the_index_is_replaced_in_a_parameter_value_too() {
+    // Heat replaces index_var in the resolved definition, so also in what get_param gives
+    // (found by tests/tests/heat_nested.rs against the real engine).
+    let outer = "heat_template_version: 2018-08-31
+parameters:
+  pattern: {type: string, default: 'p-%index%'}
+  plain: {type: json, default: {k: [v]}}
+resources:
+  group:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 2
+      resource_def:
+        type: OS::Heat::Value
+        properties: {value: [{get_param: pattern}, {get_param: [plain, k, 0]}, {'k%index%': '%index%'}]}
+outputs:
+  values: {value: {get_attr: [group, value]}}
+";
+    let flat = accepted(outer, &[], &[]);
+    assert_eq!(flat.output("values"), json!([["p-0", "v", {"k%index%": "0"}], ["p-1", "v", {"k%index%": "1"}]]));
+    let flat = accepted(outer, &[], &[("pattern", "given-%index%")]);
+    assert_eq!(
+        flat.output("values"),
+        json!([["given-0", "v", {"k%index%": "0"}], ["given-1", "v", {"k%index%": "1"}]])
+    );
+}
+
+#[test]
 fn group_members_may_be_provider_templates_and_counts_must_be_known() {
     let inner = "heat_template_version: 2018-08-31
 parameters:
