@@ -164,3 +164,41 @@ resources:
     assert_eq!(warning.reason, "parameter flavor: custom_constraint nova.flavor is not checked by anneal-shim");
     assert_eq!(warning.resource, "w");
 }
+
+#[tokio::test]
+async fn deployments_in_nested_stacks_are_named_as_in_the_nested_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["app1"]).await;
+    let nested = r##"
+heat_template_version: 2018-08-31
+parameters:
+  server: {type: string}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: "#!/bin/sh\n"}
+  deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: config}, server: {get_param: server}, signal_transport: NO_SIGNAL}
+"##;
+    let template = r##"
+heat_template_version: 2018-08-31
+resources:
+  single: {type: nested.yaml, properties: {server: app1}}
+  many:
+    type: OS::Heat::ResourceGroup
+    properties: {count: 2, resource_def: {type: nested.yaml, properties: {server: app1}}}
+"##;
+    let mut create = request("n", template, &[]);
+    create.files.insert("nested.yaml".into(), json!(nested));
+    engine.create_stack(create).await.unwrap();
+    assert_eq!(status(&engine, "n").await, "CREATE_COMPLETE");
+    let mut names: Vec<String> = deployments(&engine, "app1")
+        .await
+        .iter()
+        .map(|deployment| input(deployment, "deploy_resource_name").as_str().unwrap_or_default().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["deploy", "deploy", "deploy"], "each is named as in its nested stack, as Heat names it");
+}

@@ -169,10 +169,12 @@ fn build(
     });
     let stack_path = format!("{}/{}", stack.name, stack.id);
     // A group member is named by its `servers` key, as in the nested stack Heat makes for a
-    // SoftwareDeploymentGroup (heat.engine.resources.openstack.heat.resource_group).
+    // SoftwareDeploymentGroup (heat.engine.resources.openstack.heat.resource_group); a resource
+    // of a flattened nested stack or ResourceGroup (`outer/inner`, `group/0`) by its name in
+    // the nested stack, as Heat names it there.
     let resource_name = match node::group_of(node) {
         Some(group) => node.name.strip_prefix(group).and_then(|rest| rest.strip_prefix('/')).unwrap_or(&node.name),
-        None => &node.name,
+        None => node.name.rsplit('/').next().unwrap_or(&node.name),
     };
     let creation_time = rfc3339(ctx.now);
     let publication = Publication {
