@@ -18,3 +18,27 @@ pub fn cache(required: &[&str]) -> PathBuf {
     }
     cache
 }
+
+/// Runs `tests/peers/real-heat/<script>` with the heat venv's python, `input` as JSON on its
+/// stdin, and returns the JSON it prints (Heat's own code answering in-process; importing Heat
+/// takes seconds, so callers send every case at once).
+pub fn heat_python(script: &str, input: &serde_json::Value) -> serde_json::Value {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let cache = cache(&["heat-venv/bin/python3"]);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/real-heat").join(script);
+    let mut child = Command::new(cache.join("heat-venv/bin/python3"))
+        .arg(path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("the heat venv's python starts {script}: {error}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.to_string().as_bytes()).expect("the input is written");
+    drop(stdin);
+    let output = child.wait_with_output().unwrap_or_else(|error| panic!("{script} ends: {error}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{script} failed ({}): {stderr}", output.status);
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{script} printed no JSON: {error}: {stderr}"))
+}

@@ -5,10 +5,6 @@
 //! same environment, or both refuse. Then the API end to end: a stack created with
 //! `environment_files` gets the merged parameters, and a bad name is a 400 naming it.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
-
 use anneal_shim::template::{merge_environment_files, parameter_types};
 use anneal_tests::{Shim, peers};
 use serde_json::{Map, Value, json};
@@ -26,20 +22,10 @@ resources: {}
 /// Heat's environment for each body, or its error text (one Python process for all: importing
 /// Heat takes seconds).
 fn heat(bodies: &[Value]) -> Vec<Result<Value, String>> {
-    let cache = peers::cache(&["heat-venv/bin/python3"]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/real-heat/heat_merge_env.py");
-    let mut child = Command::new(cache.join("heat-venv/bin/python3"))
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run heat_merge_env.py");
-    let input = Value::Array(bodies.to_vec()).to_string();
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write the bodies");
-    let output = child.wait_with_output().expect("heat_merge_env.py ends");
-    let answers: Vec<Value> = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|error| panic!("heat_merge_env.py: {error}: {}", String::from_utf8_lossy(&output.stderr)));
+    let answers = match peers::heat_python("heat_merge_env.py", &Value::Array(bodies.to_vec())) {
+        Value::Array(answers) if answers.len() == bodies.len() => answers,
+        other => panic!("heat_merge_env.py answered {other}"),
+    };
     answers
         .into_iter()
         .map(|answer| match answer.get("error") {

@@ -6,9 +6,6 @@
 //! snippets with representative data), the engine limits, and what the subset refuses.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 use anneal_shim::template::evaluate_snippet;
 use anneal_tests::peers;
@@ -521,27 +518,13 @@ fn limit_cases() -> Vec<Case> {
 
 /// Heat's answers, one per case, from the heat venv's python.
 fn heat_answers(cases: &[Case]) -> Vec<Value> {
-    let cache = peers::cache(&["heat-venv/bin/python3"]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/real-heat/hot_eval.py");
     let input: Vec<Value> = cases
         .iter()
         .map(|case| json!({"version": case.version, "parameters": parameters(), "snippet": case.snippet}))
         .collect();
-    let mut child = Command::new(cache.join("heat-venv/bin/python3"))
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the heat venv's python starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(Value::Array(input).to_string().as_bytes()).expect("cases written");
-    drop(stdin);
-    let output = child.wait_with_output().expect("hot_eval.py ends");
-    assert!(output.status.success(), "hot_eval.py failed: {}", output.status);
-    match serde_json::from_slice(&output.stdout) {
-        Ok(Value::Array(answers)) if answers.len() == cases.len() => answers,
-        other => panic!("hot_eval.py answered {other:?}"),
+    match peers::heat_python("hot_eval.py", &Value::Array(input)) {
+        Value::Array(answers) if answers.len() == cases.len() => answers,
+        other => panic!("hot_eval.py answered {other}"),
     }
 }
 
