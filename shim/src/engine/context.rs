@@ -108,6 +108,10 @@ impl Scope for StackScope<'_, '_> {
         placed.extend(node.record.placed_handles.iter().cloned());
         Some(node.attributes.get(attribute).cloned().unwrap_or(Value::Null))
     }
+
+    fn resource_type(&self, resource: &str) -> Option<ResourceType> {
+        ResourceType::parse(&self.complete_node(resource)?.resource_type)
+    }
 }
 
 /// A random UUID (version 4), as Heat's ids are.

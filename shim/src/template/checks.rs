@@ -109,7 +109,10 @@ impl<'a> Context<'a> {
     }
 
     fn has_attribute(&self, resource: &Resource, attribute: &str) -> bool {
-        if resource.kind.accepts_any_attribute() || resource.kind.base_attributes().contains(&attribute) {
+        if resource.kind.accepts_any_attribute()
+            || resource.kind.base_attributes().contains(&attribute)
+            || attribute == super::expr::ALL_ATTRIBUTES
+        {
             return true;
         }
         if !resource.kind.is_deployment() {

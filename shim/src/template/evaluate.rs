@@ -1,7 +1,8 @@
 //! Evaluating an `Expr` against a `Scope`, with Heat's semantics for each function: path
 //! selection (`get_param` gives `""` and `get_attr` gives `null` for a missing path),
 //! `str_replace` (longest placeholder first, replaced text never rescanned, maps and lists
-//! rendered as `json.dumps(..., sort_keys=True)`), and `list_join`. Results are size-capped so a
+//! rendered as `json.dumps(..., sort_keys=True)`), `list_join`, and `get_attr: [resource]`
+//! (every attribute the type shows). Results are size-capped so a
 //! template cannot make the engine build an enormous string.
 
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use serde_json::{Map, Value};
 use super::expr::functions;
 pub use super::expr::values::{MAX_RESULT_BYTES, kind_name, render};
 use super::expr::values::{str_replace, too_large};
-use super::expr::{EvalError, Expr, Scope};
+use super::expr::{ALL_ATTRIBUTES, EvalError, Expr, Scope};
 
 /// A `Scope` with parameters only: resources are never ready. Validation uses it to evaluate
 /// what can be known before anything runs.
@@ -89,6 +90,7 @@ impl Expr {
             Expr::GetResource(resource) => scope
                 .resource_id(resource)
                 .ok_or_else(|| EvalError::NotReady { resource: resource.clone(), attribute: None }),
+            Expr::GetAttr { resource, attribute, .. } if attribute == ALL_ATTRIBUTES => all_attributes(scope, resource),
             Expr::GetAttr { resource, attribute, path } => {
                 let value = scope.attribute(resource, attribute).ok_or_else(|| EvalError::NotReady {
                     resource: resource.clone(),
@@ -109,6 +111,18 @@ impl Expr {
             }
         }
     }
+}
+
+/// `get_attr: [resource]` (heat.engine.hot.functions.GetAttAllAttributes): a map of every
+/// attribute the resource's type shows (`ResourceType::all_attributes`), once it is available.
+fn all_attributes(scope: &dyn Scope, resource: &str) -> Result<Value, EvalError> {
+    let not_ready = || EvalError::NotReady { resource: resource.to_owned(), attribute: None };
+    let kind = scope.resource_type(resource).ok_or_else(not_ready)?;
+    let mut map = Map::new();
+    for name in kind.all_attributes() {
+        map.insert((*name).to_owned(), scope.attribute(resource, name).ok_or_else(not_ready)?);
+    }
+    Ok(Value::Object(map))
 }
 
 fn invalid(message: String) -> EvalError {

@@ -10,6 +10,8 @@ use serde_json::{Map, Value};
 use functions::conditions::{self, Conditions};
 use functions::{Function, Meaning, Version, meaning};
 
+use super::ResourceType;
+
 /// A property or output value with its intrinsic functions recognised.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -51,17 +53,36 @@ pub enum Expr {
     },
 }
 
-/// How a template's functions are read: its version and its `conditions` section.
-/// `stored` reads the engine's stored form back, accepting every version's functions.
+/// How a template's functions are read: its version, its `conditions` section and, for
+/// `Ref`, its names. `stored` reads the engine's stored form back, accepting every version's
+/// functions.
 #[derive(Debug, Clone, Copy)]
 pub struct Dialect<'a> {
     pub version: Version,
     pub conditions: Option<&'a Conditions>,
     pub stored: bool,
+    /// `None`: the names are not known here, so `Ref` cannot be read (the stored form never
+    /// has it: it is stored as the `get_resource` or `get_param` it stands for).
+    pub names: Option<&'a Names>,
 }
 
+/// The names 2013-05-23's `Ref` tells apart (heat.engine.cfn.functions.Ref): a resource's
+/// name means its reference id (`get_resource`), any other a parameter's value (`get_param`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Names {
+    pub resources: Vec<String>,
+    /// Declared parameters and the pseudo parameters Heat defines for every stack.
+    pub parameters: Vec<String>,
+}
+
+/// `get_attr: [resource]` (2015-10-15+) is stored as a `GetAttr` of this attribute: Heat's own
+/// marker for "every attribute" (heat.engine.attributes.ALL_ATTRIBUTES), which no resource
+/// attribute may be named.
+pub const ALL_ATTRIBUTES: &str = "*";
+
 impl Dialect<'_> {
-    pub const STORED: Dialect<'static> = Dialect { version: Version::LATEST, conditions: None, stored: true };
+    pub const STORED: Dialect<'static> =
+        Dialect { version: Version::LATEST, conditions: None, stored: true, names: None };
 
     pub fn meaning(&self, name: &str) -> Meaning {
         let found = meaning(name, self.version);
@@ -87,6 +108,11 @@ pub trait Scope {
     fn resource_id(&self, resource: &str) -> Option<Value>;
     /// `None` while the attribute is not available yet.
     fn attribute(&self, resource: &str, attribute: &str) -> Option<Value>;
+    /// The type of a resource whose attributes are available (what `get_attr: [resource]`
+    /// lists); `None` while they are not.
+    fn resource_type(&self, _resource: &str) -> Option<ResourceType> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -102,8 +128,7 @@ pub enum EvalError {
 /// HOT (and CFN-style) functions outside the supported subset. A single-key map whose key is
 /// one of these (or starts with `Fn::`) is rejected rather than passed through as data, so a
 /// template written for full Heat fails loudly instead of deploying the function as text.
-pub const UNSUPPORTED_FUNCTIONS: &[&str] =
-    &["get_server_attr", "resource_facade", "Ref", "Fn::GetAZs", "Fn::ResourceFacade", "Fn::MemberListToMap"];
+pub const UNSUPPORTED_FUNCTIONS: &[&str] = &["get_server_attr", "resource_facade", "Ref", "Fn::ResourceFacade"];
 
 impl Expr {
     /// Recognises functions in a JSON value: a single-key map whose key is a function name.
@@ -149,6 +174,9 @@ impl Expr {
                 call("get_param", Value::Array(arguments.collect()))
             }
             Expr::GetResource(resource) => call("get_resource", Value::String(resource.clone())),
+            Expr::GetAttr { resource, attribute, .. } if attribute == ALL_ATTRIBUTES => {
+                call("get_attr", Value::Array(vec![Value::String(resource.clone())]))
+            }
             Expr::GetAttr { resource, attribute, path } => {
                 let head = [Value::String(resource.clone()), Value::String(attribute.clone())];
                 let arguments = head.into_iter().chain(path.iter().map(Expr::to_json));
@@ -293,6 +321,7 @@ fn function(name: &str, arguments: &Value, dialect: &Dialect) -> Result<Option<E
             Meaning::Data => return Ok(None),
             Meaning::Function(function) => Expr::Call { function, args: Box::new(Expr::parse(arguments, dialect)?) },
             Meaning::If { nullable } => conditions::parse_if(arguments, nullable, dialect)?,
+            Meaning::Ref => reference(arguments, dialect)?,
             Meaning::Condition(_) => {
                 return Err(format!(
                     "{name} is only valid in a condition (the conditions section, a condition key or the first argument of if)"
@@ -342,11 +371,26 @@ fn get_param(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
     }
 }
 
+/// `get_attr`, as heat.engine.hot.functions.GetAttThenSelect / GetAtt (before 2015-10-15) and
+/// GetAttAllAttributes (a lone resource name: every attribute) parse their arguments.
 fn get_attr(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
+    let all_allowed = dialect.stored || dialect.version >= Version::V2015_10_15;
     let Value::Array(items) = arguments else {
-        return Err("get_attr: expected [resource, attribute, path...]".into());
+        return Err("Argument to \"get_attr\" must be a list".into());
     };
     match items.as_slice() {
+        [Value::String(resource)] if all_allowed && !resource.is_empty() => {
+            Ok(Expr::GetAttr { resource: resource.clone(), attribute: ALL_ATTRIBUTES.to_owned(), path: Vec::new() })
+        }
+        [] | [_] if all_allowed => Err(
+            "Arguments to \"get_attr\" can be of the next forms: [resource_name] or [resource_name, attribute, (path), ...]"
+                .into(),
+        ),
+        [] | [_] => Err("Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]".into()),
+        // Heat's marker is no attribute's name (InvalidTemplateAttribute's text).
+        [Value::String(resource), Value::String(attribute), ..] if attribute == ALL_ATTRIBUTES => {
+            Err(format!("The Referenced Attribute ({resource} {attribute}) is incorrect."))
+        }
         [Value::String(resource), Value::String(attribute), path @ ..]
             if !resource.is_empty() && !attribute.is_empty() =>
         {
@@ -354,6 +398,21 @@ fn get_attr(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
             Ok(Expr::GetAttr { resource: resource.clone(), attribute: attribute.clone(), path })
         }
         _ => Err("get_attr: expected [resource, attribute, path...] with the resource and attribute as strings".into()),
+    }
+}
+
+/// `Ref` (2013-05-23, heat.engine.cfn.functions.Ref): a resource name is `get_resource`, a
+/// parameter name `get_param`; any other name is Heat's InvalidTemplateReference.
+fn reference(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
+    let Some(names) = dialect.names else { return Err("Ref is not supported in the stored form (it is stored as get_resource or get_param)".into()) };
+    // Heat also accepts a function that yields a parameter name; the shim wants the name.
+    let Value::String(name) = arguments else { return Err("Ref: expected a resource or parameter name".into()) };
+    if names.resources.contains(name) {
+        Ok(Expr::GetResource(name.clone()))
+    } else if names.parameters.contains(name) {
+        Ok(Expr::GetParam { name: name.clone(), path: Vec::new() })
+    } else {
+        Err(format!("The specified reference \"{name}\" (in unknown) is incorrect."))
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::environment::{self, Environment};
 use super::expr::functions::Version;
 use super::expr::functions::conditions::Conditions;
-use super::expr::{Dialect, Expr};
+use super::expr::{Dialect, Expr, Names};
 use super::parameters::parse_constraints;
 use super::type_names;
 use super::yaml::{self, Body, Entry, Node};
@@ -127,7 +127,8 @@ fn from_tree(root: &Node) -> Result<Template, TemplateError> {
         .and_then(|version| Version::parse(&version))
         .unwrap_or(Version::LATEST);
     let conditions = conditions_section(entries, version, &mut problems);
-    let dialect = Dialect { version, conditions: Some(&conditions), stored: false };
+    let names = (version == Version::V2013_05_23).then(|| ref_names(entries));
+    let dialect = Dialect { version, conditions: Some(&conditions), stored: false, names: names.as_ref() };
     let mut groups = None;
     for entry in entries {
         match entry.key.as_str() {
@@ -165,6 +166,19 @@ fn from_tree(root: &Node) -> Result<Template, TemplateError> {
         problems.insert(0, "heat_template_version is required".to_owned());
     }
     if problems.is_empty() { Ok(template) } else { Err(TemplateError::Invalid { problems }) }
+}
+
+/// The resource and parameter names 2013-05-23's `Ref` tells apart.
+fn ref_names(entries: &[Entry]) -> Names {
+    let keys = |section: &str| -> Vec<String> {
+        match entries.iter().find(|entry| entry.key == section).map(|entry| &entry.value.body) {
+            Some(Body::Mapping(items)) => items.iter().map(|item| item.key.clone()).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut parameters = keys("parameters");
+    parameters.extend(super::PSEUDO_PARAMETERS.iter().map(|name| (*name).to_owned()));
+    Names { resources: keys("resources"), parameters }
 }
 
 /// `parameter_groups`: a list of groups, each with a `parameters` list naming declared

@@ -37,7 +37,7 @@ pub use environment::{
 pub use environment_files::{MAX_ENVIRONMENT_FILES, merge_environment_files, parameter_types};
 pub use evaluate::{ParameterScope, kind_name, render};
 pub use expr::functions;
-pub use expr::{Dialect, EvalError, Expr, Reference, Scope, UNSUPPORTED_FUNCTIONS};
+pub use expr::{ALL_ATTRIBUTES, Dialect, EvalError, Expr, Names, Reference, Scope, UNSUPPORTED_FUNCTIONS};
 pub use hot::{
     MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_stored_template, parse_template, parse_template_in,
     raise_template_limit,
@@ -46,7 +46,7 @@ pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedErro
 pub use parameters::resolve_parameters;
 pub use provider::{GROUP_TYPE, NestedDefinition, NestedKind, is_template_name};
 pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes};
-pub use snippet::evaluate_snippet;
+pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resources};
 pub use stored::text as flattened_text;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
@@ -351,6 +351,23 @@ impl ResourceType {
             ResourceType::SoftwareDeploymentGroup => Some(ResourceType::SoftwareDeployment),
             ResourceType::StructuredDeploymentGroup => Some(ResourceType::StructuredDeployment),
             _ => None,
+        }
+    }
+
+    /// What `get_attr: [resource]` shows (heat.engine.stk_defn.ResourceProxy.FnGetAtts): the
+    /// type's attribute schema without `show`, as Heat 27 has it (tests/tests/heat_cfn.rs asks
+    /// Heat). A deployment's outputs and a group's singular member attributes are not in it;
+    /// neither are the Nova attributes the shim adds to a DeployedServer.
+    pub fn all_attributes(&self) -> &'static [&'static str] {
+        match self {
+            ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
+                &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
+            }
+            ResourceType::SoftwareDeploymentGroup | ResourceType::StructuredDeploymentGroup => {
+                &["deploy_stdouts", "deploy_stderrs", "deploy_status_codes"]
+            }
+            ResourceType::DeployedServer => &["name", "os_collect_config"],
+            other => other.base_attributes(),
         }
     }
 

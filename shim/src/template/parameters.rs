@@ -97,8 +97,9 @@ pub fn convert_text(kind: ParameterType, text: &str) -> Result<Value, String> {
         ParameterType::Boolean => parse_boolean(text),
         ParameterType::Json => parse_json(text),
         ParameterType::CommaDelimitedList if text.is_empty() => Ok(Value::Array(Vec::new())),
+        // Items are not trimmed: Heat's param_utils.delim_string_to_list splits at each comma.
         ParameterType::CommaDelimitedList => {
-            Ok(Value::Array(text.split(',').map(|item| Value::String(item.trim().to_owned())).collect()))
+            Ok(Value::Array(text.split(',').map(|item| Value::String(item.to_owned())).collect()))
         }
     }
 }
@@ -115,7 +116,8 @@ pub fn convert_default(kind: ParameterType, value: &Value) -> Result<Value, Stri
             Some(1.0) => Ok(Value::Bool(true)),
             _ => Err("is not a boolean".into()),
         },
-        (ParameterType::Json, Value::Object(_) | Value::Array(_)) => Ok(value.clone()),
+        // JsonParam.parse round-trips a non-string default through JSON: any value stays.
+        (ParameterType::Json, _) => Ok(value.clone()),
         (ParameterType::CommaDelimitedList, Value::Array(items)) => items
             .iter()
             .map(|item| match item {
@@ -140,24 +142,23 @@ fn parse_number(text: &str) -> Result<Value, String> {
     trimmed.parse::<f64>().ok().and_then(Number::from_f64).map(Value::Number).ok_or_else(|| "is not a number".into())
 }
 
+/// As oslo_utils.strutils.bool_from_string(strict=True), which BooleanParam uses.
 fn parse_boolean(text: &str) -> Result<Value, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" | "1" => Ok(Value::Bool(true)),
-        "false" | "no" | "off" | "0" => Ok(Value::Bool(false)),
-        _ => Err("is not a boolean (true/false, yes/no, on/off, 1/0)".into()),
+    match text.trim().to_lowercase().as_str() {
+        "1" | "t" | "true" | "on" | "y" | "yes" => Ok(Value::Bool(true)),
+        "0" | "f" | "false" | "off" | "n" | "no" => Ok(Value::Bool(false)),
+        _ => Err("is not a boolean (true/false, yes/no, on/off, y/n, t/f, 1/0)".into()),
     }
 }
 
+/// As JsonParam.parse: any JSON value (maps and lists, but scalars too); an empty text is kept
+/// as the empty string, as Heat keeps it.
 fn parse_json(text: &str) -> Result<Value, String> {
-    if text.trim().is_empty() {
-        return Ok(Value::Object(serde_json::Map::new()));
+    if text.is_empty() {
+        return Ok(Value::String(String::new()));
     }
     // The parser's message is not shown: it may quote part of a hidden value.
-    match serde_json::from_str::<Value>(text) {
-        Ok(value @ (Value::Object(_) | Value::Array(_))) => Ok(value),
-        Ok(_) => Err("is not a JSON map or list".into()),
-        Err(_) => Err("is not valid JSON".into()),
-    }
+    serde_json::from_str::<Value>(text).map_err(|_| "is not valid JSON".to_owned())
 }
 
 /// Checks one constraint; the error is the default message (without the value).

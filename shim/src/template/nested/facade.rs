@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{Expander, NestedError, Target};
 use crate::template::expr::functions::Function;
-use crate::template::expr::{Expr, collapse_list, collapse_map};
+use crate::template::expr::{ALL_ATTRIBUTES, Expr, collapse_list, collapse_map};
 
 #[derive(Debug)]
 pub(super) struct Facade {
@@ -34,6 +34,9 @@ pub(super) struct GroupFacts {
 
 impl Facade {
     pub fn attribute(&self, ex: &mut Expander, attribute: &str, path: Vec<Expr>) -> Result<Expr, NestedError> {
+        if attribute == ALL_ATTRIBUTES {
+            return self.all_attributes(ex);
+        }
         if let Some(rest) = attribute.strip_prefix("resource.") {
             return self.inner_attribute(ex, attribute, rest, path);
         }
@@ -45,6 +48,21 @@ impl Facade {
                 Ok(select_path(output.clone(), path))
             }
         }
+    }
+
+    /// `get_attr: [resource]`: every output of a provider template; a group's `refs`,
+    /// `refs_map` and `removed_rsrc_list` (its `attributes` needs a path, so Heat leaves it out).
+    fn all_attributes(&self, ex: &mut Expander) -> Result<Expr, NestedError> {
+        let names: Vec<String> = match &self.group {
+            Some(_) => ["refs", "refs_map", "removed_rsrc_list"].map(str::to_owned).to_vec(),
+            None => self.outputs.keys().cloned().collect(),
+        };
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            let value = self.attribute(ex, &name, Vec::new())?;
+            entries.push((name, value));
+        }
+        Ok(collapse_map(entries))
     }
 
     fn bad(&self, attribute: &str) -> NestedError {

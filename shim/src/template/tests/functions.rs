@@ -181,7 +181,8 @@ fn versions_gate_functions() {
             json!({"Fn::Split": [",", "a"]}),
             "The function Fn::Split is not supported in this version of HOT.",
         ),
-        ("2013-05-23", json!({"Ref": "r"}), "Ref is not supported"),
+        ("2013-05-23", json!({"Ref": "r"}), "The specified reference \"r\" (in unknown) is incorrect."),
+        ("2014-10-16", json!({"Ref": "r"}), "The function Ref is not supported in this version of HOT."),
         ("2013-05-23", json!({"list_join": [",", ["a"], ["b"]]}), "Incorrect arguments to \"list_join\""),
     ] {
         match run(version, snippet.clone()) {

@@ -37,7 +37,7 @@ impl Scope for Ran<'_> {
     }
 }
 
-struct Flat {
+pub(super) struct Flat {
     template: Template,
     parameters: BTreeMap<String, Value>,
 }
@@ -47,7 +47,7 @@ impl Flat {
         self.template.resources.iter().map(|(name, _)| name.as_str()).collect()
     }
 
-    fn output(&self, name: &str) -> Value {
+    pub(super) fn output(&self, name: &str) -> Value {
         let (_, output) = self.template.outputs.iter().find(|(declared, _)| declared == name).expect("an output");
         output.value.evaluate(&Ran { template: &self.template, parameters: &self.parameters }).unwrap()
     }
@@ -82,7 +82,7 @@ fn expand(text: &str, files: &[(&str, &str)], given: &[(&str, &str)]) -> Result<
     expand_with(text, &Environment::default(), files, given)
 }
 
-fn accepted(text: &str, files: &[(&str, &str)], given: &[(&str, &str)]) -> Flat {
+pub(super) fn accepted(text: &str, files: &[(&str, &str)], given: &[(&str, &str)]) -> Flat {
     expand(text, files, given).unwrap_or_else(|problems| panic!("should expand: {problems:?}"))
 }
 

@@ -44,7 +44,8 @@ fn values_are_typed() {
     assert_eq!(values["n"], json!(42));
     assert_eq!(values["f"], json!(2.5));
     assert_eq!(values["j"], json!({"a": [1, 2]}));
-    assert_eq!(values["l"], json!(["a", "b", "c"]));
+    // Heat splits at each comma and trims nothing (param_utils.delim_string_to_list).
+    assert_eq!(values["l"], json!(["a", " b ", "c"]));
     assert_eq!(values["e"], json!([]));
     assert_eq!(values["b"], json!(true));
     assert_eq!(values["c"], json!(false));
@@ -55,6 +56,8 @@ fn boolean_spellings() {
     let parsed = declared("  b: {type: boolean}\n");
     for (text, expected) in
         [("true", true), ("FALSE", false), ("yes", true), ("no", false), ("1", true), ("0", false), ("on", true)]
+            .into_iter()
+            .chain([("t", true), ("F", false), ("y", true), ("N", false), (" Yes ", true)])
     {
         let Ok(values) = resolve_parameters(&parsed, &strings(&[("b", text)])) else { panic!("{text}") };
         assert_eq!(values["b"], json!(expected), "{text}");
@@ -86,6 +89,16 @@ fn defaults_apply_and_are_typed() {
 }
 
 #[test]
+fn json_values_are_any_json_as_heat_reads_them() {
+    let parsed = declared("  j: {type: json}\n  d: {type: json, default: 5}\n");
+    for (text, expected) in [("5", json!(5)), ("\"s\"", json!("s")), ("null", json!(null)), ("", json!(""))] {
+        let Ok(values) = resolve_parameters(&parsed, &strings(&[("j", text)])) else { panic!("{text}") };
+        assert_eq!(values["j"], expected, "{text}");
+        assert_eq!(values["d"], json!(5));
+    }
+}
+
+#[test]
 fn unknown_and_missing_parameters() {
     let problems = problems("  needed: {type: string}\n", &[("extra", "1")]);
     assert_eq!(problems, ["unknown parameter \"extra\"", "parameter \"needed\": no value"]);
@@ -94,13 +107,13 @@ fn unknown_and_missing_parameters() {
 #[test]
 fn conversion_errors_name_the_parameter() {
     let declarations = "  n: {type: number}\n  j: {type: json}\n  k: {type: json}\n  d: {type: number, default: abc}\n";
-    let problems = problems(declarations, &[("n", "ten"), ("j", "{nope"), ("k", "3")]);
+    let problems = problems(declarations, &[("n", "ten"), ("j", "{nope"), ("k", " ")]);
     assert_eq!(
         problems,
         [
             "parameter \"n\": \"ten\" is not a number",
             "parameter \"j\": \"{nope\" is not valid JSON",
-            "parameter \"k\": \"3\" is not a JSON map or list",
+            "parameter \"k\": \" \" is not valid JSON",
             "parameter \"d\": the default \"abc\" is not a number",
         ]
     );

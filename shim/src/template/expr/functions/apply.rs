@@ -37,6 +37,10 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
         Function::LegacyReplace => super::cfn::legacy_replace(args),
         Function::LegacyJoin => super::cfn::legacy_join(args),
         Function::Yaql => super::yaql::apply(args),
+        // Heat asks Nova (Stack.get_availability_zones); a cloud without zones configured
+        // answers Nova's default zone, as Heat's GetAZs does with no stack. The region is ignored.
+        Function::GetAzs => Ok(Value::Array(vec![Value::String("nova".to_owned())])),
+        Function::MemberListToMap => super::cfn::member_list_to_map(args),
         Function::Base64 => match args {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),

@@ -1,5 +1,6 @@
 //! The CloudFormation functions Heat accepts in early HOT versions (heat.engine.cfn.functions):
-//! `Fn::Select` (until 2015-04-30), `Fn::Join`, `Fn::Split`, `Fn::Replace` (2013-05-23 only).
+//! `Fn::Select` (until 2015-04-30), `Fn::Join`, `Fn::Split`, `Fn::Replace`, `Fn::MemberListToMap`
+//! (2013-05-23 only).
 //! `Fn::Base64` is the identity, as in Heat, and lives in `apply.rs`. Also `str_replace` and
 //! `list_join` as templates before 2015-10-15 have them, which Fn::Replace and Fn::Join share.
 
@@ -123,4 +124,94 @@ pub(super) fn cfn_replace(args: Value) -> Result<Value, EvalError> {
     let [params, template] = <[Value; 2]>::try_from(items).map_err(|_| invalid(usage))?;
     scalar_params("Fn::Replace", &params)?;
     str_replace(template, params).map_err(|error| rename(error, "Fn::Replace"))
+}
+
+const MEMBER_LIST_USAGE: &str = "Wrong Arguments try: \"{'Fn::MemberListToMap': ['Name', 'Value', ['.member.0.Name=key', '.member.0.Value=door']]}\"";
+
+/// As heat.engine.cfn.functions.MemberListToMap: `[key_name, value_name, members]`, each member
+/// a `<path>=<value>` string (a later path wins); the paths `.member.<N>.<field>` are grouped
+/// by N in numeric order (heat.api.aws.utils.extract_param_pairs) and each group with both
+/// fields gives one entry `{<key_name field>: <value_name field>}`, a later group winning.
+pub(super) fn member_list_to_map(args: Value) -> Result<Value, EvalError> {
+    let Value::Array(items) = args else { return Err(invalid(MEMBER_LIST_USAGE)) };
+    let [key_name, value_name, members] = <[Value; 3]>::try_from(items).map_err(|_| invalid(MEMBER_LIST_USAGE))?;
+    let Value::String(key_name) = key_name else {
+        return Err(invalid("Fn::MemberListToMap Key Name must be a string"));
+    };
+    let Value::String(value_name) = value_name else {
+        return Err(invalid("Fn::MemberListToMap Value Name must be a string"));
+    };
+    // What Python iterates: a list's items, a map's keys, a string's characters.
+    let members: Vec<Value> = match members {
+        Value::Array(items) => items,
+        Value::Object(map) => map.into_iter().map(|(key, _)| Value::String(key)).collect(),
+        Value::String(text) => text.chars().map(|character| Value::String(character.to_string())).collect(),
+        _ => return Err(invalid("Member list must be a list")),
+    };
+    let mut groups: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for (path, value) in member_partials(&members)? {
+        let Some((index, field)) = member_path(&path) else { continue };
+        match groups.iter_mut().find(|(known, _)| *known == index) {
+            Some((_, fields)) => set(fields, field, value),
+            None => groups.push((index, vec![(field, value)])),
+        }
+    }
+    // A stable sort by the index's numeric value (its digits without leading zeros).
+    groups.sort_by(|(left, _), (right, _)| left.len().cmp(&right.len()).then_with(|| left.cmp(right)));
+    let mut map = serde_json::Map::new();
+    for (_, fields) in groups {
+        let field = |name: &str| fields.iter().find(|(field, _)| field == name).map(|(_, value)| value.clone());
+        if let (Some(key), Some(value)) = (field(&key_name), field(&value_name)) {
+            map.insert(key, Value::String(value));
+        }
+    }
+    Ok(Value::Object(map))
+}
+
+/// Each member split at its first `=`, a repeated path keeping its first place and last value.
+fn member_partials(members: &[Value]) -> Result<Vec<(String, String)>, EvalError> {
+    let mut partials = Vec::new();
+    let mut places = std::collections::HashMap::new();
+    for (position, member) in members.iter().enumerate() {
+        let Value::String(text) = member else { return Err(invalid("Member list items must be strings")) };
+        let Some((path, value)) = text.split_once('=') else {
+            return Err(invalid(format!("dictionary update sequence element #{position} has length 1; 2 is required")));
+        };
+        match places.get(path) {
+            Some(&place) => set_at(&mut partials, place, value),
+            None => {
+                places.insert(path.to_owned(), partials.len());
+                partials.push((path.to_owned(), value.to_owned()));
+            }
+        }
+    }
+    Ok(partials)
+}
+
+fn set_at(partials: &mut [(String, String)], place: usize, value: &str) {
+    if let Some(entry) = partials.get_mut(place) {
+        entry.1 = value.to_owned();
+    }
+}
+
+fn set(fields: &mut Vec<(String, String)>, field: String, value: String) {
+    match fields.iter_mut().find(|(known, _)| *known == field) {
+        Some(entry) => entry.1 = value,
+        None => fields.push((field, value)),
+    }
+}
+
+/// `.member.<digits>.<field>` as Python's `re.match(r"\.member\.([0-9]+)\.(.*)", path)` reads
+/// it: the index (digits without leading zeros) and the field up to the first newline.
+fn member_path(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix(".member.")?;
+    let digits = rest.len() - rest.trim_start_matches(|character: char| character.is_ascii_digit()).len();
+    let field = rest[digits..].strip_prefix('.')?;
+    if digits == 0 {
+        return None;
+    }
+    let index = rest[..digits].trim_start_matches('0');
+    let index = if index.is_empty() { "0" } else { index };
+    let field = field.split('\n').next().unwrap_or_default();
+    Some((index.to_owned(), field.to_owned()))
 }

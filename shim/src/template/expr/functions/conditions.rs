@@ -185,7 +185,7 @@ impl Resolver<'_> {
     }
 
     fn dialect(&self) -> Dialect<'static> {
-        Dialect { version: self.version, conditions: None, stored: false }
+        Dialect { version: self.version, conditions: None, stored: false, names: None }
     }
 }
 

@@ -96,6 +96,10 @@ pub enum Function {
     CfnSplit,
     CfnReplace,
     Base64,
+    /// `Fn::GetAZs` (2013-05-23): the availability zones; the shim's cloud has one, `nova`.
+    GetAzs,
+    /// `Fn::MemberListToMap` (2013-05-23): AWS-style `.member.N.Key=value` strings to a map.
+    MemberListToMap,
     /// `str_replace` and `list_join` before 2015-10-15 (heat.engine.hot.functions.Replace and
     /// Join): params must be strings or numbers; one list, of strings.
     LegacyReplace,
@@ -114,6 +118,8 @@ pub enum Meaning {
     If {
         nullable: bool,
     },
+    /// `Ref` (2013-05-23): `get_resource` or `get_param`, by which the name is.
+    Ref,
     /// Registered as heat.engine.hot.functions.Removed in this version.
     Removed,
     /// A HOT function this version does not have yet; `added` is the first version with it.
@@ -176,11 +182,9 @@ pub fn meaning(name: &str, version: Version) -> Meaning {
         "Fn::Split" => Meaning::Function(F::CfnSplit),
         "Fn::Replace" => Meaning::Function(F::CfnReplace),
         "Fn::Base64" => Meaning::Function(F::Base64),
-        "Fn::MemberListToMap" => {
-            Meaning::Refused("Fn::MemberListToMap is not supported (it reads AWS-style member lists)")
-        }
-        "Ref" => Meaning::Refused("Ref is not supported: use get_param or get_resource"),
-        "Fn::GetAZs" => Meaning::Refused("Fn::GetAZs is not supported: the shim has no availability zones"),
+        "Fn::MemberListToMap" => Meaning::Function(F::MemberListToMap),
+        "Ref" => Meaning::Ref,
+        "Fn::GetAZs" => Meaning::Function(F::GetAzs),
         "Fn::ResourceFacade" => {
             Meaning::Refused("Fn::ResourceFacade is not supported (only resource_facade, in a HOT provider template)")
         }
@@ -229,6 +233,8 @@ impl Function {
             Function::CfnSplit => "Fn::Split",
             Function::CfnReplace => "Fn::Replace",
             Function::Base64 => "Fn::Base64",
+            Function::GetAzs => "Fn::GetAZs",
+            Function::MemberListToMap => "Fn::MemberListToMap",
             Function::LegacyReplace => "str_replace",
             Function::LegacyJoin => "list_join",
             Function::Yaql => "yaql",

@@ -1,0 +1,283 @@
+//! Differential tests of what Heat's template functions read from a stack: 2013-05-23's cfn
+//! functions (`Ref`, `Fn::GetAZs`, `Fn::MemberListToMap`) and `get_attr: [resource]`, each
+//! snippet evaluated by Heat's own classes against created resources
+//! (tests/peers/real-heat/hot_stack_eval.py: Heat's Resource.node_data decides which
+//! attributes a resource holds; the values are the case's) and by the shim against the same
+//! resources; and parameter values as Heat's parameter classes parse them (hot_eval.py).
+
+use std::collections::BTreeMap;
+
+use anneal_shim::template::{SnippetResource, evaluate_snippet_with_resources, parse_template, resolve_parameters};
+use anneal_tests::peers;
+use serde_json::{Map, Value, json};
+
+struct Case {
+    version: &'static str,
+    snippet: Value,
+    /// The text both refusals contain, when they must agree on it.
+    needle: Option<&'static str>,
+}
+
+fn case(version: &'static str, snippet: Value) -> Case {
+    Case { version, snippet, needle: None }
+}
+
+fn refused(version: &'static str, snippet: Value, needle: &'static str) -> Case {
+    Case { version, snippet, needle: Some(needle) }
+}
+
+fn parameters() -> Value {
+    json!({
+        "name": {"type": "string", "value": "web"},
+        "port": {"type": "number", "value": 8080},
+        "zones": {"type": "comma_delimited_list", "value": "a,b"},
+        "members": {"type": "comma_delimited_list", "value": ".member.0.Name=k,.member.0.Value=v"},
+    })
+}
+
+/// Created resources of every type the shim has, with stored attribute values (some the
+/// type does not show, which `get_attr: [name]` must leave out).
+fn resources() -> Value {
+    let server = json!({"server": "s", "config": "c"});
+    let group = json!({"servers": {"a": "s"}, "config": "c"});
+    json!({
+        "config": {"type": "OS::Heat::SoftwareConfig", "properties": {"config": "x"},
+                   "reference_id": "config-id", "attributes": {"config": "x"}},
+        "structured": {"type": "OS::Heat::StructuredConfig", "properties": {"config": {}},
+                       "reference_id": "structured-id", "attributes": {"config": {"a": 1}}},
+        "cloud": {"type": "OS::Heat::CloudConfig", "properties": {"cloud_config": {}},
+                  "reference_id": "cloud-id", "attributes": {"config": "#cloud-config\n{}\n"}},
+        "mime": {"type": "OS::Heat::MultipartMime", "properties": {"parts": []},
+                 "reference_id": "mime-id", "attributes": {"config": "mime"}},
+        "deploy": {"type": "OS::Heat::SoftwareDeployment", "properties": server,
+                   "reference_id": "deploy-id",
+                   "attributes": {"deploy_stdout": "out", "deploy_stderr": "", "deploy_status_code": 0,
+                                  "result": "an output"}},
+        "sdeploy": {"type": "OS::Heat::StructuredDeployment", "properties": server,
+                    "reference_id": "sdeploy-id", "attributes": {"deploy_stdout": "o"}},
+        "group": {"type": "OS::Heat::SoftwareDeploymentGroup", "properties": group,
+                  "reference_id": "group-id",
+                  "attributes": {"deploy_stdouts": {"a": "out"}, "deploy_stderrs": {"a": ""},
+                                 "deploy_status_codes": {"a": 0}, "deploy_stdout": {"a": "out"},
+                                 "result": {"a": 1}}},
+        "sgroup": {"type": "OS::Heat::StructuredDeploymentGroup", "properties": group,
+                   "reference_id": "sgroup-id", "attributes": {"deploy_stdouts": {"a": "o"}}},
+        "handle": {"type": "OS::Heat::WaitConditionHandle", "reference_id": "handle-id",
+                   "attributes": {"endpoint": "http://e", "curl_cli": "curl", "token": "t", "signal": "s"}},
+        "wait": {"type": "OS::Heat::WaitCondition", "properties": {"handle": "h", "timeout": 10},
+                 "reference_id": "wait-id", "attributes": {"data": "{}"}},
+        "none": {"type": "OS::Heat::None", "reference_id": "none-id", "attributes": {}},
+        "value": {"type": "OS::Heat::Value", "properties": {"value": [1, 2]}, "reference_id": "value-id",
+                  "attributes": {"value": [1, {"k": "v"}]}},
+        "random": {"type": "OS::Heat::RandomString", "reference_id": "secret", "attributes": {"value": "secret"}},
+        "server": {"type": "OS::Heat::DeployedServer", "reference_id": "server",
+                   "attributes": {"name": "server", "os_collect_config": {"collectors": ["request"]},
+                                  "first_address": "192.0.2.1"}},
+    })
+}
+
+fn cases() -> Vec<Case> {
+    let old = "2013-05-23";
+    let latest = "2021-04-16";
+    let mut cases = vec![
+        // Ref: a resource's reference id, a parameter's value (pseudo parameters too)
+        case(old, json!({"Ref": "deploy"})),
+        case(old, json!({"Ref": "random"})),
+        case(old, json!({"Ref": "name"})),
+        case(old, json!({"Ref": "port"})),
+        case(old, json!({"Ref": "zones"})),
+        case(old, json!({"Ref": "OS::stack_name"})),
+        case(old, json!({"l": [{"Ref": "server"}, {"Fn::Join": ["-", [{"Ref": "name"}, "x"]]}]})),
+        refused(old, json!({"Ref": "nothing"}), "The specified reference \"nothing\" (in unknown) is incorrect."),
+        refused("2014-10-16", json!({"Ref": "name"}), "The function Ref is not supported in this version of HOT"),
+        refused(latest, json!({"Ref": "deploy"}), "The function Ref is not supported in this version of HOT"),
+        // Fn::GetAZs: a single-zone cloud's answer, whatever the region
+        case(old, json!({"Fn::GetAZs": ""})),
+        case(old, json!({"Fn::GetAZs": "RegionOne"})),
+        case(old, json!({"Fn::Select": [0, {"Fn::GetAZs": ""}]})),
+        refused("2015-04-30", json!({"Fn::GetAZs": ""}), "The function Fn::GetAZs is not supported"),
+        // Fn::MemberListToMap
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=key", ".member.0.Value=door"]]})),
+        case(
+            old,
+            json!({"Fn::MemberListToMap": ["Name", "Value", [
+                ".member.2.Name=b", ".member.2.Value=2", ".member.10.Name=c", ".member.10.Value=10",
+                ".member.1.Name=a", ".member.1.Value=1", ".member.01.Value=one"]]}),
+        ),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=k", ".member.1.Name=k", ".member.1.Value=x=y"]]})),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=k", ".member.0.Value=a", ".member.0.Value=b"]]})),
+        case(old, json!({"Fn::MemberListToMap": ["Key", "Val", [".member.0.Key=k", ".member.0.Val=v", "other=1", ".member.x.Key=q", "member.1.Key=z"]]})),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.3.Name=same", ".member.3.Value=1", ".member.4.Name=same", ".member.4.Value=2"]]})),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", []]})),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", {"get_param": "members"}]})),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", ".="]})),
+        refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", ["novalue"]]}), "has length 1; 2 is required"),
+        refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", [1]]}), "Member list items must be strings"),
+        refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", 5]}), "Member list must be a list"),
+        refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", null]}), "Member list must be a list"),
+        refused(old, json!({"Fn::MemberListToMap": [1, "Value", []]}), "Fn::MemberListToMap Key Name must be a string"),
+        refused(old, json!({"Fn::MemberListToMap": ["Name", 2, []]}), "Fn::MemberListToMap Value Name must be a string"),
+        refused(old, json!({"Fn::MemberListToMap": ["Name", "Value"]}), "Wrong Arguments try"),
+        refused("2014-10-16", json!({"Fn::MemberListToMap": ["N", "V", []]}), "The function Fn::MemberListToMap is not supported"),
+        // get_attr with a resource name only, and its version gate
+        refused("2015-04-30", json!({"get_attr": ["deploy"]}), "Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]"),
+        refused(old, json!({"get_attr": ["deploy"]}), "must be of the form"),
+        refused(latest, json!({"get_attr": []}), "Arguments to \"get_attr\" can be of the next forms"),
+        refused(latest, json!({"get_attr": ["nothing"]}), "nothing"),
+        refused(latest, json!({"get_attr": ["deploy", "*"]}), "The Referenced Attribute (deploy *) is incorrect."),
+        case("2015-10-15", json!({"get_attr": ["deploy"]})),
+        case(latest, json!({"map_merge": [{"get_attr": ["value"]}, {"x": [1]}]})),
+        case(latest, json!({"get_attr": ["group", "deploy_stdouts", "a"]})),
+        case(latest, json!({"get_attr": ["deploy", "result"]})),
+        case(latest, json!({"get_attr": ["value", "value", 1, "k"]})),
+        case("2014-10-16", json!({"get_attr": ["value", "value", 1]})),
+    ];
+    let Value::Object(all) = resources() else { unreachable!("resources are a map") };
+    cases.extend(all.keys().map(|name| case(latest, json!({"get_attr": [name]}))));
+    cases
+}
+
+fn heat_answers(cases: &[Case]) -> Vec<Value> {
+    let Value::Object(all) = resources() else { unreachable!("resources are a map") };
+    let input: Vec<Value> = cases
+        .iter()
+        .map(|case| {
+            // Only the resources a snippet names, so Heat computes no attribute it does not read.
+            let text = case.snippet.to_string();
+            let named: Map<String, Value> =
+                all.iter().filter(|(name, _)| text.contains(&format!("\"{name}\""))).map(|(k, v)| (k.clone(), v.clone())).collect();
+            json!({"version": case.version, "parameters": parameters(), "resources": named, "snippet": case.snippet})
+        })
+        .collect();
+    match peers::heat_python("hot_stack_eval.py", &Value::Array(input)) {
+        Value::Array(answers) if answers.len() == cases.len() => answers,
+        other => panic!("hot_stack_eval.py answered {other}"),
+    }
+}
+
+fn shim_answer(case: &Case) -> Result<Value, String> {
+    let Value::Object(specs) = parameters() else { unreachable!("parameters are a map") };
+    let mut values: BTreeMap<String, Value> = specs
+        .iter()
+        .map(|(name, spec)| {
+            let value = match (spec["type"].as_str(), &spec["value"]) {
+                (Some("comma_delimited_list"), Value::String(text)) => {
+                    Value::Array(text.split(',').map(|item| Value::String(item.to_owned())).collect())
+                }
+                (_, value) => value.clone(),
+            };
+            (name.clone(), value)
+        })
+        .collect();
+    // The pseudo parameters as the engine supplies them for a stack named as Heat's is.
+    values.insert("OS::stack_name".into(), json!("hot-eval"));
+    let Value::Object(all) = resources() else { unreachable!("resources are a map") };
+    let resources = all
+        .into_iter()
+        .map(|(name, spec)| {
+            let attributes = spec["attributes"].as_object().cloned().unwrap_or_default();
+            let kind = spec["type"].as_str().unwrap_or_default().to_owned();
+            (name, SnippetResource { kind, reference_id: spec["reference_id"].clone(), attributes })
+        })
+        .collect();
+    evaluate_snippet_with_resources(case.version, &Map::new(), &values, &resources, &case.snippet)
+}
+
+#[test]
+fn cfn_functions_and_all_attributes_agree_with_heat() {
+    let cases = cases();
+    let answers = heat_answers(&cases);
+    let mut disagreements = Vec::new();
+    for (case, heat) in cases.iter().zip(answers) {
+        let shim = shim_answer(case);
+        let heat_error = heat.get("error").and_then(Value::as_str);
+        let agree = match (&shim, heat_error, case.needle) {
+            (Ok(value), None, None) => Some(value) == heat.get("value"),
+            (Err(message), Some(error), Some(needle)) => message.contains(needle) && error.contains(needle),
+            (Err(_), Some(_), None) => true,
+            _ => false,
+        };
+        if !agree {
+            disagreements.push(format!("{} {}: heat {heat}, shim {shim:?}", case.version, case.snippet));
+        }
+    }
+    assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
+}
+
+
+/// Parameter values as Heat's parameter classes parse a user's text (`--param K=V`).
+fn parameter_cases() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("comma_delimited_list", "a, b"),
+        ("comma_delimited_list", " a ,b "),
+        ("comma_delimited_list", ""),
+        ("comma_delimited_list", "a,,b"),
+        ("comma_delimited_list", ","),
+        ("comma_delimited_list", "one"),
+        ("boolean", "t"),
+        ("boolean", "F"),
+        ("boolean", "y"),
+        ("boolean", "n"),
+        ("boolean", " Yes "),
+        ("boolean", "TRUE"),
+        ("boolean", "off"),
+        ("boolean", "1"),
+        ("boolean", "2"),
+        ("boolean", ""),
+        ("boolean", "truthy"),
+        ("json", "{\"a\": [1, 2]}"),
+        ("json", "[1, \"x\"]"),
+        ("json", " {\"a\": 1} "),
+        ("json", ""),
+        ("json", "  "),
+        ("json", "5"),
+        ("json", "\"text\""),
+        ("json", "null"),
+        ("json", "{bad"),
+        ("number", "1"),
+        ("number", " 2 "),
+        ("number", "1.5"),
+        ("number", "-3"),
+        ("number", "1e3"),
+        ("number", "+5"),
+        ("number", "abc"),
+        ("number", "0x10"),
+        ("number", ""),
+        ("string", " as is "),
+    ]
+}
+
+fn shim_parameter(kind: &str, text: &str) -> Result<Value, Vec<String>> {
+    let template = parse_template(&format!("heat_template_version: 2021-04-16\nparameters:\n  p: {{type: {kind}}}\n"))
+        .map_err(|error| vec![error.to_string()])?;
+    let given = BTreeMap::from([("p".to_owned(), text.to_owned())]);
+    resolve_parameters(&template, &given).map(|mut values| values.remove("p").unwrap_or(Value::Null))
+}
+
+#[test]
+fn parameter_values_parse_as_heat_parses_them() {
+    let cases = parameter_cases();
+    let input: Vec<Value> = cases
+        .iter()
+        .map(|(kind, text)| {
+            json!({"version": "2021-04-16", "parameters": {"p": {"type": kind, "value": text}},
+                   "snippet": {"get_param": "p"}})
+        })
+        .collect();
+    let Value::Array(answers) = peers::heat_python("hot_eval.py", &Value::Array(input)) else {
+        panic!("hot_eval.py answered no list")
+    };
+    let mut disagreements = Vec::new();
+    for ((kind, text), heat) in cases.iter().zip(answers) {
+        let shim = shim_parameter(kind, text);
+        let agree = match (&shim, heat.get("value")) {
+            (Ok(value), Some(expected)) => value == expected,
+            (Err(_), None) => true,
+            _ => false,
+        };
+        if !agree {
+            disagreements.push(format!("{kind} {text:?}: heat {heat}, shim {shim:?}"));
+        }
+    }
+    assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
+}
