@@ -154,7 +154,14 @@ impl Expander<'_> {
 fn parse_provider(text: &str, ex: &Expander) -> Result<Template, Vec<String>> {
     let mut root = yaml::parse(text).map_err(|error| vec![error.to_string()])?;
     let mut problems = Vec::new();
-    facade_to_parameter(&mut root, &mut problems);
+    // 2013-05-23 also has the CloudFormation spelling (later versions refuse it as Removed).
+    let with_cfn = match &root.body {
+        Body::Mapping(entries) => entries.iter().any(|entry| {
+            entry.key == "heat_template_version" && entry.value.body == Body::Scalar(Value::from("2013-05-23"))
+        }),
+        _ => false,
+    };
+    facade_to_parameter(&mut root, with_cfn, &mut problems);
     match hot::parse_tree_in(&mut root, ex.environment, ex.files) {
         Ok(template) if problems.is_empty() => Ok(template),
         Ok(_) => Err(problems),
@@ -166,26 +173,54 @@ fn parse_provider(text: &str, ex: &Expander) -> Result<Template, Vec<String>> {
 }
 
 /// `{resource_facade: metadata}` becomes `{get_param: "anneal::resource_facade::metadata"}`,
-/// which the rewrite answers from the outer resource (its argument checked there). Depth is
-/// bounded by the YAML parser's.
-fn facade_to_parameter(node: &mut Node, problems: &mut Vec<String>) {
+/// which the rewrite answers from the outer resource (its argument checked there); with
+/// `with_cfn`, `{Fn::ResourceFacade: Metadata}` too (heat.engine.cfn.functions.ResourceFacade:
+/// `Metadata`, `DeletionPolicy`, `UpdatePolicy`). Depth is bounded by the YAML parser's.
+fn facade_to_parameter(node: &mut Node, with_cfn: bool, problems: &mut Vec<String>) {
     match &mut node.body {
         Body::Scalar(_) => {}
-        Body::Sequence(items) => items.iter_mut().for_each(|item| facade_to_parameter(item, problems)),
-        Body::Mapping(entries) if entries.len() == 1 && entries[0].key == "resource_facade" => {
+        Body::Sequence(items) => items.iter_mut().for_each(|item| facade_to_parameter(item, with_cfn, problems)),
+        Body::Mapping(entries)
+            if entries.len() == 1
+                && (entries[0].key == "resource_facade" || with_cfn && entries[0].key == "Fn::ResourceFacade") =>
+        {
             let entry = &mut entries[0];
-            match &entry.value.body {
-                Body::Scalar(Value::String(which)) => {
-                    let which = format!("{FACADE_PARAMETER}{which}");
+            let which = match (&entry.value.body, entry.key.as_str()) {
+                (Body::Scalar(Value::String(which)), "resource_facade") => Some(which.clone()),
+                (Body::Scalar(Value::String(which)), _) => cfn_facade(which).map(str::to_owned),
+                _ => None,
+            };
+            match which {
+                Some(which) => {
                     entry.key = "get_param".to_owned();
-                    entry.value.body = Body::Scalar(Value::String(which));
+                    entry.value.body = Body::Scalar(Value::String(format!("{FACADE_PARAMETER}{which}")));
                 }
-                _ => {
-                    problems.push(format!("resource_facade: the argument must be a string (line {})", entry.line));
+                None => {
+                    problems.push(match entry.key.as_str() {
+                        "resource_facade" => {
+                            format!("resource_facade: the argument must be a string (line {})", entry.line)
+                        }
+                        _ => format!(
+                            "Incorrect arguments to \"Fn::ResourceFacade\" should be one of: Metadata, DeletionPolicy, UpdatePolicy (line {})",
+                            entry.line
+                        ),
+                    });
                     node.body = Body::Scalar(Value::Null);
                 }
             }
         }
-        Body::Mapping(entries) => entries.iter_mut().for_each(|entry| facade_to_parameter(&mut entry.value, problems)),
+        Body::Mapping(entries) => {
+            entries.iter_mut().for_each(|entry| facade_to_parameter(&mut entry.value, with_cfn, problems))
+        }
+    }
+}
+
+/// `Fn::ResourceFacade`'s argument as `resource_facade` spells it.
+fn cfn_facade(which: &str) -> Option<&'static str> {
+    match which {
+        "Metadata" => Some("metadata"),
+        "DeletionPolicy" => Some("deletion_policy"),
+        "UpdatePolicy" => Some("update_policy"),
+        _ => None,
     }
 }

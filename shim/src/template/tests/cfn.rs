@@ -156,3 +156,36 @@ outputs:
                "removed_rsrc_list": []})
     );
 }
+
+#[test]
+fn a_2013_provider_template_reads_its_facade_with_fn_resource_facade() {
+    let parent = "heat_template_version: 2021-04-16
+resources:
+  outer: {type: inner.yaml, metadata: {role: db}, deletion_policy: Retain}
+outputs:
+  meta: {value: {get_attr: [outer, meta]}}
+  policy: {value: {get_attr: [outer, policy]}}
+  own: {value: {get_attr: [outer, own]}}
+";
+    let inner = "heat_template_version: 2013-05-23
+resources:
+  held: {type: OS::Heat::Value, properties: {value: {Fn::ResourceFacade: Metadata}}}
+outputs:
+  meta: {value: {get_attr: [held, value, role]}}
+  policy: {value: {Fn::ResourceFacade: DeletionPolicy}}
+  own: {value: {Ref: held}}
+";
+    let flat = accepted(parent, &[("inner.yaml", inner)], &[]);
+    assert_eq!(flat.output("meta"), json!("db"));
+    assert_eq!(flat.output("policy"), json!("Retain"));
+    assert_eq!(flat.output("own"), json!("id:outer/held"));
+    let problems = super::nested::rejected(parent, &[("inner.yaml", &inner.replace("DeletionPolicy", "deletion"))]);
+    assert!(
+        problems.iter().any(|problem| problem.contains(
+            "Incorrect arguments to \"Fn::ResourceFacade\" should be one of: Metadata, DeletionPolicy, UpdatePolicy"
+        )),
+        "{problems:?}"
+    );
+    let later = super::nested::rejected(parent, &[("inner.yaml", &inner.replace("2013-05-23", "2014-10-16"))]);
+    assert!(later.iter().any(|problem| problem.contains("The function Fn::ResourceFacade is not supported")), "{later:?}");
+}

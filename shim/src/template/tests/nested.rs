@@ -86,7 +86,7 @@ pub(super) fn accepted(text: &str, files: &[(&str, &str)], given: &[(&str, &str)
     expand(text, files, given).unwrap_or_else(|problems| panic!("should expand: {problems:?}"))
 }
 
-fn rejected(text: &str, files: &[(&str, &str)]) -> Vec<String> {
+pub(super) fn rejected(text: &str, files: &[(&str, &str)]) -> Vec<String> {
     match expand(text, files, &[]) {
         Ok(flat) => panic!("should be rejected: {:?}", flat.names()),
         Err(problems) => problems,

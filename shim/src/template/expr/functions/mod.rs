@@ -186,7 +186,7 @@ pub fn meaning(name: &str, version: Version) -> Meaning {
         "Ref" => Meaning::Ref,
         "Fn::GetAZs" => Meaning::Function(F::GetAzs),
         "Fn::ResourceFacade" => {
-            Meaning::Refused("Fn::ResourceFacade is not supported (only resource_facade, in a HOT provider template)")
+            Meaning::Refused("Fn::ResourceFacade is not supported outside a provider template (a nested stack)")
         }
         "resource_facade" => {
             Meaning::Refused("resource_facade is not supported outside a provider template (a nested stack)")
