@@ -104,10 +104,22 @@ fn cases() -> Vec<Case> {
                 ".member.2.Name=b", ".member.2.Value=2", ".member.10.Name=c", ".member.10.Value=10",
                 ".member.1.Name=a", ".member.1.Value=1", ".member.01.Value=one"]]}),
         ),
-        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=k", ".member.1.Name=k", ".member.1.Value=x=y"]]})),
-        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=k", ".member.0.Value=a", ".member.0.Value=b"]]})),
-        case(old, json!({"Fn::MemberListToMap": ["Key", "Val", [".member.0.Key=k", ".member.0.Val=v", "other=1", ".member.x.Key=q", "member.1.Key=z"]]})),
-        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.3.Name=same", ".member.3.Value=1", ".member.4.Name=same", ".member.4.Value=2"]]})),
+        case(
+            old,
+            json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=k", ".member.1.Name=k", ".member.1.Value=x=y"]]}),
+        ),
+        case(
+            old,
+            json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=k", ".member.0.Value=a", ".member.0.Value=b"]]}),
+        ),
+        case(
+            old,
+            json!({"Fn::MemberListToMap": ["Key", "Val", [".member.0.Key=k", ".member.0.Val=v", "other=1", ".member.x.Key=q", "member.1.Key=z"]]}),
+        ),
+        case(
+            old,
+            json!({"Fn::MemberListToMap": ["Name", "Value", [".member.3.Name=same", ".member.3.Value=1", ".member.4.Name=same", ".member.4.Value=2"]]}),
+        ),
         case(old, json!({"Fn::MemberListToMap": ["Name", "Value", []]})),
         case(old, json!({"Fn::MemberListToMap": ["Name", "Value", {"get_param": "members"}]})),
         case(old, json!({"Fn::MemberListToMap": ["Name", "Value", ".="]})),
@@ -116,11 +128,23 @@ fn cases() -> Vec<Case> {
         refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", 5]}), "Member list must be a list"),
         refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", null]}), "Member list must be a list"),
         refused(old, json!({"Fn::MemberListToMap": [1, "Value", []]}), "Fn::MemberListToMap Key Name must be a string"),
-        refused(old, json!({"Fn::MemberListToMap": ["Name", 2, []]}), "Fn::MemberListToMap Value Name must be a string"),
+        refused(
+            old,
+            json!({"Fn::MemberListToMap": ["Name", 2, []]}),
+            "Fn::MemberListToMap Value Name must be a string",
+        ),
         refused(old, json!({"Fn::MemberListToMap": ["Name", "Value"]}), "Wrong Arguments try"),
-        refused("2014-10-16", json!({"Fn::MemberListToMap": ["N", "V", []]}), "The function Fn::MemberListToMap is not supported"),
+        refused(
+            "2014-10-16",
+            json!({"Fn::MemberListToMap": ["N", "V", []]}),
+            "The function Fn::MemberListToMap is not supported",
+        ),
         // get_attr with a resource name only, and its version gate
-        refused("2015-04-30", json!({"get_attr": ["deploy"]}), "Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]"),
+        refused(
+            "2015-04-30",
+            json!({"get_attr": ["deploy"]}),
+            "Arguments to \"get_attr\" must be of the form [resource_name, attribute, (path), ...]",
+        ),
         refused(old, json!({"get_attr": ["deploy"]}), "must be of the form"),
         refused(latest, json!({"get_attr": []}), "Arguments to \"get_attr\" can be of the next forms"),
         refused(latest, json!({"get_attr": ["nothing"]}), "nothing"),
@@ -144,8 +168,11 @@ fn heat_answers(cases: &[Case]) -> Vec<Value> {
         .map(|case| {
             // Only the resources a snippet names, so Heat computes no attribute it does not read.
             let text = case.snippet.to_string();
-            let named: Map<String, Value> =
-                all.iter().filter(|(name, _)| text.contains(&format!("\"{name}\""))).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let named: Map<String, Value> = all
+                .iter()
+                .filter(|(name, _)| text.contains(&format!("\"{name}\"")))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             json!({"version": case.version, "parameters": parameters(), "resources": named, "snippet": case.snippet})
         })
         .collect();
@@ -203,7 +230,6 @@ fn cfn_functions_and_all_attributes_agree_with_heat() {
     }
     assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
 }
-
 
 /// Parameter values as Heat's parameter classes parse a user's text (`--param K=V`).
 fn parameter_cases() -> Vec<(&'static str, &'static str)> {

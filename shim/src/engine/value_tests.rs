@@ -202,3 +202,39 @@ resources:
     names.sort();
     assert_eq!(names, ["deploy", "deploy", "deploy"], "each is named as in its nested stack, as Heat names it");
 }
+
+const ALL_ATTRIBUTES: &str = r##"
+heat_template_version: 2021-04-16
+resources:
+  label: {type: OS::Heat::Value, properties: {value: {role: web}}}
+  server: {type: OS::Heat::DeployedServer, properties: {name: web1}}
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, inputs: [{name: label}], outputs: [{name: result}], config: "echo"}
+  deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: config}, server: {get_resource: server}, input_values: {label: {get_attr: [label]}}}
+  after: {type: OS::Heat::Value, properties: {value: {get_attr: [deploy]}}}
+outputs:
+  deploy: {value: {get_attr: [after, value]}}
+  server: {value: {get_attr: [server]}}
+"##;
+
+#[tokio::test]
+async fn get_attr_of_a_resource_alone_reads_every_attribute_its_type_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["web1"]).await;
+    engine.create_stack(request("s", ALL_ATTRIBUTES, &[])).await.unwrap();
+    let published = deployments(&engine, "web1").await;
+    assert_eq!(input(&published[0], "label"), &json!({"value": {"role": "web"}}));
+    let signal = json!({"deploy_stdout": "out", "deploy_stderr": "", "deploy_status_code": 0, "result": "r"});
+    engine.deployment_signal(&signal_token(&published[0]), signal, None).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    let shown = outputs(&engine, "s").await;
+    // As Heat's FnGetAtts: a deployment's outputs and the shim's extra server attributes are left out.
+    assert_eq!(shown["deploy"], json!({"deploy_stdout": "out", "deploy_stderr": "", "deploy_status_code": 0}));
+    let server = shown["server"].as_object().unwrap();
+    assert_eq!(server.keys().collect::<Vec<_>>(), ["name", "os_collect_config"]);
+    assert_eq!(server["name"], "web1");
+}

@@ -404,7 +404,9 @@ fn get_attr(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
 /// `Ref` (2013-05-23, heat.engine.cfn.functions.Ref): a resource name is `get_resource`, a
 /// parameter name `get_param`; any other name is Heat's InvalidTemplateReference.
 fn reference(arguments: &Value, dialect: &Dialect) -> Result<Expr, String> {
-    let Some(names) = dialect.names else { return Err("Ref is not supported in the stored form (it is stored as get_resource or get_param)".into()) };
+    let Some(names) = dialect.names else {
+        return Err("Ref is not supported in the stored form (it is stored as get_resource or get_param)".into());
+    };
     // Heat also accepts a function that yields a parameter name; the shim wants the name.
     let Value::String(name) = arguments else { return Err("Ref: expected a resource or parameter name".into()) };
     if names.resources.contains(name) {

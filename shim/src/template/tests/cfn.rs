@@ -187,5 +187,8 @@ outputs:
         "{problems:?}"
     );
     let later = super::nested::rejected(parent, &[("inner.yaml", &inner.replace("2013-05-23", "2014-10-16"))]);
-    assert!(later.iter().any(|problem| problem.contains("The function Fn::ResourceFacade is not supported")), "{later:?}");
+    assert!(
+        later.iter().any(|problem| problem.contains("The function Fn::ResourceFacade is not supported")),
+        "{later:?}"
+    );
 }
