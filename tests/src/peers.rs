@@ -42,3 +42,37 @@ pub fn heat_python(script: &str, input: &serde_json::Value) -> serde_json::Value
     assert!(output.status.success(), "{script} failed ({}): {stderr}", output.status);
     serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{script} printed no JSON: {error}: {stderr}"))
 }
+
+/// Heat's answers to `inputs`, one each, from a Heat-side script that reads a JSON list and
+/// prints one (hot_eval.py, hot_stack_eval.py).
+pub fn heat_answers(script: &str, inputs: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    let count = inputs.len();
+    match heat_python(script, &serde_json::Value::Array(inputs)) {
+        serde_json::Value::Array(answers) if answers.len() == count => answers,
+        other => panic!("{script} answered {other}"),
+    }
+}
+
+/// A differential case's parameter (`{"type", "value"}`) as the shim's `resolve_parameters`
+/// types the value: a `comma_delimited_list` text split at each comma, anything else as given.
+pub fn typed_parameter(spec: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (spec["type"].as_str(), &spec["value"]) {
+        (Some("comma_delimited_list"), Value::String(text)) => {
+            Value::Array(text.split(',').map(|item| Value::String(item.to_owned())).collect())
+        }
+        (_, value) => value.clone(),
+    }
+}
+
+/// Whether the shim's answer is Heat's (`{"value"}` or `{"error"}`): the same value, or both
+/// refuse (and, with a `needle`, both messages contain it).
+pub fn same_answer(shim: &Result<serde_json::Value, String>, heat: &serde_json::Value, needle: Option<&str>) -> bool {
+    let heat_error = heat.get("error").and_then(serde_json::Value::as_str);
+    match (shim, heat_error, needle) {
+        (Ok(value), None, _) => Some(value) == heat.get("value"),
+        (Err(_), Some(_), None) => true,
+        (Err(message), Some(error), Some(needle)) => message.contains(needle) && error.contains(needle),
+        _ => false,
+    }
+}

@@ -7,7 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use anneal_shim::template::{SnippetResource, evaluate_snippet_with_resources, parse_template, resolve_parameters};
+use anneal_shim::template::{
+    Environment, Scope, SnippetResource, evaluate_snippet_with_resources, expand_nested, parse_template,
+    parse_template_in, resolve_parameters,
+};
 use anneal_tests::peers;
 use serde_json::{Map, Value, json};
 
@@ -176,26 +179,13 @@ fn heat_answers(cases: &[Case]) -> Vec<Value> {
             json!({"version": case.version, "parameters": parameters(), "resources": named, "snippet": case.snippet})
         })
         .collect();
-    match peers::heat_python("hot_stack_eval.py", &Value::Array(input)) {
-        Value::Array(answers) if answers.len() == cases.len() => answers,
-        other => panic!("hot_stack_eval.py answered {other}"),
-    }
+    peers::heat_answers("hot_stack_eval.py", input)
 }
 
 fn shim_answer(case: &Case) -> Result<Value, String> {
     let Value::Object(specs) = parameters() else { unreachable!("parameters are a map") };
-    let mut values: BTreeMap<String, Value> = specs
-        .iter()
-        .map(|(name, spec)| {
-            let value = match (spec["type"].as_str(), &spec["value"]) {
-                (Some("comma_delimited_list"), Value::String(text)) => {
-                    Value::Array(text.split(',').map(|item| Value::String(item.to_owned())).collect())
-                }
-                (_, value) => value.clone(),
-            };
-            (name.clone(), value)
-        })
-        .collect();
+    let mut values: BTreeMap<String, Value> =
+        specs.iter().map(|(name, spec)| (name.clone(), peers::typed_parameter(spec))).collect();
     // The pseudo parameters as the engine supplies them for a stack named as Heat's is.
     values.insert("OS::stack_name".into(), json!("hot-eval"));
     let Value::Object(all) = resources() else { unreachable!("resources are a map") };
@@ -217,14 +207,7 @@ fn cfn_functions_and_all_attributes_agree_with_heat() {
     let mut disagreements = Vec::new();
     for (case, heat) in cases.iter().zip(answers) {
         let shim = shim_answer(case);
-        let heat_error = heat.get("error").and_then(Value::as_str);
-        let agree = match (&shim, heat_error, case.needle) {
-            (Ok(value), None, None) => Some(value) == heat.get("value"),
-            (Err(message), Some(error), Some(needle)) => message.contains(needle) && error.contains(needle),
-            (Err(_), Some(_), None) => true,
-            _ => false,
-        };
-        if !agree {
+        if !peers::same_answer(&shim, &heat, case.needle) {
             disagreements.push(format!("{} {}: heat {heat}, shim {shim:?}", case.version, case.snippet));
         }
     }
@@ -290,20 +273,85 @@ fn parameter_values_parse_as_heat_parses_them() {
                    "snippet": {"get_param": "p"}})
         })
         .collect();
-    let Value::Array(answers) = peers::heat_python("hot_eval.py", &Value::Array(input)) else {
-        panic!("hot_eval.py answered no list")
-    };
+    let answers = peers::heat_answers("hot_eval.py", input);
     let mut disagreements = Vec::new();
     for ((kind, text), heat) in cases.iter().zip(answers) {
-        let shim = shim_parameter(kind, text);
-        let agree = match (&shim, heat.get("value")) {
-            (Ok(value), Some(expected)) => value == expected,
-            (Err(_), None) => true,
-            _ => false,
-        };
-        if !agree {
+        let shim = shim_parameter(kind, text).map_err(|problems| problems.join("; "));
+        if !peers::same_answer(&shim, &heat, None) {
             disagreements.push(format!("{kind} {text:?}: heat {heat}, shim {shim:?}"));
         }
     }
     assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
+}
+
+const INNER: &str = "heat_template_version: 2021-04-16
+resources:
+  v: {type: OS::Heat::Value, properties: {value: 7}}
+outputs:
+  seven: {value: {get_attr: [v, value]}}
+  text: {value: text}
+  OS::stack_id: {value: {get_resource: v}}
+";
+
+/// Reads every attribute as null and every id as the resource's name: only the keys of a
+/// `get_attr: [resource]` of a nested resource are compared.
+struct Blank;
+
+impl Scope for Blank {
+    fn parameter(&self, _name: &str) -> Option<Value> {
+        Some(Value::Null)
+    }
+
+    fn resource_id(&self, resource: &str) -> Option<Value> {
+        Some(json!(resource))
+    }
+
+    fn attribute(&self, _resource: &str, _attribute: &str) -> Option<Value> {
+        Some(Value::Null)
+    }
+}
+
+#[test]
+fn get_attr_of_a_nested_resource_alone_names_what_heat_names() {
+    let resources = json!({
+        "inner": {"type": "inner.yaml", "reference_id": "inner-id"},
+        "group": {"type": "OS::Heat::ResourceGroup", "reference_id": "group-id",
+                  "properties": {"count": 2, "resource_def": {"type": "OS::Heat::Value", "properties": {"value": 1}}}},
+    });
+    let input: Vec<Value> = ["inner", "group"]
+        .iter()
+        .map(|name| {
+            json!({"version": "2021-04-16", "resources": {*name: resources[*name].clone()},
+                   "files": {"inner.yaml": INNER}, "snippet": {"get_attr": [name]}})
+        })
+        .collect();
+    let answers = peers::heat_answers("hot_stack_eval.py", input);
+    let text = "heat_template_version: 2021-04-16
+resources:
+  inner: {type: inner.yaml}
+  group:
+    type: OS::Heat::ResourceGroup
+    properties: {count: 2, resource_def: {type: OS::Heat::Value, properties: {value: 1}}}
+outputs:
+  inner: {value: {get_attr: [inner]}}
+  group: {value: {get_attr: [group]}}
+";
+    let files: Map<String, Value> = [("inner.yaml".to_owned(), json!(INNER))].into_iter().collect();
+    let environment = Environment::default();
+    let (template, _) = parse_template_in(text, &environment, &files).expect("the template parses");
+    let parameters =
+        BTreeMap::from([("OS::stack_name".to_owned(), json!("s")), ("OS::stack_id".to_owned(), json!("i"))]);
+    let flat = expand_nested(&template, &environment, &files, &parameters).expect("expands").expect("nested");
+    for (index, name) in ["inner", "group"].into_iter().enumerate() {
+        let heat: Vec<&str> = answers[index]["attributes"][name]
+            .as_array()
+            .unwrap_or_else(|| panic!("Heat answered {}", answers[index]))
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let (_, output) = flat.outputs.iter().find(|(output, _)| output == name).expect("the output");
+        let shim = output.value.evaluate(&Blank).expect("evaluates");
+        let shim: Vec<&str> = shim.as_object().expect("a map").keys().map(String::as_str).collect();
+        assert_eq!(shim, heat, "{name}");
+    }
 }

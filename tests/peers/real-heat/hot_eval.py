@@ -38,17 +38,19 @@ def evaluate(case, ctx):
     return {"value": value}
 
 
-def main():
+def answer_all(evaluate_case):
+    """Reads the cases from stdin and prints each one's answer: evaluate_case(case, context),
+    or the exception it raised."""
     resources.initialise()
     ctx = context.RequestContext(user_id="hot-eval", project_id="hot-eval", is_admin=False)
     results = []
     for case in json.load(sys.stdin):
         try:
-            results.append(evaluate(case, ctx))
+            results.append(evaluate_case(case, ctx))
         except Exception as error:  # every failure is an answer to compare
             results.append({"error": "%s: %s" % (type(error).__name__, error)})
     json.dump(results, sys.stdout)
 
 
 if __name__ == "__main__":
-    main()
+    answer_all(evaluate)

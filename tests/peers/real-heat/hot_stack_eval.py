@@ -22,11 +22,12 @@ import sys
 
 logging.disable(logging.CRITICAL)
 
-from heat.common import context  # noqa: E402
-from heat.engine import attributes, environment, function, node_data, resources  # noqa: E402
+from heat.engine import attributes, environment, function, node_data  # noqa: E402
 from heat.engine import stack as parser  # noqa: E402
 from heat.engine import stk_defn  # noqa: E402
 from heat.engine import template as tmpl  # noqa: E402
+
+from hot_eval import answer_all  # noqa: E402 -- the same loop over cases and answers
 
 # Nova's answer for a cloud with one availability zone (Heat would ask Nova for the list).
 parser.Stack.get_availability_zones = lambda self: ["nova"]
@@ -34,6 +35,8 @@ stk_defn.StackDefinition.get_availability_zones = lambda self: ["nova"]
 
 
 def stored_value(attrs, key):
+    """The case's value for a NodeData key: an attribute name, or a tuple (name, path...)
+    for a get_attr with a path (selected as Heat selects it)."""
     if isinstance(key, str):
         return attrs.get(key)
     return attributes.select_from_attribute(attrs.get(key[0]), list(key[1:]))
@@ -59,30 +62,19 @@ def evaluate(case, ctx):
         resource = stack[name]
         resource.action, resource.status = resource.CREATE, resource.COMPLETE
         heat_data = resource.node_data(for_resources=False, for_outputs=True)
-        keys = list(heat_data._attributes.keys())
+        # The full keys, paths included (attribute_names() gives only their first part).
+        keys = list(heat_data._attributes)
         stored = spec.get("attributes", {})
         attrs = {key: stored_value(stored, key) for key in keys}
-        names[name] = sorted(k if isinstance(k, str) else k[0] for k in keys)
+        names[name] = sorted(set(heat_data.attribute_names()))
         data[name] = node_data.NodeData(None, name, None, spec["reference_id"], attrs, "CREATE", "COMPLETE")
-    definition = stk_defn.StackDefinition(ctx, template, stack.identifier(), data)
-    parsed = template.parse(definition, case["snippet"])
+    created = stk_defn.StackDefinition(ctx, template, stack.identifier(), data)
+    parsed = template.parse(created, case["snippet"])
     function.validate(parsed)
     value = function.resolve(parsed)
     json.dumps(value)
     return {"value": value, "attributes": names}
 
 
-def main():
-    resources.initialise()
-    ctx = context.RequestContext(user_id="hot-eval", project_id="hot-eval", is_admin=False)
-    results = []
-    for case in json.load(sys.stdin):
-        try:
-            results.append(evaluate(case, ctx))
-        except Exception as error:  # every failure is an answer to compare
-            results.append({"error": "%s: %s" % (type(error).__name__, error)})
-    json.dump(results, sys.stdout)
-
-
 if __name__ == "__main__":
-    main()
+    answer_all(evaluate)
