@@ -256,29 +256,62 @@ fn parameter_cases() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-fn shim_parameter(kind: &str, text: &str) -> Result<Value, Vec<String>> {
-    let template = parse_template(&format!("heat_template_version: 2021-04-16\nparameters:\n  p: {{type: {kind}}}\n"))
-        .map_err(|error| vec![error.to_string()])?;
-    let given = BTreeMap::from([("p".to_owned(), text.to_owned())]);
-    resolve_parameters(&template, &given).map(|mut values| values.remove("p").unwrap_or(Value::Null))
+/// Template defaults (YAML-typed values) as Heat's parameter classes parse them.
+fn default_cases() -> Vec<(&'static str, Value)> {
+    vec![
+        ("comma_delimited_list", json!(["a", 1, 1.5, true, false, null])),
+        ("comma_delimited_list", json!([])),
+        ("comma_delimited_list", json!("x, y")),
+        ("json", json!({"a": [1, null]})),
+        ("json", json!([1, "two"])),
+        ("json", json!(5)),
+        ("json", json!(true)),
+        ("boolean", json!(true)),
+        ("boolean", json!(0)),
+        ("boolean", json!(1)),
+        ("boolean", json!(2)),
+        ("boolean", json!("no")),
+        ("number", json!(5)),
+        ("number", json!(2.5)),
+        ("number", json!("7")),
+        ("string", json!(5)),
+        ("string", json!(true)),
+    ]
+}
+
+/// The shim's value for parameter `p` of type `kind`, given as `--param` text (a string) or as
+/// the template's default (any other value, or a string with `as_default`).
+fn shim_parameter(kind: &str, value: &Value, as_default: bool) -> Result<Value, String> {
+    let default = if as_default { format!(", default: {value}") } else { String::new() };
+    let text = format!("heat_template_version: 2021-04-16\nparameters:\n  p: {{type: {kind}{default}}}\n");
+    let template = parse_template(&text).map_err(|error| error.to_string())?;
+    let given = match (as_default, value) {
+        (false, Value::String(text)) => BTreeMap::from([("p".to_owned(), text.clone())]),
+        _ => BTreeMap::new(),
+    };
+    let mut values = resolve_parameters(&template, &given).map_err(|problems| problems.join("; "))?;
+    Ok(values.remove("p").unwrap_or(Value::Null))
 }
 
 #[test]
 fn parameter_values_parse_as_heat_parses_them() {
-    let cases = parameter_cases();
+    let given = parameter_cases().into_iter().map(|(kind, text)| (kind, json!(text), false));
+    let cases: Vec<(&str, Value, bool)> =
+        given.chain(default_cases().into_iter().map(|(kind, value)| (kind, value, true))).collect();
+    // Heat parses a user's value and a default alike (Parameter.parsed).
     let input: Vec<Value> = cases
         .iter()
-        .map(|(kind, text)| {
-            json!({"version": "2021-04-16", "parameters": {"p": {"type": kind, "value": text}},
+        .map(|(kind, value, _)| {
+            json!({"version": "2021-04-16", "parameters": {"p": {"type": kind, "value": value}},
                    "snippet": {"get_param": "p"}})
         })
         .collect();
     let answers = peers::heat_answers("hot_eval.py", input);
     let mut disagreements = Vec::new();
-    for ((kind, text), heat) in cases.iter().zip(answers) {
-        let shim = shim_parameter(kind, text).map_err(|problems| problems.join("; "));
+    for ((kind, value, as_default), heat) in cases.iter().zip(answers) {
+        let shim = shim_parameter(kind, value, *as_default);
         if !peers::same_answer(&shim, &heat, None) {
-            disagreements.push(format!("{kind} {text:?}: heat {heat}, shim {shim:?}"));
+            disagreements.push(format!("{kind} {value} (default: {as_default}): heat {heat}, shim {shim:?}"));
         }
     }
     assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));

@@ -122,6 +122,8 @@ pub fn convert_default(kind: ParameterType, value: &Value) -> Result<Value, Stri
             .iter()
             .map(|item| match item {
                 Value::Array(_) | Value::Object(_) => Err("is not a list of strings".to_owned()),
+                // Heat's `str(item)`: null is `None`, booleans `True` and `False`.
+                Value::Null => Ok(Value::String("None".to_owned())),
                 scalar => Ok(Value::String(render(scalar))),
             })
             .collect::<Result<Vec<_>, _>>()

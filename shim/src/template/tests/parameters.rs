@@ -74,7 +74,7 @@ fn defaults_apply_and_are_typed() {
         "  s: {type: string, default: 5}
   n: {type: number, default: '7'}
   j: {type: json, default: [1, {a: b}]}
-  l: {type: comma_delimited_list, default: [x, 2]}
+  l: {type: comma_delimited_list, default: [x, 2, null, true]}
   b: {type: boolean, default: 'no'}
   given: {type: string, default: unused}
 ",
@@ -83,7 +83,7 @@ fn defaults_apply_and_are_typed() {
     assert_eq!(values["s"], json!("5"));
     assert_eq!(values["n"], json!(7));
     assert_eq!(values["j"], json!([1, {"a": "b"}]));
-    assert_eq!(values["l"], json!(["x", "2"]));
+    assert_eq!(values["l"], json!(["x", "2", "None", "True"]), "Python's str() of each item, as Heat");
     assert_eq!(values["b"], json!(false));
     assert_eq!(values["given"], json!("used"));
 }
