@@ -92,6 +92,10 @@ fn cases() -> Vec<Case> {
         case(old, json!({"Ref": "OS::stack_name"})),
         case(old, json!({"l": [{"Ref": "server"}, {"Fn::Join": ["-", [{"Ref": "name"}, "x"]]}]})),
         refused(old, json!({"Ref": "nothing"}), "The specified reference \"nothing\" (in unknown) is incorrect."),
+        refused(old, json!({"Ref": ["name"]}), ""),
+        refused(old, json!({"Ref": ""}), "The specified reference \"\" (in unknown) is incorrect."),
+        case(old, json!({"Fn::GetAZs": null})),
+        case(old, json!({"Fn::Join": [",", {"Fn::GetAZs": {"Ref": "name"}}]})),
         refused("2014-10-16", json!({"Ref": "name"}), "The function Ref is not supported in this version of HOT"),
         refused(latest, json!({"Ref": "deploy"}), "The function Ref is not supported in this version of HOT"),
         // Fn::GetAZs: a single-zone cloud's answer, whatever the region
@@ -126,6 +130,17 @@ fn cases() -> Vec<Case> {
         case(old, json!({"Fn::MemberListToMap": ["Name", "Value", []]})),
         case(old, json!({"Fn::MemberListToMap": ["Name", "Value", {"get_param": "members"}]})),
         case(old, json!({"Fn::MemberListToMap": ["Name", "Value", ".="]})),
+        case(
+            old,
+            json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=k\nnext", ".member.0.Value=v\nw"]]}),
+        ),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name\nx=k", ".member.0.Value=v"]]})),
+        case(
+            old,
+            json!({"Fn::MemberListToMap": ["Name", "Value", [".member.007.Name=k", ".member.7.Value=v", ".member.٣.Name=z"]]}),
+        ),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0.Name=", ".member.0.Value="]]})),
+        case(old, json!({"Fn::MemberListToMap": ["Name", "Value", [".member.0..Name=k", ".member.0.Value=v"]]})),
         refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", ["novalue"]]}), "has length 1; 2 is required"),
         refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", [1]]}), "Member list items must be strings"),
         refused(old, json!({"Fn::MemberListToMap": ["Name", "Value", 5]}), "Member list must be a list"),

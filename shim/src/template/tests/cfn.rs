@@ -192,3 +192,24 @@ outputs:
         "{later:?}"
     );
 }
+
+#[test]
+fn member_list_to_map_and_get_azs_edge_cases() {
+    let run = |snippet: Value| {
+        crate::template::evaluate_snippet("2013-05-23", &serde_json::Map::new(), &BTreeMap::new(), &snippet)
+    };
+    let map = |members: Value| run(json!({"Fn::MemberListToMap": ["Name", "Value", members]}));
+    // Groups in numeric index order, a later group winning; leading zeros name the same index.
+    let members = json!([".member.10.Name=k", ".member.10.Value=ten", ".member.9.Name=k", ".member.09.Value=nine"]);
+    assert_eq!(map(members), Ok(json!({"k": "ten"})));
+    // A field ends at the first newline; a value keeps everything after the first `=`.
+    assert_eq!(map(json!([".member.0.Name\nx=k", ".member.0.Value=a=b\nc"])), Ok(json!({"k": "a=b\nc"})));
+    // Not `.member.<digits>.`: ignored. A group without both fields: ignored.
+    assert_eq!(map(json!(["member.0.Name=a", ".member.x.Name=b", ".member.1.Name=c"])), Ok(json!({})));
+    assert_eq!(
+        map(json!(["no-equals"])),
+        Err("dictionary update sequence element #0 has length 1; 2 is required".into())
+    );
+    assert_eq!(map(json!({".member.0.Name=k": 1, ".member.0.Value=v": 2})), Ok(json!({"k": "v"})), "a map's keys");
+    assert_eq!(run(json!({"Fn::GetAZs": {"Fn::Join": ["", ["Region", "One"]]}})), Ok(json!(["nova"])));
+}
