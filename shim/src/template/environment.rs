@@ -123,17 +123,25 @@ impl Environment {
     /// Checks a (merged) environment as the API receives it: every problem, each naming the
     /// section and entry. `Null` is the empty environment.
     pub fn from_value(value: &Value) -> Result<Environment, Vec<String>> {
+        let (environment, problems) = Environment::from_value_collecting(value);
+        if problems.is_empty() { Ok(environment) } else { Err(problems) }
+    }
+
+    /// `from_value` that keeps what it could read: the sections that are well-formed (every
+    /// other section's problem reported), so that the template can still be checked with them.
+    pub fn from_value_collecting(value: &Value) -> (Environment, Vec<String>) {
         let map = match value {
-            Value::Null => return Ok(Environment::default()),
+            Value::Null => return (Environment::default(), Vec::new()),
             Value::Object(map) => map,
-            _ => return Err(vec!["the environment must be a mapping".to_owned()]),
+            _ => return (Environment::default(), vec!["the environment must be a mapping".to_owned()]),
         };
-        if let Err(error) = check_sections(map) {
-            return Err(vec![error.to_string()]);
-        }
         let mut problems = Vec::new();
+        if let Err(error) = check_sections(map) {
+            problems.push(error.to_string());
+        }
         let mut environment = Environment::default();
-        for (section, value) in map {
+        // A null section is reported by `check_sections`.
+        for (section, value) in map.iter().filter(|(_, value)| !value.is_null()) {
             match section.as_str() {
                 "parameters" => environment.parameters = mapping(section, value, &mut problems),
                 "parameter_defaults" => environment.parameter_defaults = mapping(section, value, &mut problems),
@@ -141,14 +149,16 @@ impl Environment {
                 "parameter_merge_strategies" => check_merge_strategies(value, &mut problems),
                 // Which parameters Heat encrypts at rest and where it sends events: the shim
                 // already masks hidden parameters and keeps its own events.
-                _ => {
+                known if SECTIONS.contains(&known) => {
                     if !value.is_array() {
                         problems.push(format!("environment section \"{section}\" must be a list"));
                     }
                 }
+                // Reported by `check_sections`.
+                _ => {}
             }
         }
-        if problems.is_empty() { Ok(environment) } else { Err(problems) }
+        (environment, problems)
     }
 
     /// Whether applying this environment changes nothing (the template text can be kept).

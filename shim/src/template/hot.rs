@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value};
 
+use super::checks::Incomplete;
 use super::environment::{self, Environment};
 use super::expr::functions::Version;
 use super::expr::functions::conditions::Conditions;
@@ -71,14 +72,46 @@ pub fn parse_template_in(
     environment: &Environment,
     files: &Map<String, Value>,
 ) -> Result<(Template, Option<String>), TemplateError> {
+    let parsed = parse_collecting(text, environment, files)?;
+    if !parsed.problems.is_empty() {
+        return Err(TemplateError::Invalid { problems: parsed.problems });
+    }
+    Ok((parsed.template, parsed.resolved))
+}
+
+/// A template read as far as it can be: what `parse_collecting` gives.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// Every readable part; the broken ones as `incomplete` says.
+    pub template: Template,
+    /// The resolved template as JSON text, when the environment or files changed it.
+    pub resolved: Option<String>,
+    /// The tree after the environment and files were applied (for the lines of problems).
+    pub root: Node,
+    /// Every structural problem (environment application included), each with its line.
+    pub problems: Vec<String>,
+    pub incomplete: Incomplete,
+}
+
+/// `parse_template_in` that goes on past structural problems, so that the rest of the template
+/// can still be checked: only an oversized text or a YAML syntax error stops it.
+pub fn parse_collecting(
+    text: &str,
+    environment: &Environment,
+    files: &Map<String, Value>,
+) -> Result<Parsed, TemplateError> {
     let limit = TEMPLATE_LIMIT.load(Ordering::Relaxed);
     if text.len() > limit {
         return Err(TemplateError::TooLarge { size: text.len(), limit });
     }
     let mut root = yaml::parse(text)?;
-    let template = parse_tree_in(&mut root, environment, files)?;
+    let mut problems = environment::apply(&mut root, environment, files);
+    let (mut template, found, incomplete) = from_tree_collecting(&root);
+    problems.extend(found);
+    environment::apply_parameter_defaults(&mut template, environment);
     let changed = !environment.is_empty() || !files.is_empty();
-    Ok((template, changed.then(|| root.to_value().to_string())))
+    let resolved = changed.then(|| root.to_value().to_string());
+    Ok(Parsed { template, resolved, root, problems, incomplete })
 }
 
 /// `parse_template_in` on a parsed tree (which the environment and files change); provider
@@ -110,15 +143,22 @@ pub fn parse_stored_template(text: &str) -> Result<Template, TemplateError> {
     stored::read(&root).unwrap_or_else(|| from_tree(&root))
 }
 
+/// The template, or every structural problem.
 fn from_tree(root: &Node) -> Result<Template, TemplateError> {
-    let Body::Mapping(entries) = &root.body else {
-        let problem = "the template must be a YAML mapping (or a JSON object)".to_owned();
-        return Err(TemplateError::Invalid { problems: vec![problem] });
-    };
-    let mut problems = Vec::new();
+    let (template, problems, _) = from_tree_collecting(root);
+    if problems.is_empty() { Ok(template) } else { Err(TemplateError::Invalid { problems }) }
+}
+
+/// The template as far as it can be read, every structural problem, and what is incomplete.
+fn from_tree_collecting(root: &Node) -> (Template, Vec<String>, Incomplete) {
     let mut template =
         Template { version: String::new(), description: None, parameters: vec![], resources: vec![], outputs: vec![] };
-    let mut has_version = false;
+    let mut incomplete = Incomplete::default();
+    let Body::Mapping(entries) = &root.body else {
+        let problem = "the template must be a YAML mapping (or a JSON object)".to_owned();
+        return (template, vec![problem], incomplete);
+    };
+    let mut problems = Vec::new();
     // Functions and conditions depend on the version, wherever in the document it is written.
     let version = entries
         .iter()
@@ -128,29 +168,60 @@ fn from_tree(root: &Node) -> Result<Template, TemplateError> {
         .unwrap_or(Version::LATEST);
     let conditions = conditions_section(entries, version, &mut problems);
     let dialect = Dialect { version, conditions: Some(&conditions), stored: false };
+    let groups = sections(entries, &dialect, &mut template, &mut incomplete, &mut problems);
+    if let Some(groups) = groups {
+        parameter_groups(groups, &template, &incomplete, &mut problems);
+    }
+    if !entries.iter().any(|entry| entry.key == "heat_template_version") {
+        problems.insert(0, "heat_template_version is required".to_owned());
+    }
+    (template, problems, incomplete)
+}
+
+/// Reads each top-level section into `template`; returns `parameter_groups`, which is checked
+/// once the parameters are known. A parameter or resource whose definition is broken is
+/// recorded in `incomplete` (a resource is kept as far as it could be read).
+fn sections<'a>(
+    entries: &'a [Entry],
+    dialect: &Dialect,
+    template: &mut Template,
+    incomplete: &mut Incomplete,
+    problems: &mut Vec<String>,
+) -> Option<&'a Node> {
     let mut groups = None;
     for entry in entries {
         match entry.key.as_str() {
-            "heat_template_version" => {
-                has_version = true;
-                match parse_version(&entry.value) {
-                    Ok(version) => template.version = version,
-                    Err(problem) => problems.push(problem),
-                }
+            "heat_template_version" => match parse_version(&entry.value) {
+                Ok(version) => template.version = version,
+                Err(problem) => problems.push(problem),
+            },
+            "description" => template.description = text_value(&entry.value, "description", problems),
+            "parameters" => {
+                let parse = |item: &Entry, problems: &mut Vec<String>| {
+                    let parsed = parse_parameter(item, problems);
+                    if parsed.is_none() {
+                        incomplete.parameters.insert(item.key.clone());
+                    }
+                    parsed
+                };
+                template.parameters = section(entry, parse, problems)
             }
-            "description" => template.description = text_value(&entry.value, "description", &mut problems),
-            "parameters" => template.parameters = section(entry, parse_parameter, &mut problems),
             "resources" => {
-                template.resources =
-                    section(entry, |item, problems| parse_resource(item, &dialect, problems), &mut problems)
+                let parse = |item: &Entry, problems: &mut Vec<String>| {
+                    let (resource, complete) = parse_resource(item, dialect, problems);
+                    if !complete {
+                        incomplete.resources.insert(item.key.clone());
+                    }
+                    resource
+                };
+                template.resources = section(entry, parse, problems)
             }
             "outputs" => {
-                template.outputs =
-                    section(entry, |item, problems| parse_output(item, &dialect, problems), &mut problems)
+                template.outputs = section(entry, |item, problems| parse_output(item, dialect, problems), problems)
             }
             // A UI hint, but checked as heat.engine.parameter_groups.ParameterGroups.validate.
             "parameter_groups" => groups = Some(&entry.value),
-            // Read above, before the resources and outputs that name them.
+            // Read before the resources and outputs that name them.
             "conditions" => {}
             "AWSTemplateFormatVersion" => {
                 problems.push("only HOT templates are supported, not CloudFormation ones".to_owned())
@@ -158,18 +229,12 @@ fn from_tree(root: &Node) -> Result<Template, TemplateError> {
             other => problems.push(format!("unknown top-level key \"{other}\" (line {})", entry.line)),
         }
     }
-    if let Some(groups) = groups {
-        parameter_groups(groups, &template, &mut problems);
-    }
-    if !has_version {
-        problems.insert(0, "heat_template_version is required".to_owned());
-    }
-    if problems.is_empty() { Ok(template) } else { Err(TemplateError::Invalid { problems }) }
+    groups
 }
 
 /// `parameter_groups`: a list of groups, each with a `parameters` list naming declared
 /// parameters, no parameter in two groups (Heat's texts from heat.engine.parameter_groups).
-fn parameter_groups(node: &Node, template: &Template, problems: &mut Vec<String>) {
+fn parameter_groups(node: &Node, template: &Template, incomplete: &Incomplete, problems: &mut Vec<String>) {
     let groups = match &node.body {
         Body::Sequence(groups) => groups,
         Body::Scalar(Value::Null) => return,
@@ -207,7 +272,7 @@ fn parameter_groups(node: &Node, template: &Template, problems: &mut Vec<String>
             } else {
                 grouped.push(name);
             }
-            if template.parameter(name).is_none() {
+            if template.parameter(name).is_none() && !incomplete.parameters.contains(name) {
                 problems.push(error(format!("The grouped parameter {name} does not reference a valid parameter.")));
             }
         }
@@ -238,7 +303,7 @@ fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<Str
 /// A top-level mapping of named items (null counts as empty), parsed item by item.
 fn section<T>(
     entry: &Entry,
-    parse: impl Fn(&Entry, &mut Vec<String>) -> Option<T>,
+    mut parse: impl FnMut(&Entry, &mut Vec<String>) -> Option<T>,
     problems: &mut Vec<String>,
 ) -> Vec<(String, T)> {
     match &entry.value.body {
@@ -334,13 +399,20 @@ pub(super) fn flag(node: &Node) -> Option<bool> {
     }
 }
 
-fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) -> Option<Resource> {
+/// A resource as far as it can be read, and whether it is complete: one whose type is unknown
+/// or whose properties could not all be read is kept (as an `OS::Heat::None` placeholder when
+/// its type is unknown) so that its references are still checked, but it is not complete
+/// (`Incomplete`). A misnamed one, or one that is no mapping, is not kept.
+fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) -> (Option<Resource>, bool) {
     let name = &entry.key;
-    if name.is_empty() || name.contains('/') {
-        problems.push(format!("resource \"{name}\": a resource name must be non-empty and contain no \"/\""));
+    let well_named = !name.is_empty() && !name.contains('/');
+    if !well_named {
+        problems.push(format!(
+            "resource \"{name}\": a resource name must be non-empty and contain no \"/\" (line {})",
+            entry.line
+        ));
     }
-    let fields = definition(entry, "resource", problems)?;
-    let before = problems.len();
+    let Some(fields) = definition(entry, "resource", problems) else { return (None, false) };
     let mut resource = Resource {
         kind: ResourceType::SoftwareConfig,
         properties: vec![],
@@ -379,12 +451,21 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
     }
     match kind {
         Some(kind) => resource.kind = kind,
-        None if problems.len() == before => {
+        None if !fields.iter().any(|field| field.key == "type") => {
             problems.push(format!("resource {name}: type is required (line {})", entry.line))
         }
         None => {}
     }
-    (problems.len() == before).then_some(resource)
+    let properties_read =
+        fields.iter().filter(|field| field.key == "properties").all(|field| match &field.value.body {
+            Body::Mapping(items) => items.len() == resource.properties.len(),
+            body => matches!(body, Body::Scalar(Value::Null)),
+        });
+    if kind.is_none() {
+        resource.kind = ResourceType::None;
+    }
+    let complete = kind.is_some() && properties_read && well_named;
+    (well_named.then_some(resource), complete)
 }
 
 fn resource_type(name: &str, node: &Node, problems: &mut Vec<String>) -> Option<ResourceType> {
