@@ -165,12 +165,19 @@ pub fn report(root: &Node, problems: Vec<String>) -> Vec<String> {
         .map(|problem| {
             let declared = subject(&problem).and_then(|(kind, name)| {
                 let outer = name.split('/').next().unwrap_or(name);
-                lines.get(&(kind, outer)).map(|line| (*line, outer.len() == name.len()))
+                let line = *lines.get(&(kind, outer.to_owned()))?;
+                // A root resource's property problem: the line of the property.
+                let property =
+                    property_name(&problem).and_then(|property| lines.get(&(PROPERTY, format!("{outer}/{property}"))));
+                Some((line, outer.len() == name.len(), property.copied()))
             });
             let written = written_line(&problem);
             match (declared, written) {
-                (Some((line, true)), None) => ((line, line), format!("{problem} (line {line})")),
-                (Some((line, _)), written) => ((line, written.unwrap_or(line)), problem),
+                (Some((line, true, property)), None) => {
+                    let shown = property.unwrap_or(line);
+                    ((line, shown), format!("{problem} (line {shown})"))
+                }
+                (Some((line, _, _)), written) => ((line, written.unwrap_or(line)), problem),
                 (None, written) => ((written.unwrap_or(0), 0), problem),
             }
         })
@@ -199,14 +206,24 @@ fn subject(problem: &str) -> Option<(&'static str, &str)> {
     None
 }
 
+/// The property a resource's problem names: `resource NAME: property "PROPERTY": ...`.
+fn property_name(problem: &str) -> Option<&str> {
+    let (_, rest) = problem.split_once(": property \"")?;
+    rest.split_once('"').map(|(property, _)| property)
+}
+
 /// The line a problem already states, `(line N)`.
 fn written_line(problem: &str) -> Option<usize> {
     let (_, after) = problem.rsplit_once("(line ")?;
     after.split_once(')')?.0.parse().ok()
 }
 
-/// The line of each resource, parameter and output name in the template.
-fn declaration_lines(root: &Node) -> HashMap<(&'static str, &str), usize> {
+/// The kind under which `declaration_lines` keeps a resource's property, as `resource/property`.
+const PROPERTY: &str = "property";
+
+/// The line of each resource, parameter and output name in the template, and of each
+/// resource's property names.
+fn declaration_lines(root: &Node) -> HashMap<(&'static str, String), usize> {
     let mut lines = HashMap::new();
     let Body::Mapping(sections) = &root.body else { return lines };
     for section in sections {
@@ -216,8 +233,18 @@ fn declaration_lines(root: &Node) -> HashMap<(&'static str, &str), usize> {
             "outputs" => "output",
             _ => continue,
         };
-        if let Body::Mapping(items) = &section.value.body {
-            lines.extend(items.iter().map(|item| ((kind, item.key.as_str()), item.line)));
+        let Body::Mapping(items) = &section.value.body else { continue };
+        for item in items {
+            lines.insert((kind, item.key.clone()), item.line);
+            let Body::Mapping(fields) = &item.value.body else { continue };
+            let properties = fields.iter().filter(|field| kind == "resource" && field.key == "properties");
+            for field in properties {
+                let Body::Mapping(properties) = &field.value.body else { continue };
+                let named = properties
+                    .iter()
+                    .map(|property| ((PROPERTY, format!("{}/{}", item.key, property.key)), property.line));
+                lines.extend(named);
+            }
         }
     }
     lines
