@@ -7,7 +7,9 @@
 //! other URLs are refused: the client fetches nothing from the network). The keys are the
 //! strings the template writes, which Heat's GetFile looks up as written; heatclient instead
 //! rewrites them into absolute `file://` URLs in the JSON template it sends, which the shim does
-//! not do so that its errors keep the template's line numbers.
+//! not do so that its errors keep the template's line numbers. Like openstackclient, the client
+//! also sends each environment file itself (`environment_files`, its content in `files`), which
+//! the server merges as Heat does; the merged `environment` goes along, as openstackclient's does.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -26,6 +28,9 @@ use crate::template::{self as hot, MAX_FILES, MAX_FILES_BYTES};
 pub(crate) struct Assembled {
     pub template: String,
     pub environment: Value,
+    /// Each environment's `file://` URL, in order, as openstackclient sends them; `files` holds
+    /// each one's content (the parsed environment as JSON) under that URL.
+    pub environment_files: Vec<String>,
     pub files: Map<String, Value>,
 }
 
@@ -34,6 +39,8 @@ pub(crate) fn assemble(template: &Path, environments: &[PathBuf]) -> Result<Asse
     let text = read_text(template, MAX_FILES_BYTES).map_err(|source| ClientError::read_template(template, source))?;
     let mut merged = Map::new();
     let mut wanted = Vec::new();
+    let mut environment_files = Vec::new();
+    let mut environment_texts = Vec::new();
     named_files(template, &text, &mut wanted);
     for path in environments {
         let environment = read_environment(path)?;
@@ -41,11 +48,36 @@ pub(crate) fn assemble(template: &Path, environments: &[PathBuf]) -> Result<Asse
             let base = path.parent().unwrap_or(Path::new("."));
             wanted.extend(provider_templates(registry).into_iter().map(|key| (base.to_path_buf(), key)));
         }
+        // heatclient's process_environment_and_files(include_env_in_files=True): the parsed
+        // environment as JSON, so the server reads it with the client's YAML 1.1 reading.
+        let url = file_url(path).map_err(|source| ClientError::ReadEnvironment { path: path.to_path_buf(), source })?;
+        environment_texts.push((url.clone(), Value::String(Value::Object(environment.clone()).to_string())));
+        environment_files.push(url);
         hot::deep_update(&mut merged, environment);
     }
-    let files = read_files(wanted)?;
+    let mut files = read_files(wanted)?;
+    for (url, text) in environment_texts {
+        if files.len() == MAX_FILES {
+            return Err(ClientError::TooManyFiles { limit: MAX_FILES });
+        }
+        files.insert(url, text);
+    }
     let environment = if merged.is_empty() { Value::Null } else { Value::Object(merged) };
-    Ok(Assembled { template: text, environment, files })
+    Ok(Assembled { template: text, environment, environment_files, files })
+}
+
+/// heatclient's utils.normalise_file_path_to_url: `file://` and the absolute path (not
+/// resolving links, as os.path.abspath), percent-encoded as urllib's pathname2url does.
+pub(crate) fn file_url(path: &Path) -> io::Result<String> {
+    let absolute = std::path::absolute(path)?;
+    let mut url = String::from("file://");
+    for byte in absolute.as_os_str().as_encoded_bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' | b'/' => url.push(char::from(*byte)),
+            other => url.push_str(&format!("%{other:02X}")),
+        }
+    }
+    Ok(url)
 }
 
 fn read_environment(path: &Path) -> Result<Map<String, Value>, ClientError> {

@@ -18,8 +18,19 @@ pub fn validate_template(args: &TemplateValidateArgs, out: &mut dyn Write) -> Re
     let given = parameter_map(&args.params)?;
     let assembled = files::assemble(&args.template, &args.environments)?;
     let invalid = |problems| ClientError::InvalidTemplate { path: args.template.clone(), problems };
-    let (environment, environment_problems) = Environment::from_value_collecting(&assembled.environment);
     template::check_files(&assembled.files).map_err(invalid)?;
+    // As the server reads what `stack create` sends: the environment files merged onto the
+    // parameters given, Heat's way (a file's parameter wins over `--param`).
+    let (environment, environment_problems, given) = if assembled.environment_files.is_empty() {
+        let (environment, problems) = Environment::from_value_collecting(&assembled.environment);
+        (environment, problems, given)
+    } else {
+        let types = template::parameter_types(&assembled.template, &assembled.files);
+        let merged = template::merge_environment_files(&assembled.environment_files, &assembled.files, &given, &types)
+            .map_err(|problem| invalid(vec![problem]))?;
+        let (environment, problems) = Environment::from_value_collecting(&Value::Object(merged));
+        (environment, problems, BTreeMap::new())
+    };
     let texts = |parsed: &Template| template::parameter_texts(parsed, &environment, &given);
     let pseudo = [
         ("OS::stack_name", json!("validate")),
