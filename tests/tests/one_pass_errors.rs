@@ -68,7 +68,7 @@ fn template_validate_lists_every_problem_once() {
     let problems: Vec<String> = stderr
         .lines()
         .filter(|line| line.contains("(line "))
-        .map(|line| line.trim_start_matches(|c: char| c == ' ' || c == '-').to_owned())
+        .map(|line| line.trim_start_matches([' ', '-']).to_owned())
         .collect();
     // Heat's validate asks for no parameter values: `message` is checked with a placeholder.
     assert_listed(&problems, EXPECTED);

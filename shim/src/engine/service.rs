@@ -65,13 +65,14 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
     Ok(Checked { template: checked.template, parameters: checked.parameters, plan: checked.plan, stored_template })
 }
 
+/// What `request_environment` gives.
+type RequestEnvironment = (template::Environment, BTreeMap<String, String>, Vec<String>);
+
 /// The request's environment, the parameter values given beside it and the environment's
 /// problems (reported with the template's). With `environment_files`, as Heat: the merged
 /// `environment` is ignored and the files are merged onto the request's `parameters`, so a
 /// file's parameter wins over the request's own.
-fn request_environment(
-    request: &StackRequest,
-) -> Result<(template::Environment, BTreeMap<String, String>, Vec<String>), EngineError> {
+fn request_environment(request: &StackRequest) -> Result<RequestEnvironment, EngineError> {
     if request.environment_files.is_empty() {
         let (environment, problems) = template::Environment::from_value_collecting(&request.environment);
         return Ok((environment, request.parameters.clone(), problems));

@@ -149,12 +149,10 @@ impl Environment {
                 "parameter_merge_strategies" => check_merge_strategies(value, &mut problems),
                 // Which parameters Heat encrypts at rest and where it sends events: the shim
                 // already masks hidden parameters and keeps its own events.
-                known if SECTIONS.contains(&known) => {
-                    if !value.is_array() {
-                        problems.push(format!("environment section \"{section}\" must be a list"));
-                    }
+                known if SECTIONS.contains(&known) && !value.is_array() => {
+                    problems.push(format!("environment section \"{section}\" must be a list"))
                 }
-                // Reported by `check_sections`.
+                // A list, or an unknown section, which `check_sections` reported.
                 _ => {}
             }
         }

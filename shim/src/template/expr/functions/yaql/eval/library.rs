@@ -119,6 +119,9 @@ pub(super) fn call_function(
     }
 }
 
+/// The methods of one kind of receiver: `None` when the method is not one of them.
+type MethodFamily = fn(&mut Evaluator, MethodCall) -> Option<Result<Item, YaqlError>>;
+
 pub(super) fn call_method(
     evaluator: &mut Evaluator,
     scope: &Scope,
@@ -131,8 +134,7 @@ pub(super) fn call_method(
     }
     let args = Args::new(args);
     let call = MethodCall { scope, receiver: &receiver, name, args: &args };
-    let families: [fn(&mut Evaluator, MethodCall) -> Option<Result<Item, YaqlError>>; 3] =
-        [queries::lambda_method, text::method, map_method];
+    let families: [MethodFamily; 3] = [queries::lambda_method, text::method, map_method];
     for family in families {
         if let Some(result) = family(evaluator, call) {
             return result;
