@@ -12,10 +12,10 @@ use super::environment::{self, Environment};
 use super::expr::functions::Version;
 use super::expr::functions::conditions::Conditions;
 use super::expr::{Dialect, Expr};
-use super::parameters::parse_constraints;
+use super::hot_parameters::{parameter_groups, parse_parameter};
 use super::type_names;
 use super::yaml::{self, Body, Entry, Node};
-use super::{Output, Parameter, ParameterType, Resource, ResourceType, Template, TemplateError};
+use super::{Output, Resource, ResourceType, Template, TemplateError};
 use super::{provider, stored};
 
 /// Largest template text accepted (unless `raise_template_limit` raised it in this process).
@@ -232,53 +232,6 @@ fn sections<'a>(
     groups
 }
 
-/// `parameter_groups`: a list of groups, each with a `parameters` list naming declared
-/// parameters, no parameter in two groups (Heat's texts from heat.engine.parameter_groups).
-fn parameter_groups(node: &Node, template: &Template, incomplete: &Incomplete, problems: &mut Vec<String>) {
-    let groups = match &node.body {
-        Body::Sequence(groups) => groups,
-        Body::Scalar(Value::Null) => return,
-        _ => {
-            return problems
-                .push(format!("Parameter Groups error: The parameter_groups should be a list. (line {})", node.line));
-        }
-    };
-    let mut grouped: Vec<&str> = Vec::new();
-    for group in groups {
-        let error = |message: String| format!("Parameter Groups error: {message} (line {})", group.line);
-        let Body::Mapping(fields) = &group.body else {
-            problems.push(error("each parameter group must be a mapping.".to_owned()));
-            continue;
-        };
-        let parameters = fields.iter().find(|field| field.key == "parameters").map(|field| &field.value.body);
-        let names = match parameters {
-            None | Some(Body::Scalar(Value::Null)) => {
-                problems.push(error("The parameters must be provided for each parameter group.".to_owned()));
-                continue;
-            }
-            Some(Body::Sequence(names)) => names,
-            Some(_) => {
-                problems.push(error("The parameters of parameter group should be a list.".to_owned()));
-                continue;
-            }
-        };
-        for name in names {
-            let Body::Scalar(Value::String(name)) = &name.body else {
-                problems.push(error("a grouped parameter must be a parameter name.".to_owned()));
-                continue;
-            };
-            if grouped.contains(&name.as_str()) {
-                problems.push(error(format!("The {name} parameter must be assigned to one parameter group only.")));
-            } else {
-                grouped.push(name);
-            }
-            if template.parameter(name).is_none() && !incomplete.parameters.contains(name) {
-                problems.push(error(format!("The grouped parameter {name} does not reference a valid parameter.")));
-            }
-        }
-    }
-}
-
 fn parse_version(node: &Node) -> Result<String, String> {
     match &node.body {
         Body::Scalar(Value::String(version)) if SUPPORTED_VERSIONS.contains(&version.as_str()) => Ok(version.clone()),
@@ -289,7 +242,7 @@ fn parse_version(node: &Node) -> Result<String, String> {
 }
 
 /// A string field; `None` (and a problem) when it is not a string. Null counts as absent.
-fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<String> {
+pub(super) fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<String> {
     match &node.body {
         Body::Scalar(Value::String(text)) => Some(text.clone()),
         Body::Scalar(Value::Null) => None,
@@ -319,83 +272,13 @@ fn section<T>(
 }
 
 /// The entries of an item's definition, or a problem when it is not a mapping.
-fn definition<'a>(entry: &'a Entry, what: &str, problems: &mut Vec<String>) -> Option<&'a [Entry]> {
+pub(super) fn definition<'a>(entry: &'a Entry, what: &str, problems: &mut Vec<String>) -> Option<&'a [Entry]> {
     match &entry.value.body {
         Body::Mapping(entries) => Some(entries),
         _ => {
             problems.push(format!("{what} \"{}\": the definition must be a mapping (line {})", entry.key, entry.line));
             None
         }
-    }
-}
-
-fn parse_parameter(entry: &Entry, problems: &mut Vec<String>) -> Option<Parameter> {
-    let name = &entry.key;
-    let fields = definition(entry, "parameter", problems)?;
-    let before = problems.len();
-    let mut kind = None;
-    let mut parameter = Parameter {
-        kind: ParameterType::String,
-        default: None,
-        description: None,
-        hidden: false,
-        immutable: false,
-        constraints: vec![],
-    };
-    let mut constraints = None;
-    for field in fields {
-        let context = || format!("parameter \"{name}\": {} (line {})", field.key, field.line);
-        match field.key.as_str() {
-            "type" => match &field.value.body {
-                Body::Scalar(Value::String(text)) => match ParameterType::parse(text) {
-                    Some(parsed) => kind = Some(parsed),
-                    None => problems.push(format!(
-                        "parameter \"{name}\": unknown type \"{text}\" (one of string, number, json, \
-                         comma_delimited_list, boolean) (line {})",
-                        field.line
-                    )),
-                },
-                _ => problems.push(format!("{} must be a string", context())),
-            },
-            "default" => parameter.default = Some(field.value.to_value()).filter(|value| !value.is_null()),
-            "description" => parameter.description = text_value(&field.value, &context(), problems),
-            "hidden" => match flag(&field.value) {
-                Some(hidden) => parameter.hidden = hidden,
-                None => problems.push(format!("{} must be true or false", context())),
-            },
-            "constraints" => constraints = Some(&field.value),
-            "immutable" => match flag(&field.value) {
-                Some(immutable) => parameter.immutable = immutable,
-                None => problems.push(format!("{} must be true or false", context())),
-            },
-            // UI hints with no effect on deployment here.
-            "label" | "tags" => {}
-            other => problems.push(format!("parameter \"{name}\": unknown key \"{other}\" (line {})", field.line)),
-        }
-    }
-    let Some(kind) = kind else {
-        if problems.len() == before {
-            problems.push(format!("parameter \"{name}\": type is required (line {})", entry.line));
-        }
-        return None;
-    };
-    parameter.kind = kind;
-    if let Some(node) = constraints {
-        parameter.constraints = parse_constraints(name, kind, node, problems);
-    }
-    (problems.len() == before).then_some(parameter)
-}
-
-/// A boolean written as YAML boolean or as the string "true"/"false".
-pub(super) fn flag(node: &Node) -> Option<bool> {
-    match &node.body {
-        Body::Scalar(Value::Bool(flag)) => Some(*flag),
-        Body::Scalar(Value::String(text)) => match text.to_ascii_lowercase().as_str() {
-            "true" => Some(true),
-            "false" => Some(false),
-            _ => None,
-        },
-        _ => None,
     }
 }
 
@@ -456,16 +339,19 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
         }
         None => {}
     }
-    let properties_read =
-        fields.iter().filter(|field| field.key == "properties").all(|field| match &field.value.body {
-            Body::Mapping(items) => items.len() == resource.properties.len(),
-            body => matches!(body, Body::Scalar(Value::Null)),
-        });
     if kind.is_none() {
         resource.kind = ResourceType::None;
     }
-    let complete = kind.is_some() && properties_read && well_named;
+    let complete = kind.is_some() && properties_read(fields, &resource) && well_named;
     (well_named.then_some(resource), complete)
+}
+
+/// Whether every property the definition writes was read (none failed to parse).
+fn properties_read(fields: &[Entry], resource: &Resource) -> bool {
+    fields.iter().filter(|field| field.key == "properties").all(|field| match &field.value.body {
+        Body::Mapping(items) => items.len() == resource.properties.len(),
+        body => matches!(body, Body::Scalar(Value::Null)),
+    })
 }
 
 fn resource_type(name: &str, node: &Node, problems: &mut Vec<String>) -> Option<ResourceType> {

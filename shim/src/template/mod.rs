@@ -10,6 +10,7 @@ mod evaluate;
 mod expr;
 mod graph;
 mod hot;
+mod hot_parameters;
 mod nested;
 mod parameters;
 mod pipeline;

@@ -171,6 +171,28 @@ pub fn apply_conditions(template: &Template, parameters: &BTreeMap<String, Value
     if problems.is_empty() { Ok(chosen) } else { Err(problems) }
 }
 
+/// Each property of `resource` with its `if` branches chosen; one that reads a parameter
+/// without a value (`lacks_parameter`) is kept as written.
+fn choose_properties(
+    name: &str,
+    resource: &mut Resource,
+    scope: &ParameterScope,
+    lacks_parameter: &dyn Fn(Option<&Expr>) -> bool,
+    problems: &mut Vec<String>,
+) {
+    let mut kept = Vec::with_capacity(resource.properties.len());
+    for (property, expr) in &resource.properties {
+        match expr.choose_branches(scope) {
+            Ok(Some(expr)) => kept.push((property.clone(), expr)),
+            // An omitted branch leaves the property unset (heat's IfNullable).
+            Ok(None) => {}
+            Err(_) if lacks_parameter(Some(expr)) => kept.push((property.clone(), expr.clone())),
+            Err(error) => problems.push(format!("resource {name}: property \"{property}\": {error}")),
+        }
+    }
+    resource.properties = kept;
+}
+
 fn choose(
     template: &Template,
     parameters: &BTreeMap<String, Value>,
@@ -212,17 +234,7 @@ fn choose(
         // heat.engine.rsrc_defn.dependencies: depending on a resource that is left out is
         // allowed and means nothing; a get_resource or get_attr of it is an error.
         resource.depends_on.retain(|dependency| !disabled.contains(&dependency.as_str()));
-        let mut kept = Vec::with_capacity(resource.properties.len());
-        for (property, expr) in &resource.properties {
-            match expr.choose_branches(&scope) {
-                Ok(Some(expr)) => kept.push((property.clone(), expr)),
-                // An omitted branch leaves the property unset (heat's IfNullable).
-                Ok(None) => {}
-                Err(_) if lacks_parameter(Some(expr)) => kept.push((property.clone(), expr.clone())),
-                Err(error) => problems.push(format!("resource {name}: property \"{property}\": {error}")),
-            }
-        }
-        resource.properties = kept;
+        choose_properties(name, resource, &scope, &lacks_parameter, &mut problems);
     }
     for (name, output) in &mut chosen.outputs {
         match output.value.choose_branches(&scope) {
