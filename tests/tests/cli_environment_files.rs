@@ -67,15 +67,7 @@ async fn the_cli_and_openstackclient_give_the_same_stack() {
     assert_eq!(dry_run["environment_files"], body["environment_files"], "the same file:// URLs, in order");
     shim.cli_ok(&[&["stack", "create", "cli"][..], &arguments, &["--param", "port=1"]].concat()).await;
 
-    let token = std::fs::read_to_string(shim.token_file()).expect("the admin token");
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/stacks", shim.url()))
-        .bearer_auth(token.trim())
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("POST /v1/stacks");
+    let response = shim.post_stack(&body).await;
     assert!(response.status().is_success(), "{}", response.text().await.unwrap_or_default());
 
     let cli = shim.settled("cli", std::time::Duration::from_secs(30)).await;

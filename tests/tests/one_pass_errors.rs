@@ -6,33 +6,12 @@
 use anneal_tests::{Shim, shim_binary};
 use serde_json::{Value, json};
 
-/// An unknown type (line 7), a get_param of an undeclared parameter (9), a property of the
+/// tests/fixtures/one_pass/every_kind.yaml (shared with the unit tests of `check_template`):
+/// an unknown type (line 7), a get_param of an undeclared parameter (9), a property of the
 /// wrong type (15), a get_attr of an unknown resource (19) and a get_resource of one (21); and
 /// `message` has no value (line 3), which only `stack create` asks for. The deployment's config
 /// and an output read the resource of unknown type: nothing more may be reported for them.
-const TEMPLATE: &str = "heat_template_version: 2018-08-31
-parameters:
-  message:
-    type: string
-resources:
-  config:
-    type: OS::Heat::SoftwareConfg
-    properties:
-      config: {get_param: undeclared}
-  deploy:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: config}
-      server: web1
-      input_values: [{get_param: message}]
-outputs:
-  result:
-    value:
-      - {get_attr: [ghost, address]}
-      - {get_attr: [deploy, result]}
-      - {get_resource: nowhere}
-      - {get_attr: [config, config]}
-";
+const TEMPLATE: &str = include_str!("../fixtures/one_pass/every_kind.yaml");
 
 /// The problems both paths report, in order (before the line each ends with).
 const EXPECTED: &[(&str, &str)] = &[
@@ -80,15 +59,7 @@ async fn stack_create_answers_every_problem_once() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut shim = Shim::start().await;
     shim.cli_json(&["server", "add", "web1", "--format", "json"]).await;
-    let token = std::fs::read_to_string(shim.token_file()).expect("the admin token");
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/stacks", shim.url()))
-        .bearer_auth(token.trim())
-        .header("content-type", "application/json")
-        .body(json!({"name": "broken", "template": TEMPLATE}).to_string())
-        .send()
-        .await
-        .expect("POST /v1/stacks");
+    let response = shim.post_stack(&json!({"name": "broken", "template": TEMPLATE})).await;
     assert_eq!(response.status().as_u16(), 400);
     let body: Value = serde_json::from_str(&response.text().await.unwrap_or_default()).expect("a JSON error");
     let problems: Vec<String> = serde_json::from_value(body["error"]["problems"].clone()).expect("problems");

@@ -324,6 +324,14 @@ resources:
     }
 
     #[test]
+    fn environment_urls_are_absolute_and_quoted_as_heatclient_quotes_them() {
+        assert_eq!(file_url(Path::new("/srv/my env/a+b.yaml")).unwrap(), "file:///srv/my%20env/a%2Bb.yaml");
+        let relative = file_url(Path::new("env.yaml")).unwrap();
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(relative, format!("file://{}/env.yaml", here.display()), "relative to the working directory");
+    }
+
+    #[test]
     fn provider_templates_are_read_from_types_and_the_registry_relative_to_their_namer() {
         let (dir, templates) = layout();
         fs::create_dir_all(templates.join("nested/scripts")).unwrap();
@@ -344,8 +352,13 @@ resources:
         let environment = dir.path().join("env.yaml");
         fs::write(&environment, "resource_registry:\n  resources:\n    web: {OS::Nova::Server: server.yaml}\n")
             .unwrap();
-        let assembled = assemble(&templates.join("top.yaml"), &[environment]).unwrap();
-        let mut keys: Vec<&String> = assembled.files.keys().collect();
+        let assembled = assemble(&templates.join("top.yaml"), &[environment.clone()]).unwrap();
+        // The environment itself too, under its file:// URL, as openstackclient sends it.
+        let url = file_url(&environment).unwrap();
+        assert_eq!(assembled.environment_files, [url.clone()]);
+        let sent: Value = serde_json::from_str(assembled.files[&url].as_str().unwrap()).unwrap();
+        assert_eq!(sent, assembled.environment);
+        let mut keys: Vec<&String> = assembled.files.keys().filter(|key| **key != url).collect();
         keys.sort();
         assert_eq!(keys, ["member.yaml", "nested/inner.yaml", "scripts/b.sh", "server.yaml"]);
         assert_eq!(assembled.files["scripts/b.sh"], json!("echo b\n"), "read relative to the nested template");

@@ -28,33 +28,12 @@ fn problems(text: &str, given: &[(&str, &str)], files: &Map<String, Value>) -> V
     }
 }
 
-/// One problem of each kind: a missing parameter value (line 3), an unknown type (7), a
+/// tests/fixtures/one_pass/every_kind.yaml (also what tests/tests/one_pass_errors.rs sends):
+/// one problem of each kind: a missing parameter value (line 3), an unknown type (7), a
 /// get_param of an undeclared parameter (9), a property of the wrong type (15), a get_attr of
 /// an unknown resource (19) and a get_resource of one (21). The deployment's config and the
 /// outputs read the resource of unknown type: nothing more may be reported for them.
-const EVERY_KIND: &str = "heat_template_version: 2018-08-31
-parameters:
-  message:
-    type: string
-resources:
-  config:
-    type: OS::Heat::SoftwareConfg
-    properties:
-      config: {get_param: undeclared}
-  deploy:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: config}
-      server: web1
-      input_values: [{get_param: message}]
-outputs:
-  result:
-    value:
-      - {get_attr: [ghost, address]}
-      - {get_attr: [deploy, result]}
-      - {get_resource: nowhere}
-      - {get_attr: [config, config]}
-";
+const EVERY_KIND: &str = include_str!("../../../../tests/fixtures/one_pass/every_kind.yaml");
 
 #[test]
 fn every_kind_of_problem_is_reported_once_by_line() {
