@@ -352,10 +352,10 @@ resources:
         let environment = dir.path().join("env.yaml");
         fs::write(&environment, "resource_registry:\n  resources:\n    web: {OS::Nova::Server: server.yaml}\n")
             .unwrap();
-        let assembled = assemble(&templates.join("top.yaml"), &[environment.clone()]).unwrap();
+        let assembled = assemble(&templates.join("top.yaml"), std::slice::from_ref(&environment)).unwrap();
         // The environment itself too, under its file:// URL, as openstackclient sends it.
         let url = file_url(&environment).unwrap();
-        assert_eq!(assembled.environment_files, [url.clone()]);
+        assert_eq!(assembled.environment_files, std::slice::from_ref(&url));
         let sent: Value = serde_json::from_str(assembled.files[&url].as_str().unwrap()).unwrap();
         assert_eq!(sent, assembled.environment);
         let mut keys: Vec<&String> = assembled.files.keys().filter(|key| **key != url).collect();
