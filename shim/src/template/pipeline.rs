@@ -156,7 +156,7 @@ fn with_placeholders(template: &Template, texts: &BTreeMap<String, String>) -> T
 /// sorted by that line, then by the line they carry (a problem of a nested stack's resource,
 /// `outer/inner`, by the line of `outer`; problems of the whole template first), at most
 /// `MAX_PROBLEMS`.
-pub fn report(root: &Node, problems: Vec<String>) -> Vec<String> {
+fn report(root: &Node, problems: Vec<String>) -> Vec<String> {
     let lines = declaration_lines(root);
     let mut seen = HashSet::new();
     let mut located: Vec<((usize, usize), String)> = problems
