@@ -63,6 +63,8 @@ pub struct Environment {
 struct Registry {
     global: Vec<(String, String)>,
     resources: Vec<(String, Vec<(String, String)>)>,
+    /// Keys whose entry was refused (reported), with the resource for a per-resource entry.
+    refused: Vec<(Option<String>, String)>,
 }
 
 /// Parses one environment text as heatclient.common.environment_format.parse: a mapping (empty
@@ -168,6 +170,15 @@ impl Environment {
     pub fn resolve_type(&self, name: &str, declared: &str) -> Result<String, String> {
         self.registry.resolve(name, declared)
     }
+
+    /// Whether the registry entry for `kind` (global, or the resource's own) was refused: the
+    /// refusal is the problem to report, not the type it left unmapped.
+    pub fn refused_mapping(&self, resource: &str, kind: &str) -> bool {
+        self.registry
+            .refused
+            .iter()
+            .any(|(owner, key)| key == kind && owner.as_deref().is_none_or(|owner| owner == resource))
+    }
 }
 
 fn mapping(section: &str, value: &Value, problems: &mut Vec<String>) -> Map<String, Value> {
@@ -211,15 +222,15 @@ impl Registry {
                 ("base_url", Value::String(_)) => {}
                 ("resources", Value::Object(resources)) => {
                     for (resource, entries) in resources {
-                        let mapped = resource_entries(resource, entries, problems);
+                        let (mapped, refused) = resource_entries(resource, entries, problems);
+                        registry.refused.extend(refused.into_iter().map(|key| (Some(resource.clone()), key)));
                         registry.resources.push((resource.clone(), mapped));
                     }
                 }
-                _ => {
-                    if let Some(alias) = alias(key, value, "resource_registry", problems) {
-                        registry.global.push(alias);
-                    }
-                }
+                _ => match alias(key, value, "resource_registry", problems) {
+                    Some(alias) => registry.global.push(alias),
+                    None => registry.refused.push((None, key.clone())),
+                },
             }
         }
         registry
@@ -268,22 +279,30 @@ impl Registry {
 
 /// A per-resource override's entries: aliases, plus Heat's `hooks` and `restricted_actions`
 /// (breakpoints and protections of the resource, which the shim does not have).
-fn resource_entries(resource: &str, entries: &Value, problems: &mut Vec<String>) -> Vec<(String, String)> {
+fn resource_entries(
+    resource: &str,
+    entries: &Value,
+    problems: &mut Vec<String>,
+) -> (Vec<(String, String)>, Vec<String>) {
     let Value::Object(entries) = entries else {
         problems.push(format!("resource_registry: resources: \"{resource}\" must be a mapping"));
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut aliases = Vec::new();
+    let mut refused = Vec::new();
     for (key, value) in entries {
         match key.as_str() {
             "hooks" | "restricted_actions" => problems.push(format!(
                 "resource_registry: resources: \"{resource}\": \"{key}\" is not supported (the shim has no \
                  breakpoints or protected actions)"
             )),
-            _ => aliases.extend(alias(key, value, &format!("resource_registry: resources: {resource}"), problems)),
+            _ => match alias(key, value, &format!("resource_registry: resources: {resource}"), problems) {
+                Some(alias) => aliases.push(alias),
+                None => refused.push(key.clone()),
+            },
         }
     }
-    aliases
+    (aliases, refused)
 }
 
 /// One `Type: Target` entry. A target ending in .yaml or .template is a provider template, as

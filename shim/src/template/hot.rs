@@ -107,11 +107,35 @@ pub fn parse_collecting(
     let mut root = yaml::parse(text)?;
     let mut problems = environment::apply(&mut root, environment, files);
     let (mut template, found, incomplete) = from_tree_collecting(&root);
-    problems.extend(found);
+    let echoes = refused_mapping_echoes(&root, environment);
+    problems.extend(found.into_iter().filter(|problem| !echoes.contains(problem)));
     environment::apply_parameter_defaults(&mut template, environment);
     let changed = !environment.is_empty() || !files.is_empty();
     let resolved = changed.then(|| root.to_value().to_string());
     Ok(Parsed { template, resolved, root, problems, incomplete })
+}
+
+/// The unknown-type problems that only repeat a refused `resource_registry` entry (the type it
+/// meant to map), exactly as `resource_type` words them: the refusal is reported instead.
+fn refused_mapping_echoes(root: &Node, environment: &Environment) -> Vec<String> {
+    let Body::Mapping(sections) = &root.body else { return Vec::new() };
+    let resources = sections.iter().filter(|section| section.key == "resources");
+    let items = resources.filter_map(|section| match &section.value.body {
+        Body::Mapping(items) => Some(items),
+        _ => None,
+    });
+    let mut echoes = Vec::new();
+    for item in items.flatten() {
+        let Body::Mapping(fields) = &item.value.body else { continue };
+        for field in fields.iter().filter(|field| field.key == "type") {
+            if let Body::Scalar(Value::String(kind)) = &field.value.body
+                && environment.refused_mapping(&item.key, kind)
+            {
+                echoes.push(format!("{} (line {})", type_names::unknown_type(&item.key, kind), field.value.line));
+            }
+        }
+    }
+    echoes
 }
 
 /// `parse_template_in` on a parsed tree (which the environment and files change); provider

@@ -9,14 +9,20 @@ use crate::template::{CheckRequest, Environment, MAX_PROBLEMS, ServerAddresses, 
 
 /// The problems of `text` with `given` parameters, against a registry holding `web1`.
 fn problems(text: &str, given: &[(&str, &str)], files: &Map<String, Value>) -> Vec<String> {
+    problems_with(text, given, files, &Value::Null)
+}
+
+/// `problems` with an environment (its problems reported with the template's).
+fn problems_with(text: &str, given: &[(&str, &str)], files: &Map<String, Value>, environment: &Value) -> Vec<String> {
+    let (environment, environment_problems) = Environment::from_value_collecting(environment);
     let given: BTreeMap<String, String> =
         given.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect();
     let texts = |_: &Template| given.clone();
     let lookup = |server: &str| (server == "web1").then(ServerAddresses::default);
     let request = CheckRequest {
         text,
-        environment: &Environment::default(),
-        environment_problems: Vec::new(),
+        environment: &environment,
+        environment_problems,
         files,
         texts: &texts,
         pseudo: &[("OS::stack_name", json!("s"))],
@@ -122,4 +128,25 @@ fn the_problems_reported_are_bounded() {
     assert_eq!(found.len(), MAX_PROBLEMS + 1);
     assert_eq!(found[MAX_PROBLEMS], "... and 200 more problems");
     assert!(found[0].starts_with("resource r0: unknown resource type"), "{found:#?}");
+}
+
+#[test]
+fn a_refused_registry_entry_is_reported_once() {
+    let text = "heat_template_version: 2018-08-31
+resources:
+  config:
+    type: My::Config
+  value:
+    type: OS::Heat::Value
+    properties:
+      value: {get_attr: [config, config]}
+";
+    let environment = json!({"resource_registry": {"My::Config": "Config"}});
+    let found = problems_with(text, &[], &Map::new(), &environment);
+    assert_eq!(found.len(), 1, "not the unmapped type again, nor the get_attr of it: {found:#?}");
+    assert!(found[0].starts_with("resource_registry: \"My::Config\" maps to \"Config\""), "{found:#?}");
+    // Without the environment the type is what is wrong.
+    let found = problems(text, &[], &Map::new());
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("unknown resource type \"My::Config\""), "{found:#?}");
 }
