@@ -1,6 +1,8 @@
 //! The HOT document structure: from the YAML tree to `Template`. It owns which top-level,
 //! parameter, resource and output keys exist and which are rejected as unsupported; it
-//! collects every structural problem (with its line) instead of stopping at the first.
+//! collects every structural problem (with its line) instead of stopping at the first, and
+//! (`parse_collecting`) keeps what it could read of a broken template so the rest can still be
+//! checked (`Incomplete`).
 //! Cross-resource checks (references, properties, cycles) are `validate`'s.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
