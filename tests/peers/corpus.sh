@@ -27,35 +27,12 @@ corpus="$here/.cache/corpus"
 command -v python3 >/dev/null || { echo "tests/peers/corpus.sh: python3 is needed to fetch the corpus" >&2; exit 1; }
 mkdir -p "$corpus"
 
-# fetch DIRECTORY PROJECT VERSION SDIST_FILE SHA256 [MEMBER]: unpacks the sdist (only MEMBER of
-# it when given) into $corpus/DIRECTORY unless the marker of that exact version is there.
+# shellcheck source=sdist.sh
+. "$here/sdist.sh"
+
+# fetch DIRECTORY PROJECT VERSION SDIST_FILE SHA256 [MEMBER]: into $corpus/DIRECTORY (sdist.sh).
 fetch() {
-  local directory=$1 project=$2 version=$3 sdist=$4 sha256=$5 member=${6:-}
-  local target="$corpus/$directory"
-  [ -f "$target/.complete-$version" ] && return 0
-  local download
-  download=$(mktemp -d)
-  if ! python3 -m pip download --quiet --no-deps --no-binary :all: "$project==$version" -d "$download" >&2; then
-    rm -rf "$download"
-    echo "tests/peers/corpus.sh: cannot download $project==$version from PyPI;" \
-         "the corpus test needs it (is the registry reachable?)" >&2
-    exit 1
-  fi
-  if ! echo "$sha256  $download/$sdist" | sha256sum --check --quiet >&2; then
-    rm -rf "$download"
-    echo "tests/peers/corpus.sh: $project==$version from PyPI is not the sdist this script pins" \
-         "(sha256 $sha256); refusing to unpack it" >&2
-    exit 1
-  fi
-  local top=${sdist%.tar.gz}
-  rm -rf "$target"
-  mkdir -p "$target"
-  # shellcheck disable=SC2086 # MEMBER is one path or nothing
-  tar -xzf "$download/$sdist" -C "$target" --strip-components=1 --no-same-owner \
-    ${member:+"$top/$member"}
-  rm -rf "$download"
-  touch "$target/.complete-$version"
-  echo "tests/peers/corpus.sh: $project $version ready in $target" >&2
+  fetch_sdist "$corpus/$1" "${@:2}"
 }
 
 fetch heat openstack-heat 27.0.1 openstack_heat-27.0.1.tar.gz \

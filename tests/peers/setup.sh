@@ -18,25 +18,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache="$here/.cache"
 command -v python3 >/dev/null || { echo "tests/peers/setup.sh: python3 is needed to run the OpenStack peers" >&2; exit 1; }
 mkdir -p "$cache"
+# shellcheck source=sdist.sh
+. "$here/sdist.sh"
 
 # --- heat-agents (sdist) ------------------------------------------------------------------------
-heat_agents_version=13.0.0
-heat_agents="$cache/heat-agents"
-if [ ! -f "$heat_agents/.complete-$heat_agents_version" ]; then
-  download=$(mktemp -d)
-  if ! python3 -m pip download --quiet --no-deps --no-binary :all: "heat-agents==$heat_agents_version" -d "$download" >&2; then
-    rm -rf "$download"
-    echo "tests/peers/setup.sh: cannot download heat-agents==$heat_agents_version from PyPI;" \
-         "the compatibility tests need it (is the registry reachable?)" >&2
-    exit 1
-  fi
-  rm -rf "$heat_agents"
-  mkdir -p "$heat_agents"
-  tar -xzf "$download"/heat_agents-"$heat_agents_version".tar.gz -C "$heat_agents" --strip-components=1
-  rm -rf "$download"
-  touch "$heat_agents/.complete-$heat_agents_version"
-  echo "tests/peers/setup.sh: heat-agents $heat_agents_version ready in $heat_agents" >&2
-fi
+# Not pinned by sha256 (only the corpus sdists are): pip checks PyPI's own hashes.
+fetch_sdist "$cache/heat-agents" heat-agents 13.0.0 heat_agents-13.0.0.tar.gz
 
 # --- venv: os-collect-config, os-refresh-config, os-apply-config, heat-cfntools ----------------
 # The packages the tests run, in install order, then every dependency's version (pip freeze of a

@@ -2,7 +2,7 @@
 //! dir, plus its CLI (`anneal-shim <args> --url <url> --token-file <dir>/admin.token`). A restart
 //! binds the same port again, so agents' configs and signal URLs stay valid. Also the stack's
 //! views tests read through the CLI (`stack_status`, `stack_outputs`, `settled`, ...) and
-//! `capability_token`, the token a signal or handle URL ends with.
+//! `capability_token`, the token a signal or handle URL ends with; `post_stack` for the API.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -130,6 +130,19 @@ impl Shim {
             (!show["status"].as_str().unwrap_or_default().ends_with("IN_PROGRESS")).then_some(show)
         })
         .await
+    }
+
+    /// `POST /v1/stacks` with `body` as JSON and the admin token, as an API client sends it.
+    pub async fn post_stack(&self, body: &Value) -> reqwest::Response {
+        let token = std::fs::read_to_string(self.token_file()).expect("the admin token");
+        reqwest::Client::new()
+            .post(format!("{}/v1/stacks", self.url))
+            .bearer_auth(token.trim())
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("POST /v1/stacks")
     }
 
     /// Writes `template` into the shim's dir as `name` and returns its path (for `--template`).

@@ -64,6 +64,22 @@ fn assert_same_as_heatclient(environments: &[&str]) {
     let environment = if ours["environment"].is_null() { serde_json::json!({}) } else { ours["environment"].clone() };
     assert_eq!(environment, theirs["environment"], "the merged environment of {environments:?}");
     let ours_files = ours["files"].as_object().expect("a files map");
+    // Each environment file itself, as openstackclient sends it: the same file:// URLs in the
+    // same order, each holding the same environment.
+    let urls = if ours["environment_files"].is_null() { json!([]) } else { ours["environment_files"].clone() };
+    assert_eq!(urls, theirs["environment_files"], "environment_files of {environments:?}");
+    let parsed = |text: Option<&Value>| -> Value {
+        serde_json::from_str(text.and_then(Value::as_str).expect("an environment in files")).expect("JSON")
+    };
+    for url in urls.as_array().expect("a list") {
+        let url = url.as_str().expect("a URL");
+        assert_eq!(parsed(ours_files.get(url)), parsed(theirs["env_files"].get(url)), "environment {url}");
+    }
+    let ours_files: serde_json::Map<String, Value> = ours_files
+        .iter()
+        .filter(|(key, _)| !urls.as_array().unwrap().contains(&json!(key)))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     let mut written = Vec::new();
     for pair in theirs["get_file"].as_array().expect("get_file pairs") {
         let (argument, url) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());

@@ -167,7 +167,7 @@ pub(crate) fn stack_request(args: &StackWriteArgs, action: Action) -> Result<Sta
         timeout_secs: args.timeout,
         environment: assembled.environment,
         files: assembled.files,
-        environment_files: Vec::new(),
+        environment_files: assembled.environment_files,
     })
 }
 

@@ -7,7 +7,9 @@
 //! other URLs are refused: the client fetches nothing from the network). The keys are the
 //! strings the template writes, which Heat's GetFile looks up as written; heatclient instead
 //! rewrites them into absolute `file://` URLs in the JSON template it sends, which the shim does
-//! not do so that its errors keep the template's line numbers.
+//! not do so that its errors keep the template's line numbers. Like openstackclient, the client
+//! also sends each environment file itself (`environment_files`, its content in `files`), which
+//! the server merges as Heat does; the merged `environment` goes along, as openstackclient's does.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -26,6 +28,9 @@ use crate::template::{self as hot, MAX_FILES, MAX_FILES_BYTES};
 pub(crate) struct Assembled {
     pub template: String,
     pub environment: Value,
+    /// Each environment's `file://` URL, in order, as openstackclient sends them; `files` holds
+    /// each one's content (the parsed environment as JSON) under that URL.
+    pub environment_files: Vec<String>,
     pub files: Map<String, Value>,
 }
 
@@ -34,6 +39,8 @@ pub(crate) fn assemble(template: &Path, environments: &[PathBuf]) -> Result<Asse
     let text = read_text(template, MAX_FILES_BYTES).map_err(|source| ClientError::read_template(template, source))?;
     let mut merged = Map::new();
     let mut wanted = Vec::new();
+    let mut environment_files = Vec::new();
+    let mut environment_texts = Vec::new();
     named_files(template, &text, &mut wanted);
     for path in environments {
         let environment = read_environment(path)?;
@@ -41,11 +48,36 @@ pub(crate) fn assemble(template: &Path, environments: &[PathBuf]) -> Result<Asse
             let base = path.parent().unwrap_or(Path::new("."));
             wanted.extend(provider_templates(registry).into_iter().map(|key| (base.to_path_buf(), key)));
         }
+        // heatclient's process_environment_and_files(include_env_in_files=True): the parsed
+        // environment as JSON, so the server reads it with the client's YAML 1.1 reading.
+        let url = file_url(path).map_err(|source| ClientError::ReadEnvironment { path: path.to_path_buf(), source })?;
+        environment_texts.push((url.clone(), Value::String(Value::Object(environment.clone()).to_string())));
+        environment_files.push(url);
         hot::deep_update(&mut merged, environment);
     }
-    let files = read_files(wanted)?;
+    let mut files = read_files(wanted)?;
+    for (url, text) in environment_texts {
+        if files.len() == MAX_FILES {
+            return Err(ClientError::TooManyFiles { limit: MAX_FILES });
+        }
+        files.insert(url, text);
+    }
     let environment = if merged.is_empty() { Value::Null } else { Value::Object(merged) };
-    Ok(Assembled { template: text, environment, files })
+    Ok(Assembled { template: text, environment, environment_files, files })
+}
+
+/// heatclient's utils.normalise_file_path_to_url: `file://` and the absolute path (not
+/// resolving links, as os.path.abspath), percent-encoded as urllib's pathname2url does.
+pub(crate) fn file_url(path: &Path) -> io::Result<String> {
+    let absolute = std::path::absolute(path)?;
+    let mut url = String::from("file://");
+    for byte in absolute.as_os_str().as_encoded_bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' | b'/' => url.push(char::from(*byte)),
+            other => url.push_str(&format!("%{other:02X}")),
+        }
+    }
+    Ok(url)
 }
 
 fn read_environment(path: &Path) -> Result<Map<String, Value>, ClientError> {
@@ -292,6 +324,14 @@ resources:
     }
 
     #[test]
+    fn environment_urls_are_absolute_and_quoted_as_heatclient_quotes_them() {
+        assert_eq!(file_url(Path::new("/srv/my env/a+b.yaml")).unwrap(), "file:///srv/my%20env/a%2Bb.yaml");
+        let relative = file_url(Path::new("env.yaml")).unwrap();
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(relative, format!("file://{}/env.yaml", here.display()), "relative to the working directory");
+    }
+
+    #[test]
     fn provider_templates_are_read_from_types_and_the_registry_relative_to_their_namer() {
         let (dir, templates) = layout();
         fs::create_dir_all(templates.join("nested/scripts")).unwrap();
@@ -312,8 +352,13 @@ resources:
         let environment = dir.path().join("env.yaml");
         fs::write(&environment, "resource_registry:\n  resources:\n    web: {OS::Nova::Server: server.yaml}\n")
             .unwrap();
-        let assembled = assemble(&templates.join("top.yaml"), &[environment]).unwrap();
-        let mut keys: Vec<&String> = assembled.files.keys().collect();
+        let assembled = assemble(&templates.join("top.yaml"), std::slice::from_ref(&environment)).unwrap();
+        // The environment itself too, under its file:// URL, as openstackclient sends it.
+        let url = file_url(&environment).unwrap();
+        assert_eq!(assembled.environment_files, std::slice::from_ref(&url));
+        let sent: Value = serde_json::from_str(assembled.files[&url].as_str().unwrap()).unwrap();
+        assert_eq!(sent, assembled.environment);
+        let mut keys: Vec<&String> = assembled.files.keys().filter(|key| **key != url).collect();
         keys.sort();
         assert_eq!(keys, ["member.yaml", "nested/inner.yaml", "scripts/b.sh", "server.yaml"]);
         assert_eq!(assembled.files["scripts/b.sh"], json!("echo b\n"), "read relative to the nested template");

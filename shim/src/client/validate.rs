@@ -6,79 +6,50 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::cli::TemplateValidateArgs;
 use super::commands::parameter_map;
 use super::{ClientError, ExitStatus, files, write};
-use crate::template::{self, Environment, ParameterType, Template};
+use crate::template::{self, Environment, Template};
 
 /// Prints the parameters and the resolved resources, or fails with every problem found.
 pub fn validate_template(args: &TemplateValidateArgs, out: &mut dyn Write) -> Result<ExitStatus, ClientError> {
     let given = parameter_map(&args.params)?;
     let assembled = files::assemble(&args.template, &args.environments)?;
     let invalid = |problems| ClientError::InvalidTemplate { path: args.template.clone(), problems };
-    let environment = Environment::from_value(&assembled.environment).map_err(invalid)?;
     template::check_files(&assembled.files).map_err(invalid)?;
-    let (parsed, _) = template::parse_template_in(&assembled.template, &environment, &assembled.files)
-        .map_err(|error| invalid(error.problems()))?;
-    let texts = template::parameter_texts(&parsed, &environment, &given);
-    let (flat, problems) = check(&parsed, &texts, &environment, &assembled.files);
-    if !problems.is_empty() {
-        return Err(invalid(problems));
-    }
-    write(out, &report(&parsed, &flat.unwrap_or_else(|| parsed.clone()), &texts, args.json))?;
+    // As the server reads what `stack create` sends: the environment files merged onto the
+    // parameters given, Heat's way (a file's parameter wins over `--param`).
+    let (environment, environment_problems, given) = if assembled.environment_files.is_empty() {
+        let (environment, problems) = Environment::from_value_collecting(&assembled.environment);
+        (environment, problems, given)
+    } else {
+        let types = template::parameter_types(&assembled.template, &assembled.files);
+        let merged = template::merge_environment_files(&assembled.environment_files, &assembled.files, &given, &types)
+            .map_err(|problem| invalid(vec![problem]))?;
+        let (environment, problems) = Environment::from_value_collecting(&Value::Object(merged));
+        (environment, problems, BTreeMap::new())
+    };
+    let texts = |parsed: &Template| template::parameter_texts(parsed, &environment, &given);
+    let pseudo = [
+        ("OS::stack_name", json!("validate")),
+        ("OS::stack_id", json!("validate")),
+        ("OS::project_id", json!("anneal")),
+    ];
+    let checked = template::check_template(template::CheckRequest {
+        text: &assembled.template,
+        environment: &environment,
+        environment_problems,
+        files: &assembled.files,
+        texts: &texts,
+        pseudo: &pseudo,
+        servers: template::Servers::Offline,
+    })
+    .map_err(invalid)?;
+    let flat = checked.expanded.as_ref().unwrap_or(&checked.parsed);
+    write(out, &report(&checked.parsed, flat, &checked.texts, args.json))?;
     Ok(ExitStatus::Success)
-}
-
-/// Parameter and validation problems together; parameters without a value get a placeholder
-/// of their type so the rest of the template is still checked.
-/// Also returns the template with its nested stacks expanded, when it has some.
-fn check(
-    parsed: &Template,
-    texts: &BTreeMap<String, String>,
-    environment: &Environment,
-    files: &Map<String, Value>,
-) -> (Option<Template>, Vec<String>) {
-    let mut placeholders = parsed.clone();
-    let mut unset = Vec::new();
-    for (name, parameter) in &mut placeholders.parameters {
-        if parameter.default.is_none() && !texts.contains_key(name) {
-            parameter.default = Some(placeholder(parameter.kind));
-            parameter.constraints.clear();
-            unset.push(format!("parameter \"{name}\""));
-        }
-    }
-    match template::resolve_parameters(&placeholders, texts) {
-        Err(problems) => (None, problems),
-        Ok(mut parameters) => {
-            for (pseudo, value) in
-                [("OS::stack_name", "validate"), ("OS::stack_id", "validate"), ("OS::project_id", "anneal")]
-            {
-                parameters.insert(pseudo.to_owned(), json!(value));
-            }
-            let flat = match template::expand_nested(&placeholders, environment, files, &parameters) {
-                Ok(flat) => flat,
-                Err(problems) => return (None, problems),
-            };
-            let checked = flat.as_ref().unwrap_or(&placeholders);
-            let problems = template::validate(checked, &parameters, &|_| true).err().unwrap_or_default();
-            let problems = template::locate_problems(checked, problems);
-            (flat, problems)
-        }
-    }
-}
-
-/// A value that passes the checks a real value would: a non-empty string (an empty one is an
-/// empty server name) and a positive number (timeouts and counts must be at least 1).
-fn placeholder(kind: ParameterType) -> Value {
-    match kind {
-        ParameterType::String => json!("validate"),
-        ParameterType::Number => json!(1),
-        ParameterType::Json => json!({}),
-        ParameterType::CommaDelimitedList => json!([]),
-        ParameterType::Boolean => json!(false),
-    }
 }
 
 fn report(parsed: &Template, flat: &Template, texts: &BTreeMap<String, String>, as_json: bool) -> String {

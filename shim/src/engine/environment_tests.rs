@@ -76,11 +76,18 @@ async fn a_bad_environment_or_a_missing_file_is_refused_with_every_problem() {
     let mut create = request("s", TEMPLATE, &[]);
     create.environment = json!({"resource_registry": {"My::Config": "Config"}, "parameters": []});
     let Err(ServiceError::Template { problems }) = engine.create_stack(create).await else { panic!("accepted") };
-    assert_eq!(problems.len(), 2, "{problems:?}");
+    // The environment's problems first, then the template's, each once, by line.
     assert!(problems[0].contains("neither a resource type nor a template file"), "{problems:?}");
+    assert!(problems[1].contains("environment section \"parameters\" must be a mapping"), "{problems:?}");
+    let lines: Vec<&str> = problems[2..].iter().map(|problem| problem.rsplit_once("(line ").unwrap().1).collect();
+    assert_eq!(lines, ["3)", "11)", "12)", "19)"], "{problems:?}");
+    assert!(problems[2].starts_with("parameter \"message\": no value"), "{problems:?}");
+    // The refused mapping is the problem; the type it left unmapped is not reported again.
+    assert!(!problems.iter().any(|problem| problem.contains("unknown resource type")), "{problems:?}");
     let mut create = request("s", TEMPLATE, &[("message", "m")]);
     create.environment = json!({"resource_registry": {"My::Config": "OS::Heat::SoftwareConfig"}});
     let Err(ServiceError::Template { problems }) = engine.create_stack(create).await else { panic!("accepted") };
-    assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems.iter().all(|problem| problem.contains("get_file: no file")), "{problems:?}");
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert_eq!(problems.iter().filter(|problem| problem.contains("get_file: no file")).count(), 2, "{problems:?}");
+    assert!(problems[1].contains("server \"nowhere\" is not registered"), "{problems:?}");
 }

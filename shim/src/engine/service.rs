@@ -24,80 +24,65 @@ use crate::store::{NodeState, ServerRow, StackRow, Store, StoreError, Tx};
 use crate::template::{self, Constraint, EvalError, SERVER_CONSTRAINTS, Template};
 use crate::token;
 
-/// Parses and validates a stack request against the registered servers; the pseudo parameters
-/// (`OS::stack_name`, `OS::stack_id`, `OS::project_id`) are added to the resolved ones.
+/// Parses and validates a stack request against the registered servers, every problem of the
+/// template together (`template::check_template`); the pseudo parameters (`OS::stack_name`,
+/// `OS::stack_id`, `OS::project_id`) are added to the resolved ones.
 fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &str) -> Result<Checked, EngineError> {
     template::check_files(&request.files).map_err(|problems| EngineError::Template { problems })?;
-    let (environment, given) = request_environment(request)?;
-    let (template, resolved) = template::parse_template_in(&request.template, &environment, &request.files)
-        .map_err(|error| EngineError::Template { problems: error.problems() })?;
+    let (environment, given, environment_problems) = request_environment(request)?;
     // Supplied text never carries a token placeholder into stored values (see `secrets`).
-    let supplied: BTreeMap<String, String> = template::parameter_texts(&template, &environment, &given)
-        .iter()
-        .map(|(name, value)| (name.clone(), secrets::neutralise(value).into_owned()))
-        .collect();
-    let mut parameters =
-        template::resolve_parameters(&template, &supplied).map_err(|problems| EngineError::Template { problems })?;
-    parameters.insert("OS::stack_name".into(), json!(name));
-    parameters.insert("OS::stack_id".into(), json!(stack_id));
-    parameters.insert("OS::project_id".into(), json!("anneal"));
-    // Nested stacks and resource groups become ordinary resources (`template::expand_nested`).
-    let flat = template::expand_nested(&template, &environment, &request.files, &parameters)
-        .map_err(|problems| EngineError::Template { problems })?;
-    let flattened = flat.is_some();
-    let template = flat.unwrap_or(template);
+    let texts = |parsed: &Template| -> BTreeMap<String, String> {
+        template::parameter_texts(parsed, &environment, &given)
+            .iter()
+            .map(|(name, value)| (name.clone(), secrets::neutralise(value).into_owned()))
+            .collect()
+    };
     let servers: BTreeMap<String, template::ServerAddresses> = ctx
         .tx
         .servers()?
         .into_iter()
         .map(|server| (server.name, template::ServerAddresses::from_stored(&server.addresses)))
         .collect();
-    // Stored with its conditions decided (docs/templates.md, "Conditions"); when they cannot
-    // be, `validate` reports why together with every other problem.
-    let template = template::apply_conditions(&template, &parameters).unwrap_or(template);
-    let plan = validate_with_servers(&template, &parameters, &servers)?;
-    let stored_template = match flattened {
-        true => template::flattened_text(&template),
-        false => resolved.unwrap_or_else(|| request.template.clone()),
+    let lookup = |server: &str| servers.get(server).cloned();
+    let pseudo =
+        [("OS::stack_name", json!(name)), ("OS::stack_id", json!(stack_id)), ("OS::project_id", json!("anneal"))];
+    let checked = template::check_template(template::CheckRequest {
+        text: &request.template,
+        environment: &environment,
+        environment_problems,
+        files: &request.files,
+        texts: &texts,
+        pseudo: &pseudo,
+        servers: template::Servers::Registered(&lookup),
+    })
+    .map_err(|problems| EngineError::Template { problems })?;
+    // Nested stacks and resource groups became ordinary resources; conditions are decided
+    // (docs/templates.md, "Conditions").
+    let stored_template = match checked.expanded.is_some() {
+        true => template::flattened_text(&checked.template),
+        false => checked.resolved.unwrap_or_else(|| request.template.clone()),
     };
-    Ok(Checked { template, parameters, plan, stored_template })
+    Ok(Checked { template: checked.template, parameters: checked.parameters, plan: checked.plan, stored_template })
 }
 
-/// The request's environment and the parameter values given beside it. With
-/// `environment_files`, as Heat: the merged `environment` is ignored and the files are merged
-/// onto the request's `parameters`, so a file's parameter wins over the request's own.
-fn request_environment(
-    request: &StackRequest,
-) -> Result<(template::Environment, BTreeMap<String, String>), EngineError> {
-    let template_error = |problems| EngineError::Template { problems };
+/// What `request_environment` gives.
+type RequestEnvironment = (template::Environment, BTreeMap<String, String>, Vec<String>);
+
+/// The request's environment, the parameter values given beside it and the environment's
+/// problems (reported with the template's). With `environment_files`, as Heat: the merged
+/// `environment` is ignored and the files are merged onto the request's `parameters`, so a
+/// file's parameter wins over the request's own.
+fn request_environment(request: &StackRequest) -> Result<RequestEnvironment, EngineError> {
     if request.environment_files.is_empty() {
-        let environment = template::Environment::from_value(&request.environment).map_err(template_error)?;
-        return Ok((environment, request.parameters.clone()));
+        let (environment, problems) = template::Environment::from_value_collecting(&request.environment);
+        return Ok((environment, request.parameters.clone(), problems));
     }
     let types = template::parameter_types(&request.template, &request.files);
     let merged =
         template::merge_environment_files(&request.environment_files, &request.files, &request.parameters, &types)
-            .map_err(|problem| template_error(vec![problem]))?;
-    let environment = template::Environment::from_value(&Value::Object(merged)).map_err(template_error)?;
-    Ok((environment, BTreeMap::new()))
-}
-
-/// `template::validate` and the DeployedServer attribute checks, their problems together.
-fn validate_with_servers(
-    template: &Template,
-    parameters: &BTreeMap<String, Value>,
-    servers: &BTreeMap<String, template::ServerAddresses>,
-) -> Result<template::Plan, EngineError> {
-    let validated = template::validate(template, parameters, &|name| servers.contains_key(name));
-    let attributes = template::check_server_attributes(template, parameters, &|name| servers.get(name).cloned());
-    match validated {
-        Ok(plan) if attributes.is_empty() => Ok(plan),
-        Ok(_) => Err(EngineError::Template { problems: template::locate_problems(template, attributes) }),
-        Err(mut problems) => {
-            problems.extend(attributes);
-            Err(EngineError::Template { problems: template::locate_problems(template, problems) })
-        }
-    }
+            .map_err(|problem| EngineError::Template { problems: vec![problem] })?;
+    let (environment, problems) = template::Environment::from_value_collecting(&Value::Object(merged));
+    Ok((environment, BTreeMap::new(), problems))
 }
 
 /// A custom constraint the shim cannot check (anything but a server one) is accepted with a

@@ -95,9 +95,9 @@ async fn immutable_parameters_and_unregistered_deployed_servers_are_refused() {
     assert_eq!(
         problems,
         [
-            "resource server: server \"web1\" is not registered (anneal-shim server add web1) (line 17)",
             "parameter \"server_name\": custom_constraint nova.server: server \"web1\" is not registered \
-             (anneal-shim server add)",
+             (anneal-shim server add) (line 6)",
+            "resource server: server \"web1\" is not registered (anneal-shim server add web1) (line 17)",
         ]
     );
 

@@ -3,7 +3,7 @@
 //! evaluation (what a value is once parameters are known, with resources still unknown). Both
 //! checkers use it; it uses neither, so they do not import each other.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -14,6 +14,20 @@ use super::{Resource, Template};
 /// Parameters Heat defines for every stack. `get_param` may name them without a declaration;
 /// the engine supplies their values (in the map given to `validate` and through `Scope`).
 pub const PSEUDO_PARAMETERS: &[&str] = &["OS::stack_name", "OS::stack_id", "OS::project_id"];
+
+/// Parameters and resources whose definition had a problem, already reported when the template
+/// was parsed: a broken parameter is left out and a resource is kept as far as it could be read
+/// (an unknown type as an `OS::Heat::None` placeholder), so that the rest of the template is
+/// still checked. A reference to one is accepted without further checks (its attributes and
+/// its type are unknown), so that one mistake is reported once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Incomplete {
+    pub parameters: BTreeSet<String>,
+    pub resources: BTreeSet<String>,
+}
+
+/// Nothing incomplete: what a template parsed without problems has.
+static COMPLETE: Incomplete = Incomplete { parameters: BTreeSet::new(), resources: BTreeSet::new() };
 
 /// A value as far as it is known before any resource exists.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +74,7 @@ pub(super) struct Context<'a> {
     pub parameters: &'a BTreeMap<String, Value>,
     pub is_registered_server: &'a dyn Fn(&str) -> bool,
     pub index: HashMap<&'a str, usize>,
+    pub incomplete: &'a Incomplete,
 }
 
 impl<'a> Context<'a> {
@@ -69,20 +84,40 @@ impl<'a> Context<'a> {
         is_registered_server: &'a dyn Fn(&str) -> bool,
     ) -> Self {
         let index = template.resources.iter().enumerate().map(|(index, (name, _))| (name.as_str(), index)).collect();
-        Context { template, parameters, is_registered_server, index }
+        Context { template, parameters, is_registered_server, index, incomplete: &COMPLETE }
     }
 
+    /// The same context, with the parts of the template that are `incomplete`.
+    pub(super) fn with_incomplete(self, incomplete: &'a Incomplete) -> Self {
+        Context { incomplete, ..self }
+    }
+
+    /// A resource whose definition is complete: an incomplete one's type and attributes are
+    /// unknown, so checks that need them skip it.
     pub fn resource(&self, name: &str) -> Option<&'a Resource> {
+        if self.incomplete.resources.contains(name) {
+            return None;
+        }
         self.index.get(name).map(|index| &self.template.resources[*index].1)
     }
 
+    /// Whether `name` is a resource of the template, complete or not.
+    pub fn has_resource(&self, name: &str) -> bool {
+        self.index.contains_key(name) || self.incomplete.resources.contains(name)
+    }
+
     fn is_parameter(&self, name: &str) -> bool {
-        PSEUDO_PARAMETERS.contains(&name) || self.template.parameters.iter().any(|(declared, _)| declared == name)
+        PSEUDO_PARAMETERS.contains(&name)
+            || self.incomplete.parameters.contains(name)
+            || self.template.parameters.iter().any(|(declared, _)| declared == name)
     }
 
     /// References, parameter names and `get_input` placement of one expression.
     pub(super) fn check_expression(&self, prefix: &str, expr: &Expr, allow_input: bool, problems: &mut Vec<String>) {
         for Reference { resource, attribute } in expr.references() {
+            if self.incomplete.resources.contains(&resource) {
+                continue;
+            }
             let function = if attribute.is_some() { "get_attr" } else { "get_resource" };
             let Some(target) = self.resource(&resource) else {
                 problems.push(format!("{prefix}: {function} names an unknown resource \"{resource}\""));
@@ -119,6 +154,9 @@ impl<'a> Context<'a> {
             return false;
         }
         let Some(Expr::GetResource(config)) = resource.property("config") else { return false };
+        if self.incomplete.resources.contains(config) {
+            return true;
+        }
         match self.resource(config).filter(|config| config.kind.is_config()) {
             // An output list that depends on something unknown cannot be checked here.
             Some(config) => {

@@ -63,6 +63,8 @@ pub struct Environment {
 struct Registry {
     global: Vec<(String, String)>,
     resources: Vec<(String, Vec<(String, String)>)>,
+    /// Keys whose entry was refused (reported), with the resource for a per-resource entry.
+    refused: Vec<(Option<String>, String)>,
 }
 
 /// Parses one environment text as heatclient.common.environment_format.parse: a mapping (empty
@@ -123,17 +125,25 @@ impl Environment {
     /// Checks a (merged) environment as the API receives it: every problem, each naming the
     /// section and entry. `Null` is the empty environment.
     pub fn from_value(value: &Value) -> Result<Environment, Vec<String>> {
+        let (environment, problems) = Environment::from_value_collecting(value);
+        if problems.is_empty() { Ok(environment) } else { Err(problems) }
+    }
+
+    /// `from_value` that keeps what it could read: the sections that are well-formed (every
+    /// other section's problem reported), so that the template can still be checked with them.
+    pub fn from_value_collecting(value: &Value) -> (Environment, Vec<String>) {
         let map = match value {
-            Value::Null => return Ok(Environment::default()),
+            Value::Null => return (Environment::default(), Vec::new()),
             Value::Object(map) => map,
-            _ => return Err(vec!["the environment must be a mapping".to_owned()]),
+            _ => return (Environment::default(), vec!["the environment must be a mapping".to_owned()]),
         };
-        if let Err(error) = check_sections(map) {
-            return Err(vec![error.to_string()]);
-        }
         let mut problems = Vec::new();
+        if let Err(error) = check_sections(map) {
+            problems.push(error.to_string());
+        }
         let mut environment = Environment::default();
-        for (section, value) in map {
+        // A null section is reported by `check_sections`.
+        for (section, value) in map.iter().filter(|(_, value)| !value.is_null()) {
             match section.as_str() {
                 "parameters" => environment.parameters = mapping(section, value, &mut problems),
                 "parameter_defaults" => environment.parameter_defaults = mapping(section, value, &mut problems),
@@ -141,14 +151,14 @@ impl Environment {
                 "parameter_merge_strategies" => check_merge_strategies(value, &mut problems),
                 // Which parameters Heat encrypts at rest and where it sends events: the shim
                 // already masks hidden parameters and keeps its own events.
-                _ => {
-                    if !value.is_array() {
-                        problems.push(format!("environment section \"{section}\" must be a list"));
-                    }
+                known if SECTIONS.contains(&known) && !value.is_array() => {
+                    problems.push(format!("environment section \"{section}\" must be a list"))
                 }
+                // A list, or an unknown section, which `check_sections` reported.
+                _ => {}
             }
         }
-        if problems.is_empty() { Ok(environment) } else { Err(problems) }
+        (environment, problems)
     }
 
     /// Whether applying this environment changes nothing (the template text can be kept).
@@ -159,6 +169,15 @@ impl Environment {
     /// The type a resource of `name` declared as `declared` has under this registry.
     pub fn resolve_type(&self, name: &str, declared: &str) -> Result<String, String> {
         self.registry.resolve(name, declared)
+    }
+
+    /// Whether the registry entry for `kind` (global, or the resource's own) was refused: the
+    /// refusal is the problem to report, not the type it left unmapped.
+    pub fn refused_mapping(&self, resource: &str, kind: &str) -> bool {
+        self.registry
+            .refused
+            .iter()
+            .any(|(owner, key)| key == kind && owner.as_deref().is_none_or(|owner| owner == resource))
     }
 }
 
@@ -203,15 +222,15 @@ impl Registry {
                 ("base_url", Value::String(_)) => {}
                 ("resources", Value::Object(resources)) => {
                     for (resource, entries) in resources {
-                        let mapped = resource_entries(resource, entries, problems);
+                        let (mapped, refused) = resource_entries(resource, entries, problems);
+                        registry.refused.extend(refused.into_iter().map(|key| (Some(resource.clone()), key)));
                         registry.resources.push((resource.clone(), mapped));
                     }
                 }
-                _ => {
-                    if let Some(alias) = alias(key, value, "resource_registry", problems) {
-                        registry.global.push(alias);
-                    }
-                }
+                _ => match alias(key, value, "resource_registry", problems) {
+                    Some(alias) => registry.global.push(alias),
+                    None => registry.refused.push((None, key.clone())),
+                },
             }
         }
         registry
@@ -260,22 +279,30 @@ impl Registry {
 
 /// A per-resource override's entries: aliases, plus Heat's `hooks` and `restricted_actions`
 /// (breakpoints and protections of the resource, which the shim does not have).
-fn resource_entries(resource: &str, entries: &Value, problems: &mut Vec<String>) -> Vec<(String, String)> {
+fn resource_entries(
+    resource: &str,
+    entries: &Value,
+    problems: &mut Vec<String>,
+) -> (Vec<(String, String)>, Vec<String>) {
     let Value::Object(entries) = entries else {
         problems.push(format!("resource_registry: resources: \"{resource}\" must be a mapping"));
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut aliases = Vec::new();
+    let mut refused = Vec::new();
     for (key, value) in entries {
         match key.as_str() {
             "hooks" | "restricted_actions" => problems.push(format!(
                 "resource_registry: resources: \"{resource}\": \"{key}\" is not supported (the shim has no \
                  breakpoints or protected actions)"
             )),
-            _ => aliases.extend(alias(key, value, &format!("resource_registry: resources: {resource}"), problems)),
+            _ => match alias(key, value, &format!("resource_registry: resources: {resource}"), problems) {
+                Some(alias) => aliases.push(alias),
+                None => refused.push(key.clone()),
+            },
         }
     }
-    aliases
+    (aliases, refused)
 }
 
 /// One `Type: Target` entry. A target ending in .yaml or .template is a provider template, as

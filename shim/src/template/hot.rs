@@ -1,20 +1,23 @@
 //! The HOT document structure: from the YAML tree to `Template`. It owns which top-level,
 //! parameter, resource and output keys exist and which are rejected as unsupported; it
-//! collects every structural problem (with its line) instead of stopping at the first.
+//! collects every structural problem (with its line) instead of stopping at the first, and
+//! (`parse_collecting`) keeps what it could read of a broken template so the rest can still be
+//! checked (`Incomplete`).
 //! Cross-resource checks (references, properties, cycles) are `validate`'s.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value};
 
+use super::checks::Incomplete;
 use super::environment::{self, Environment};
 use super::expr::functions::Version;
 use super::expr::functions::conditions::Conditions;
 use super::expr::{Dialect, Expr, Names};
-use super::parameters::parse_constraints;
+use super::hot_parameters::{parameter_groups, parse_parameter};
 use super::type_names;
 use super::yaml::{self, Body, Entry, Node};
-use super::{Output, Parameter, ParameterType, Resource, ResourceType, Template, TemplateError};
+use super::{Output, Resource, ResourceType, Template, TemplateError};
 use super::{provider, stored};
 
 /// Largest template text accepted (unless `raise_template_limit` raised it in this process).
@@ -71,14 +74,70 @@ pub fn parse_template_in(
     environment: &Environment,
     files: &Map<String, Value>,
 ) -> Result<(Template, Option<String>), TemplateError> {
+    let parsed = parse_collecting(text, environment, files)?;
+    if !parsed.problems.is_empty() {
+        return Err(TemplateError::Invalid { problems: parsed.problems });
+    }
+    Ok((parsed.template, parsed.resolved))
+}
+
+/// A template read as far as it can be: what `parse_collecting` gives.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// Every readable part; the broken ones as `incomplete` says.
+    pub template: Template,
+    /// The resolved template as JSON text, when the environment or files changed it.
+    pub resolved: Option<String>,
+    /// The tree after the environment and files were applied (for the lines of problems).
+    pub root: Node,
+    /// Every structural problem (environment application included), each with its line.
+    pub problems: Vec<String>,
+    pub incomplete: Incomplete,
+}
+
+/// `parse_template_in` that goes on past structural problems, so that the rest of the template
+/// can still be checked: only an oversized text or a YAML syntax error stops it.
+pub fn parse_collecting(
+    text: &str,
+    environment: &Environment,
+    files: &Map<String, Value>,
+) -> Result<Parsed, TemplateError> {
     let limit = TEMPLATE_LIMIT.load(Ordering::Relaxed);
     if text.len() > limit {
         return Err(TemplateError::TooLarge { size: text.len(), limit });
     }
     let mut root = yaml::parse(text)?;
-    let template = parse_tree_in(&mut root, environment, files)?;
+    let mut problems = environment::apply(&mut root, environment, files);
+    let (mut template, found, incomplete) = from_tree_collecting(&root);
+    let echoes = refused_mapping_echoes(&root, environment);
+    problems.extend(found.into_iter().filter(|problem| !echoes.contains(problem)));
+    environment::apply_parameter_defaults(&mut template, environment);
     let changed = !environment.is_empty() || !files.is_empty();
-    Ok((template, changed.then(|| root.to_value().to_string())))
+    let resolved = changed.then(|| root.to_value().to_string());
+    Ok(Parsed { template, resolved, root, problems, incomplete })
+}
+
+/// The unknown-type problems that only repeat a refused `resource_registry` entry (the type it
+/// meant to map), exactly as `resource_type` words them: the refusal is reported instead.
+fn refused_mapping_echoes(root: &Node, environment: &Environment) -> Vec<String> {
+    let Body::Mapping(sections) = &root.body else { return Vec::new() };
+    let resources = sections.iter().filter(|section| section.key == "resources");
+    let items = resources.filter_map(|section| match &section.value.body {
+        Body::Mapping(items) => Some(items),
+        _ => None,
+    });
+    let mut echoes = Vec::new();
+    for item in items.flatten() {
+        let Body::Mapping(fields) = &item.value.body else { continue };
+        for field in fields.iter().filter(|field| field.key == "type") {
+            if let Body::Scalar(Value::String(kind)) = &field.value.body
+                && environment.refused_mapping(&item.key, kind)
+            {
+                echoes.push(format!("{} (line {})", type_names::unknown_type(&item.key, kind), field.value.line));
+            }
+        }
+    }
+    echoes
 }
 
 /// `parse_template_in` on a parsed tree (which the environment and files change); provider
@@ -110,15 +169,22 @@ pub fn parse_stored_template(text: &str) -> Result<Template, TemplateError> {
     stored::read(&root).unwrap_or_else(|| from_tree(&root))
 }
 
+/// The template, or every structural problem.
 fn from_tree(root: &Node) -> Result<Template, TemplateError> {
-    let Body::Mapping(entries) = &root.body else {
-        let problem = "the template must be a YAML mapping (or a JSON object)".to_owned();
-        return Err(TemplateError::Invalid { problems: vec![problem] });
-    };
-    let mut problems = Vec::new();
+    let (template, problems, _) = from_tree_collecting(root);
+    if problems.is_empty() { Ok(template) } else { Err(TemplateError::Invalid { problems }) }
+}
+
+/// The template as far as it can be read, every structural problem, and what is incomplete.
+fn from_tree_collecting(root: &Node) -> (Template, Vec<String>, Incomplete) {
     let mut template =
         Template { version: String::new(), description: None, parameters: vec![], resources: vec![], outputs: vec![] };
-    let mut has_version = false;
+    let mut incomplete = Incomplete::default();
+    let Body::Mapping(entries) = &root.body else {
+        let problem = "the template must be a YAML mapping (or a JSON object)".to_owned();
+        return (template, vec![problem], incomplete);
+    };
+    let mut problems = Vec::new();
     // Functions and conditions depend on the version, wherever in the document it is written.
     let version = entries
         .iter()
@@ -129,29 +195,60 @@ fn from_tree(root: &Node) -> Result<Template, TemplateError> {
     let conditions = conditions_section(entries, version, &mut problems);
     let names = (version == Version::V2013_05_23).then(|| ref_names(entries));
     let dialect = Dialect { version, conditions: Some(&conditions), stored: false, names: names.as_ref() };
+    let groups = sections(entries, &dialect, &mut template, &mut incomplete, &mut problems);
+    if let Some(groups) = groups {
+        parameter_groups(groups, &template, &incomplete, &mut problems);
+    }
+    if !entries.iter().any(|entry| entry.key == "heat_template_version") {
+        problems.insert(0, "heat_template_version is required".to_owned());
+    }
+    (template, problems, incomplete)
+}
+
+/// Reads each top-level section into `template`; returns `parameter_groups`, which is checked
+/// once the parameters are known. A parameter or resource whose definition is broken is
+/// recorded in `incomplete` (a resource is kept as far as it could be read).
+fn sections<'a>(
+    entries: &'a [Entry],
+    dialect: &Dialect,
+    template: &mut Template,
+    incomplete: &mut Incomplete,
+    problems: &mut Vec<String>,
+) -> Option<&'a Node> {
     let mut groups = None;
     for entry in entries {
         match entry.key.as_str() {
-            "heat_template_version" => {
-                has_version = true;
-                match parse_version(&entry.value) {
-                    Ok(version) => template.version = version,
-                    Err(problem) => problems.push(problem),
-                }
+            "heat_template_version" => match parse_version(&entry.value) {
+                Ok(version) => template.version = version,
+                Err(problem) => problems.push(problem),
+            },
+            "description" => template.description = text_value(&entry.value, "description", problems),
+            "parameters" => {
+                let parse = |item: &Entry, problems: &mut Vec<String>| {
+                    let parsed = parse_parameter(item, problems);
+                    if parsed.is_none() {
+                        incomplete.parameters.insert(item.key.clone());
+                    }
+                    parsed
+                };
+                template.parameters = section(entry, parse, problems)
             }
-            "description" => template.description = text_value(&entry.value, "description", &mut problems),
-            "parameters" => template.parameters = section(entry, parse_parameter, &mut problems),
             "resources" => {
-                template.resources =
-                    section(entry, |item, problems| parse_resource(item, &dialect, problems), &mut problems)
+                let parse = |item: &Entry, problems: &mut Vec<String>| {
+                    let (resource, complete) = parse_resource(item, dialect, problems);
+                    if !complete {
+                        incomplete.resources.insert(item.key.clone());
+                    }
+                    resource
+                };
+                template.resources = section(entry, parse, problems)
             }
             "outputs" => {
-                template.outputs =
-                    section(entry, |item, problems| parse_output(item, &dialect, problems), &mut problems)
+                template.outputs = section(entry, |item, problems| parse_output(item, dialect, problems), problems)
             }
             // A UI hint, but checked as heat.engine.parameter_groups.ParameterGroups.validate.
             "parameter_groups" => groups = Some(&entry.value),
-            // Read above, before the resources and outputs that name them.
+            // Read before the resources and outputs that name them.
             "conditions" => {}
             "AWSTemplateFormatVersion" => {
                 problems.push("only HOT templates are supported, not CloudFormation ones".to_owned())
@@ -159,13 +256,7 @@ fn from_tree(root: &Node) -> Result<Template, TemplateError> {
             other => problems.push(format!("unknown top-level key \"{other}\" (line {})", entry.line)),
         }
     }
-    if let Some(groups) = groups {
-        parameter_groups(groups, &template, &mut problems);
-    }
-    if !has_version {
-        problems.insert(0, "heat_template_version is required".to_owned());
-    }
-    if problems.is_empty() { Ok(template) } else { Err(TemplateError::Invalid { problems }) }
+    groups
 }
 
 /// The resource and parameter names 2013-05-23's `Ref` tells apart.
@@ -181,53 +272,6 @@ fn ref_names(entries: &[Entry]) -> Names {
     Names { resources: keys("resources"), parameters }
 }
 
-/// `parameter_groups`: a list of groups, each with a `parameters` list naming declared
-/// parameters, no parameter in two groups (Heat's texts from heat.engine.parameter_groups).
-fn parameter_groups(node: &Node, template: &Template, problems: &mut Vec<String>) {
-    let groups = match &node.body {
-        Body::Sequence(groups) => groups,
-        Body::Scalar(Value::Null) => return,
-        _ => {
-            return problems
-                .push(format!("Parameter Groups error: The parameter_groups should be a list. (line {})", node.line));
-        }
-    };
-    let mut grouped: Vec<&str> = Vec::new();
-    for group in groups {
-        let error = |message: String| format!("Parameter Groups error: {message} (line {})", group.line);
-        let Body::Mapping(fields) = &group.body else {
-            problems.push(error("each parameter group must be a mapping.".to_owned()));
-            continue;
-        };
-        let parameters = fields.iter().find(|field| field.key == "parameters").map(|field| &field.value.body);
-        let names = match parameters {
-            None | Some(Body::Scalar(Value::Null)) => {
-                problems.push(error("The parameters must be provided for each parameter group.".to_owned()));
-                continue;
-            }
-            Some(Body::Sequence(names)) => names,
-            Some(_) => {
-                problems.push(error("The parameters of parameter group should be a list.".to_owned()));
-                continue;
-            }
-        };
-        for name in names {
-            let Body::Scalar(Value::String(name)) = &name.body else {
-                problems.push(error("a grouped parameter must be a parameter name.".to_owned()));
-                continue;
-            };
-            if grouped.contains(&name.as_str()) {
-                problems.push(error(format!("The {name} parameter must be assigned to one parameter group only.")));
-            } else {
-                grouped.push(name);
-            }
-            if template.parameter(name).is_none() {
-                problems.push(error(format!("The grouped parameter {name} does not reference a valid parameter.")));
-            }
-        }
-    }
-}
-
 fn parse_version(node: &Node) -> Result<String, String> {
     match &node.body {
         Body::Scalar(Value::String(version)) if SUPPORTED_VERSIONS.contains(&version.as_str()) => Ok(version.clone()),
@@ -238,7 +282,7 @@ fn parse_version(node: &Node) -> Result<String, String> {
 }
 
 /// A string field; `None` (and a problem) when it is not a string. Null counts as absent.
-fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<String> {
+pub(super) fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<String> {
     match &node.body {
         Body::Scalar(Value::String(text)) => Some(text.clone()),
         Body::Scalar(Value::Null) => None,
@@ -252,7 +296,7 @@ fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<Str
 /// A top-level mapping of named items (null counts as empty), parsed item by item.
 fn section<T>(
     entry: &Entry,
-    parse: impl Fn(&Entry, &mut Vec<String>) -> Option<T>,
+    mut parse: impl FnMut(&Entry, &mut Vec<String>) -> Option<T>,
     problems: &mut Vec<String>,
 ) -> Vec<(String, T)> {
     match &entry.value.body {
@@ -268,7 +312,7 @@ fn section<T>(
 }
 
 /// The entries of an item's definition, or a problem when it is not a mapping.
-fn definition<'a>(entry: &'a Entry, what: &str, problems: &mut Vec<String>) -> Option<&'a [Entry]> {
+pub(super) fn definition<'a>(entry: &'a Entry, what: &str, problems: &mut Vec<String>) -> Option<&'a [Entry]> {
     match &entry.value.body {
         Body::Mapping(entries) => Some(entries),
         _ => {
@@ -278,83 +322,20 @@ fn definition<'a>(entry: &'a Entry, what: &str, problems: &mut Vec<String>) -> O
     }
 }
 
-fn parse_parameter(entry: &Entry, problems: &mut Vec<String>) -> Option<Parameter> {
+/// A resource as far as it can be read, and whether it is complete: one whose type is unknown
+/// or whose properties could not all be read is kept (as an `OS::Heat::None` placeholder when
+/// its type is unknown) so that its references are still checked, but it is not complete
+/// (`Incomplete`). A misnamed one, or one that is no mapping, is not kept.
+fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) -> (Option<Resource>, bool) {
     let name = &entry.key;
-    let fields = definition(entry, "parameter", problems)?;
-    let before = problems.len();
-    let mut kind = None;
-    let mut parameter = Parameter {
-        kind: ParameterType::String,
-        default: None,
-        description: None,
-        hidden: false,
-        immutable: false,
-        constraints: vec![],
-    };
-    let mut constraints = None;
-    for field in fields {
-        let context = || format!("parameter \"{name}\": {} (line {})", field.key, field.line);
-        match field.key.as_str() {
-            "type" => match &field.value.body {
-                Body::Scalar(Value::String(text)) => match ParameterType::parse(text) {
-                    Some(parsed) => kind = Some(parsed),
-                    None => problems.push(format!(
-                        "parameter \"{name}\": unknown type \"{text}\" (one of string, number, json, \
-                         comma_delimited_list, boolean) (line {})",
-                        field.line
-                    )),
-                },
-                _ => problems.push(format!("{} must be a string", context())),
-            },
-            "default" => parameter.default = Some(field.value.to_value()).filter(|value| !value.is_null()),
-            "description" => parameter.description = text_value(&field.value, &context(), problems),
-            "hidden" => match flag(&field.value) {
-                Some(hidden) => parameter.hidden = hidden,
-                None => problems.push(format!("{} must be true or false", context())),
-            },
-            "constraints" => constraints = Some(&field.value),
-            "immutable" => match flag(&field.value) {
-                Some(immutable) => parameter.immutable = immutable,
-                None => problems.push(format!("{} must be true or false", context())),
-            },
-            // UI hints with no effect on deployment here.
-            "label" | "tags" => {}
-            other => problems.push(format!("parameter \"{name}\": unknown key \"{other}\" (line {})", field.line)),
-        }
+    let well_named = !name.is_empty() && !name.contains('/');
+    if !well_named {
+        problems.push(format!(
+            "resource \"{name}\": a resource name must be non-empty and contain no \"/\" (line {})",
+            entry.line
+        ));
     }
-    let Some(kind) = kind else {
-        if problems.len() == before {
-            problems.push(format!("parameter \"{name}\": type is required (line {})", entry.line));
-        }
-        return None;
-    };
-    parameter.kind = kind;
-    if let Some(node) = constraints {
-        parameter.constraints = parse_constraints(name, kind, node, problems);
-    }
-    (problems.len() == before).then_some(parameter)
-}
-
-/// A boolean written as YAML boolean or as the string "true"/"false".
-pub(super) fn flag(node: &Node) -> Option<bool> {
-    match &node.body {
-        Body::Scalar(Value::Bool(flag)) => Some(*flag),
-        Body::Scalar(Value::String(text)) => match text.to_ascii_lowercase().as_str() {
-            "true" => Some(true),
-            "false" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) -> Option<Resource> {
-    let name = &entry.key;
-    if name.is_empty() || name.contains('/') {
-        problems.push(format!("resource \"{name}\": a resource name must be non-empty and contain no \"/\""));
-    }
-    let fields = definition(entry, "resource", problems)?;
-    let before = problems.len();
+    let Some(fields) = definition(entry, "resource", problems) else { return (None, false) };
     let mut resource = Resource {
         kind: ResourceType::SoftwareConfig,
         properties: vec![],
@@ -393,12 +374,24 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
     }
     match kind {
         Some(kind) => resource.kind = kind,
-        None if problems.len() == before => {
+        None if !fields.iter().any(|field| field.key == "type") => {
             problems.push(format!("resource {name}: type is required (line {})", entry.line))
         }
         None => {}
     }
-    (problems.len() == before).then_some(resource)
+    if kind.is_none() {
+        resource.kind = ResourceType::None;
+    }
+    let complete = kind.is_some() && properties_read(fields, &resource) && well_named;
+    (well_named.then_some(resource), complete)
+}
+
+/// Whether every property the definition writes was read (none failed to parse).
+fn properties_read(fields: &[Entry], resource: &Resource) -> bool {
+    fields.iter().filter(|field| field.key == "properties").all(|field| match &field.value.body {
+        Body::Mapping(items) => items.len() == resource.properties.len(),
+        body => matches!(body, Body::Scalar(Value::Null)),
+    })
 }
 
 fn resource_type(name: &str, node: &Node, problems: &mut Vec<String>) -> Option<ResourceType> {

@@ -10,8 +10,10 @@ mod evaluate;
 mod expr;
 mod graph;
 mod hot;
+mod hot_parameters;
 mod nested;
 mod parameters;
+mod pipeline;
 mod properties;
 mod provider;
 mod schemas;
@@ -44,6 +46,7 @@ pub use hot::{
 };
 pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedError, expand as expand_nested};
 pub use parameters::resolve_parameters;
+pub use pipeline::{Checked, MAX_PROBLEMS, Request as CheckRequest, Servers, check_template};
 pub use provider::{GROUP_TYPE, NestedDefinition, NestedKind, is_template_name};
 pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes};
 pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resources};

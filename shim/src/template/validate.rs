@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::checks::Context;
+use super::checks::{Context, Incomplete};
 use super::evaluate::{ParameterScope, render};
 use super::expr::Expr;
 use super::{Constraint, Resource, ResourceType, SERVER_CONSTRAINTS, Template, graph, properties};
@@ -33,9 +33,21 @@ pub fn validate(
     parameters: &BTreeMap<String, Value>,
     is_registered_server: &dyn Fn(&str) -> bool,
 ) -> Result<Plan, Vec<String>> {
-    let (chosen, mut problems) = choose(template, parameters);
+    validate_incomplete(template, parameters, is_registered_server, &Incomplete::default())
+}
+
+/// `validate` of a template whose `incomplete` parts were already reported (`Incomplete`):
+/// references to them are accepted, and their own properties are not checked against a schema.
+/// `parameters` may lack a parameter whose value was refused: what depends on it is unknown.
+pub fn validate_incomplete(
+    template: &Template,
+    parameters: &BTreeMap<String, Value>,
+    is_registered_server: &dyn Fn(&str) -> bool,
+    incomplete: &Incomplete,
+) -> Result<Plan, Vec<String>> {
+    let (chosen, mut problems) = choose(template, parameters, incomplete);
     let template = &chosen;
-    let context = Context::new(template, parameters, is_registered_server);
+    let context = Context::new(template, parameters, is_registered_server).with_incomplete(incomplete);
     let mut edges = Vec::with_capacity(template.resources.len());
     let mut dependency_names = Vec::with_capacity(template.resources.len());
     for (name, resource) in &template.resources {
@@ -49,11 +61,13 @@ pub fn validate(
             );
         }
         for dependency in &resource.depends_on {
-            if !context.index.contains_key(dependency.as_str()) {
+            if !context.has_resource(dependency) {
                 problems.push(format!("resource {name}: depends_on names an unknown resource \"{dependency}\""));
             }
         }
-        properties::check(&context, name, resource, &mut problems);
+        if !incomplete.resources.contains(name) {
+            properties::check(&context, name, resource, &mut problems);
+        }
         let names = dependencies(&context, resource);
         edges.push(
             names.iter().filter_map(|dependency| context.index.get(dependency.as_str()).copied()).collect::<Vec<_>>(),
@@ -153,12 +167,45 @@ fn dependencies(context: &Context, resource: &Resource) -> Vec<String> {
 /// form, so what it reads (`get_resource` in `config`, `server`) is what `validate` checked.
 /// `validate` reports the problems (with every other problem of the template).
 pub fn apply_conditions(template: &Template, parameters: &BTreeMap<String, Value>) -> Result<Template, Vec<String>> {
-    let (chosen, problems) = choose(template, parameters);
+    let (chosen, problems) = choose(template, parameters, &Incomplete::default());
     if problems.is_empty() { Ok(chosen) } else { Err(problems) }
 }
 
-fn choose(template: &Template, parameters: &BTreeMap<String, Value>) -> (Template, Vec<String>) {
+/// Each property of `resource` with its `if` branches chosen; one that reads a parameter
+/// without a value (`lacks_parameter`) is kept as written.
+fn choose_properties(
+    name: &str,
+    resource: &mut Resource,
+    scope: &ParameterScope,
+    lacks_parameter: &dyn Fn(Option<&Expr>) -> bool,
+    problems: &mut Vec<String>,
+) {
+    let mut kept = Vec::with_capacity(resource.properties.len());
+    for (property, expr) in &resource.properties {
+        match expr.choose_branches(scope) {
+            Ok(Some(expr)) => kept.push((property.clone(), expr)),
+            // An omitted branch leaves the property unset (heat's IfNullable).
+            Ok(None) => {}
+            Err(_) if lacks_parameter(Some(expr)) => kept.push((property.clone(), expr.clone())),
+            Err(error) => problems.push(format!("resource {name}: property \"{property}\": {error}")),
+        }
+    }
+    resource.properties = kept;
+}
+
+fn choose(
+    template: &Template,
+    parameters: &BTreeMap<String, Value>,
+    incomplete: &Incomplete,
+) -> (Template, Vec<String>) {
     let scope = ParameterScope { parameters };
+    let lacks_parameter = |expr: Option<&Expr>| {
+        let lacking = |name: &String| {
+            !parameters.contains_key(name)
+                && (template.parameter(name).is_some() || incomplete.parameters.contains(name))
+        };
+        expr.is_some_and(|expr| expr.parameter_names().iter().any(lacking))
+    };
     let mut problems = Vec::new();
     let mut chosen = template.clone();
     chosen.resources.retain(|(name, resource)| {
@@ -169,6 +216,8 @@ fn choose(template: &Template, parameters: &BTreeMap<String, Value>) -> (Templat
                 problems.push(format!("resource {name}: condition: the condition is not a boolean"));
                 false
             }
+            // A refused parameter value was reported already; the resource is still checked.
+            Some(Err(_)) if lacks_parameter(resource.condition.as_ref()) => true,
             Some(Err(error)) => {
                 problems.push(format!("resource {name}: condition: {error}"));
                 false
@@ -185,20 +234,12 @@ fn choose(template: &Template, parameters: &BTreeMap<String, Value>) -> (Templat
         // heat.engine.rsrc_defn.dependencies: depending on a resource that is left out is
         // allowed and means nothing; a get_resource or get_attr of it is an error.
         resource.depends_on.retain(|dependency| !disabled.contains(&dependency.as_str()));
-        let mut kept = Vec::with_capacity(resource.properties.len());
-        for (property, expr) in &resource.properties {
-            match expr.choose_branches(&scope) {
-                Ok(Some(expr)) => kept.push((property.clone(), expr)),
-                // An omitted branch leaves the property unset (heat's IfNullable).
-                Ok(None) => {}
-                Err(error) => problems.push(format!("resource {name}: property \"{property}\": {error}")),
-            }
-        }
-        resource.properties = kept;
+        choose_properties(name, resource, &scope, &lacks_parameter, &mut problems);
     }
     for (name, output) in &mut chosen.outputs {
         match output.value.choose_branches(&scope) {
             Ok(value) => output.value = value.unwrap_or(Expr::Literal(Value::Null)),
+            Err(_) if lacks_parameter(Some(&output.value)) => {}
             Err(error) => problems.push(format!("output {name}: {error}")),
         }
     }

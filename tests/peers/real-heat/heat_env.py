@@ -2,7 +2,8 @@
 
 Usage: heat_env.py TEMPLATE [ENV...]
 Prints one JSON object: "environment" (the merged environment), "env_files" (files the
-environments named), "files" (what the template's get_file named, keyed as heatclient keys them:
+environments named, and each environment itself under its URL, as openstackclient sends them),
+"environment_files" (those URLs, in order), "files" (what the template's get_file named, keyed as heatclient keys them:
 absolute file:// URLs) and "get_file" (the template's get_file arguments as written, in document
 order, each with the URL heatclient replaced it with). Errors: {"error": "..."} and exit 1.
 """
@@ -33,7 +34,11 @@ def text(content):
 def main():
     template_path, env_paths = sys.argv[1], sys.argv[2:]
     try:
-        env_files, environment = template_utils.process_multiple_environments_and_files(env_paths=env_paths)
+        # As openstackclient's stack create calls it: each environment file's URL in order, and
+        # its content (the parsed environment as JSON) in env_files under that URL.
+        environment_files = []
+        env_files, environment = template_utils.process_multiple_environments_and_files(
+            env_paths=env_paths, env_list_tracker=environment_files)
         # get_template_contents rewrites get_file arguments in place: read them before and after.
         with open(template_path, encoding="utf-8") as handle:
             written = []
@@ -49,6 +54,7 @@ def main():
     print(json.dumps({
         "environment": environment,
         "env_files": env_files,
+        "environment_files": environment_files,
         "files": files,
         "get_file": [[w, r] for w, r in zip(written, rewritten)],
     }, sort_keys=True))

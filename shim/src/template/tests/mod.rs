@@ -8,6 +8,7 @@ mod expr;
 mod functions;
 mod graph;
 mod nested;
+mod one_pass;
 mod parameters;
 mod parse;
 mod resource_types;

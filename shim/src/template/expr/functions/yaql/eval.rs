@@ -385,6 +385,16 @@ fn string_size(text: &str) -> usize {
     }
 }
 
+/// A method call as each family of methods (collections, strings, maps) sees it; each answers
+/// `None` for a method that is not one of its own.
+#[derive(Clone, Copy)]
+pub(super) struct MethodCall<'c, 's, 'n> {
+    pub scope: &'c Scope<'s>,
+    pub receiver: &'c Item,
+    pub name: &'c str,
+    pub args: &'c Args<'n>,
+}
+
 /// A call's arguments: positional ones and `name => value` keyword ones.
 pub(super) struct Args<'n> {
     pub positional: Vec<&'n Node>,

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::super::LIMIT_ITERATORS;
 use super::super::YaqlError;
 use super::super::parser::Argument;
-use super::{Args, Evaluator, Item, Kind, Number, Scope, map_key, number, type_name};
+use super::{Args, Evaluator, Item, Kind, MethodCall, Number, Scope, map_key, number, type_name};
 use super::{no_match, queries, text};
 
 /// How a library name may be called.
@@ -119,6 +119,9 @@ pub(super) fn call_function(
     }
 }
 
+/// The methods of one kind of receiver: `None` when the method is not one of them.
+type MethodFamily = fn(&mut Evaluator, MethodCall) -> Option<Result<Item, YaqlError>>;
+
 pub(super) fn call_method(
     evaluator: &mut Evaluator,
     scope: &Scope,
@@ -130,14 +133,12 @@ pub(super) fn call_method(
         return Err(YaqlError::Evaluation(format!("Unknown method \"{name}\"")));
     }
     let args = Args::new(args);
-    if let Some(result) = queries::lambda_method(evaluator, scope, &receiver, name, &args) {
-        return result;
-    }
-    if let Some(result) = text::method(evaluator, scope, &receiver, name, &args) {
-        return result;
-    }
-    if let Some(result) = map_method(evaluator, scope, &receiver, name, &args) {
-        return result;
+    let call = MethodCall { scope, receiver: &receiver, name, args: &args };
+    let families: [MethodFamily; 3] = [queries::lambda_method, text::method, map_method];
+    for family in families {
+        if let Some(result) = family(evaluator, call) {
+            return result;
+        }
     }
     if !args.pairs.is_empty() {
         return Err(no_match(name));
@@ -329,13 +330,8 @@ fn concat(evaluator: &mut Evaluator, receiver: Item, args: Vec<Item>) -> Result<
 }
 
 /// The map methods: `get`, `keys`, `values`, `items`, `containsKey`, `mergeWith`, `deleteAll`.
-fn map_method(
-    evaluator: &mut Evaluator,
-    scope: &Scope,
-    receiver: &Item,
-    name: &str,
-    args: &Args,
-) -> Option<Result<Item, YaqlError>> {
+fn map_method(evaluator: &mut Evaluator, call: MethodCall) -> Option<Result<Item, YaqlError>> {
+    let MethodCall { scope, receiver, name, args } = call;
     if !matches!(name, "get" | "keys" | "values" | "items" | "containsKey" | "mergeWith" | "deleteAll") {
         return None;
     }

@@ -7,7 +7,9 @@
 use serde_json::{Map, Value};
 
 use super::super::{LIMIT_ITERATORS, YaqlError};
-use super::{Args, Evaluator, Item, Number, Scope, map_key, no_match, number, operators, truthy, type_name};
+use super::{
+    Args, Evaluator, Item, MethodCall, Number, Scope, map_key, no_match, number, operators, truthy, type_name,
+};
 use crate::template::expr::values::py_eq;
 
 const METHODS: &[&str] = &[
@@ -43,125 +45,34 @@ pub(super) fn collection(function: &str, item: Item) -> Result<Vec<Value>, YaqlE
     }
 }
 
-pub(super) fn lambda_method(
-    evaluator: &mut Evaluator,
-    scope: &Scope,
-    receiver: &Item,
-    name: &str,
-    args: &Args,
-) -> Option<Result<Item, YaqlError>> {
+pub(super) fn lambda_method(evaluator: &mut Evaluator, call: MethodCall) -> Option<Result<Item, YaqlError>> {
+    let MethodCall { scope, receiver, name, args } = call;
     if !METHODS.contains(&name) || (name == "repeat") {
         return (name == "repeat").then(|| repeat(evaluator, scope, receiver, args));
     }
     Some(collection(name, receiver.clone()).and_then(|items| {
         evaluator.step(items.len())?;
-        method(evaluator, scope, items, name, args)
+        method(evaluator, call, items)
     }))
 }
 
-fn lambda<'n>(args: &Args<'n>, name: &str, index: usize, key: &str) -> Result<Option<&'n Node>, YaqlError> {
-    let _ = name;
-    Ok(args.node(index, key))
+/// The lambda argument at `index` or named `key`, required: a call without it matches nothing.
+fn required_lambda<'n>(call: &MethodCall<'_, '_, 'n>, index: usize, key: &str) -> Result<&'n Node, YaqlError> {
+    call.args.node(index, key).ok_or_else(|| no_match(call.name))
 }
 
 use super::super::parser::Node;
 
-fn method(
-    evaluator: &mut Evaluator,
-    scope: &Scope,
-    items: Vec<Value>,
-    name: &str,
-    args: &Args,
-) -> Result<Item, YaqlError> {
-    let call = |body: &Node, values: &[Value], evaluator: &mut Evaluator| evaluator.call_lambda(body, scope, values);
+/// A collection method on the receiver's `items`.
+fn method(evaluator: &mut Evaluator, call: MethodCall, items: Vec<Value>) -> Result<Item, YaqlError> {
+    let MethodCall { scope, name, args, .. } = call;
     match name {
-        "select" | "where" | "selectMany" => {
-            args.at_most(name, 1, &["selector", "predicate"])?;
-            let body = lambda(args, name, 0, if name == "where" { "predicate" } else { "selector" })?
-                .ok_or_else(|| no_match(name))?;
-            let mut output = Vec::new();
-            for item in items {
-                let result = call(body, std::slice::from_ref(&item), evaluator)?;
-                match name {
-                    "select" => output.push(result),
-                    "where" if truthy(&result) => output.push(item),
-                    "where" => {}
-                    _ => match result {
-                        Value::Array(inner) => output.extend(inner),
-                        other => output.push(other),
-                    },
-                }
-                if output.len() > LIMIT_ITERATORS {
-                    return Err(YaqlError::CollectionTooLarge);
-                }
-            }
-            Item::iterator(output)
-        }
-        "reduce" => {
-            args.at_most(name, 2, &["selector", "seed"])?;
-            let body = lambda(args, name, 0, "selector")?.ok_or_else(|| no_match(name))?;
-            let mut items = items.into_iter();
-            let seed = args.value(evaluator, scope, 1, "seed")?;
-            let Some(mut accumulator) = seed.or_else(|| items.next()) else {
-                return Err(YaqlError::Evaluation(
-                    "TypeError: reduce() of empty iterable with no initial value".into(),
-                ));
-            };
-            for item in items {
-                accumulator = call(body, &[accumulator, item], evaluator)?;
-            }
-            Ok(Item::plain(accumulator))
-        }
+        "select" | "where" | "selectMany" => select(evaluator, call, items),
+        "reduce" => reduce(evaluator, call, items),
         "groupBy" => group_by(evaluator, scope, items, args),
-        "toDict" => {
-            args.at_most(name, 2, &["keySelector", "valueSelector"])?;
-            let key_body = lambda(args, name, 0, "keySelector")?.ok_or_else(|| no_match(name))?;
-            let value_body = lambda(args, name, 1, "valueSelector")?;
-            let mut map = Map::new();
-            for item in items {
-                let key = map_key(call(key_body, std::slice::from_ref(&item), evaluator)?)?;
-                let value = match value_body {
-                    Some(body) => call(body, std::slice::from_ref(&item), evaluator)?,
-                    None => item,
-                };
-                map.insert(key, value);
-            }
-            Ok(Item::plain(Value::Object(map)))
-        }
-        "distinct" => {
-            args.at_most(name, 1, &["keySelector"])?;
-            match lambda(args, name, 0, "keySelector")? {
-                None => Item::iterator(distinct_values(evaluator, items)?),
-                Some(body) => {
-                    let mut keys: Vec<Value> = Vec::new();
-                    let mut output = Vec::new();
-                    for item in items {
-                        let key = call(body, std::slice::from_ref(&item), evaluator)?;
-                        if !keys.iter().any(|seen| py_eq(seen, &key)) {
-                            keys.push(key);
-                            output.push(item);
-                        }
-                    }
-                    Item::iterator(output)
-                }
-            }
-        }
-        "any" | "all" => {
-            args.at_most(name, 1, &["predicate"])?;
-            let body = lambda(args, name, 0, "predicate")?;
-            let mut found = name == "all";
-            for item in items {
-                let test = match body {
-                    Some(body) => truthy(&call(body, std::slice::from_ref(&item), evaluator)?),
-                    None => truthy(&item),
-                };
-                if test != (name == "all") {
-                    found = !found;
-                    break;
-                }
-            }
-            Ok(Item::plain(Value::Bool(found)))
-        }
+        "toDict" => to_dict(evaluator, call, items),
+        "distinct" => distinct(evaluator, call, items),
+        "any" | "all" => any_or_all(evaluator, call, items),
         "first" | "last" => {
             args.at_most(name, 1, &["default"])?;
             let default = args.value(evaluator, scope, 0, "default")?;
@@ -180,6 +91,99 @@ fn method(
             apply(evaluator, name, Item::plain(Value::Array(items)), values)
         }
     }
+}
+
+/// `select(selector)`, `where(predicate)`, `selectMany(selector)`.
+fn select(evaluator: &mut Evaluator, call: MethodCall, items: Vec<Value>) -> Result<Item, YaqlError> {
+    let name = call.name;
+    call.args.at_most(name, 1, &["selector", "predicate"])?;
+    let body = required_lambda(&call, 0, if name == "where" { "predicate" } else { "selector" })?;
+    let mut output = Vec::new();
+    for item in items {
+        let result = evaluator.call_lambda(body, call.scope, std::slice::from_ref(&item))?;
+        match name {
+            "select" => output.push(result),
+            "where" if truthy(&result) => output.push(item),
+            "where" => {}
+            _ => match result {
+                Value::Array(inner) => output.extend(inner),
+                other => output.push(other),
+            },
+        }
+        if output.len() > LIMIT_ITERATORS {
+            return Err(YaqlError::CollectionTooLarge);
+        }
+    }
+    Item::iterator(output)
+}
+
+/// `reduce(selector, seed)`: Python's functools.reduce.
+fn reduce(evaluator: &mut Evaluator, call: MethodCall, items: Vec<Value>) -> Result<Item, YaqlError> {
+    call.args.at_most(call.name, 2, &["selector", "seed"])?;
+    let body = required_lambda(&call, 0, "selector")?;
+    let mut items = items.into_iter();
+    let seed = call.args.value(evaluator, call.scope, 1, "seed")?;
+    let Some(mut accumulator) = seed.or_else(|| items.next()) else {
+        return Err(YaqlError::Evaluation("TypeError: reduce() of empty iterable with no initial value".into()));
+    };
+    for item in items {
+        accumulator = evaluator.call_lambda(body, call.scope, &[accumulator, item])?;
+    }
+    Ok(Item::plain(accumulator))
+}
+
+/// `toDict(keySelector, valueSelector)`: a later key replaces an earlier one.
+fn to_dict(evaluator: &mut Evaluator, call: MethodCall, items: Vec<Value>) -> Result<Item, YaqlError> {
+    call.args.at_most(call.name, 2, &["keySelector", "valueSelector"])?;
+    let key_body = required_lambda(&call, 0, "keySelector")?;
+    let value_body = call.args.node(1, "valueSelector");
+    let mut map = Map::new();
+    for item in items {
+        let key = map_key(evaluator.call_lambda(key_body, call.scope, std::slice::from_ref(&item))?)?;
+        let value = match value_body {
+            Some(body) => evaluator.call_lambda(body, call.scope, std::slice::from_ref(&item))?,
+            None => item,
+        };
+        map.insert(key, value);
+    }
+    Ok(Item::plain(Value::Object(map)))
+}
+
+/// `distinct(keySelector)`: the first item of each value (or key), in order.
+fn distinct(evaluator: &mut Evaluator, call: MethodCall, items: Vec<Value>) -> Result<Item, YaqlError> {
+    call.args.at_most(call.name, 1, &["keySelector"])?;
+    let Some(body) = call.args.node(0, "keySelector") else {
+        return Item::iterator(distinct_values(evaluator, items)?);
+    };
+    let mut keys: Vec<Value> = Vec::new();
+    let mut output = Vec::new();
+    for item in items {
+        let key = evaluator.call_lambda(body, call.scope, std::slice::from_ref(&item))?;
+        if !keys.iter().any(|seen| py_eq(seen, &key)) {
+            keys.push(key);
+            output.push(item);
+        }
+    }
+    Item::iterator(output)
+}
+
+/// `any(predicate)` and `all(predicate)`, stopping at the first item that decides.
+fn any_or_all(evaluator: &mut Evaluator, call: MethodCall, items: Vec<Value>) -> Result<Item, YaqlError> {
+    call.args.at_most(call.name, 1, &["predicate"])?;
+    let body = call.args.node(0, "predicate");
+    let all = call.name == "all";
+    let mut found = all;
+    for item in items {
+        let test = match body {
+            Some(body) => truthy(&evaluator.call_lambda(body, call.scope, std::slice::from_ref(&item))?),
+            None => truthy(&item),
+        };
+        if test != all {
+            found = !found;
+            break;
+        }
+    }
+    Ok(Item::plain(Value::Bool(found)))
 }
 
 /// `groupBy(keySelector, valueSelector)`: `[key, [values...]]` in first-seen key order.

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::super::parser::Argument;
 use super::super::{MEMORY_QUOTA, YaqlError};
-use super::{Args, Evaluator, Item, Number, Scope, no_match, number, queries, regex};
+use super::{Args, Evaluator, Item, MethodCall, Number, Scope, no_match, number, queries, regex};
 
 /// yaql's `str()`: `null`, `true`, `false`, numbers as Python prints them; collections are
 /// refused (Heat would print Python's representation of them).
@@ -79,13 +79,8 @@ const METHODS: &[&str] = &[
     "search",
 ];
 
-pub(super) fn method(
-    evaluator: &mut Evaluator,
-    scope: &Scope,
-    receiver: &Item,
-    name: &str,
-    args: &Args,
-) -> Option<Result<Item, YaqlError>> {
+pub(super) fn method(evaluator: &mut Evaluator, call: MethodCall) -> Option<Result<Item, YaqlError>> {
+    let MethodCall { scope, receiver, name, args } = call;
     if !METHODS.contains(&name) {
         return None;
     }
@@ -146,23 +141,7 @@ fn string_method(
             }
             Ok(strings(parts))
         }
-        "replace" => {
-            args.at_most(name, 3, &["old", "new", "count"])?;
-            let (Some(old), Some(new)) = (
-                string_argument(evaluator, scope, args, 0, "old")?,
-                string_argument(evaluator, scope, args, 1, "new")?,
-            ) else {
-                return Err(no_match(name));
-            };
-            let count = integer_argument(evaluator, scope, args, 2, "count", -1)?;
-            let occurrences =
-                if old.is_empty() { text.chars().count() + 1 } else { text.matches(old.as_str()).count() };
-            if text.len().saturating_add(occurrences.saturating_mul(new.len())) > MEMORY_QUOTA {
-                return Err(YaqlError::MemoryQuotaExceeded);
-            }
-            let replaced = if count < 0 { text.replace(&old, &new) } else { text.replacen(&old, &new, count as usize) };
-            Ok(Value::String(replaced))
-        }
+        "replace" => replace(evaluator, scope, text, args),
         "toUpper" | "toLower" | "trim" => {
             args.at_most(name, 0, &[])?;
             Ok(Value::String(match name {
@@ -189,6 +168,23 @@ fn string_method(
         }
         _ => Err(no_match(name)),
     }
+}
+
+/// `text.replace(old, new, count)`: Python's `str.replace` (a negative count: every one).
+fn replace(evaluator: &mut Evaluator, scope: &Scope, text: &str, args: &Args) -> Result<Value, YaqlError> {
+    args.at_most("replace", 3, &["old", "new", "count"])?;
+    let (Some(old), Some(new)) =
+        (string_argument(evaluator, scope, args, 0, "old")?, string_argument(evaluator, scope, args, 1, "new")?)
+    else {
+        return Err(no_match("replace"));
+    };
+    let count = integer_argument(evaluator, scope, args, 2, "count", -1)?;
+    let occurrences = if old.is_empty() { text.chars().count() + 1 } else { text.matches(old.as_str()).count() };
+    if text.len().saturating_add(occurrences.saturating_mul(new.len())) > MEMORY_QUOTA {
+        return Err(YaqlError::MemoryQuotaExceeded);
+    }
+    let replaced = if count < 0 { text.replace(&old, &new) } else { text.replacen(&old, &new, count as usize) };
+    Ok(Value::String(replaced))
 }
 
 /// `collection.join(separator)` or `separator.join(collection)`: items as `str()` renders them.
@@ -353,13 +349,7 @@ fn substitute(compiled: &regex::Regex, subject: &str, replacement: &str, count: 
 
 fn replacement_pieces(compiled: &regex::Regex, replacement: &str) -> Result<Vec<Piece>, YaqlError> {
     let bad = |what: String| YaqlError::Evaluation(format!("re.error: {what} in replacement {replacement:?}"));
-    let group = |index: usize| {
-        if index < compiled.captures_len() {
-            Ok(Piece::Group(index))
-        } else {
-            Err(bad(format!("invalid group reference {index}")))
-        }
-    };
+    let group = |index: usize| group_number(compiled, index).map_err(bad);
     let chars: Vec<char> = replacement.chars().collect();
     let mut pieces = Vec::new();
     let mut literal = String::new();
@@ -389,13 +379,7 @@ fn replacement_pieces(compiled: &regex::Regex, replacement: &str) -> Result<Vec<
                 };
                 let name: String = chars[index + 1..index + close].iter().collect();
                 index += close + 1;
-                match name.parse::<usize>() {
-                    Ok(number) => group(number)?,
-                    Err(_) => match compiled.capture_names().position(|known| known == Some(name.as_str())) {
-                        Some(number) => Piece::Group(number),
-                        None => return Err(bad(format!("unknown group name '{name}'"))),
-                    },
-                }
+                named_group(compiled, &name).map_err(bad)?
             }
             'n' => Piece::Text("\n".into()),
             't' => Piece::Text("\t".into()),
@@ -417,4 +401,24 @@ fn replacement_pieces(compiled: &regex::Regex, replacement: &str) -> Result<Vec<
     }
     pieces.push(Piece::Text(literal));
     Ok(pieces)
+}
+
+/// `\\g<name>` or `\\g<number>`: the group it names, or the `re.error` text.
+fn named_group(compiled: &regex::Regex, name: &str) -> Result<Piece, String> {
+    match name.parse::<usize>() {
+        Ok(number) => group_number(compiled, number),
+        Err(_) => match compiled.capture_names().position(|known| known == Some(name)) {
+            Some(number) => Ok(Piece::Group(number)),
+            None => Err(format!("unknown group name '{name}'")),
+        },
+    }
+}
+
+/// A group of the pattern by number, or the `re.error` text.
+fn group_number(compiled: &regex::Regex, index: usize) -> Result<Piece, String> {
+    if index < compiled.captures_len() {
+        Ok(Piece::Group(index))
+    } else {
+        Err(format!("invalid group reference {index}"))
+    }
 }
