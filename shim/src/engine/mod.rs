@@ -41,6 +41,8 @@ pub use transact::{Engine, EngineConfig};
 pub use crate::error_chain;
 
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod conditions_tests;
 #[cfg(test)]
 mod environment_tests;

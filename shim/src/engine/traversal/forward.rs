@@ -97,7 +97,11 @@ pub fn update(
     ctx.tx.delete_edges(name)?;
     let ready = write_plan(ctx, &stack, checked, &existing)?;
     for node in removed {
-        reverse::remove_node(ctx, &stack, node)?;
+        if reverse::retained(&node, true) {
+            reverse::forget_node(ctx, &stack, &node)?;
+        } else {
+            reverse::remove_node(ctx, &stack, node)?;
+        }
     }
     start(ctx, &stack, ready)
 }
@@ -117,8 +121,11 @@ fn write_plan(
         let Some(resource) = resources.get(planned.name.as_str()) else { continue };
         let properties: Map<String, Value> =
             resource.properties.iter().map(|(key, expression)| (key.clone(), expression.to_json())).collect();
-        let definition = json!({"type": resource.kind.name(), "properties": properties,
+        let mut definition = json!({"type": resource.kind.name(), "properties": properties,
             "depends_on": resource.depends_on, "requires": planned.depends_on});
+        if let (Some(policies), Some(fields)) = (resource.policies.to_json(), definition.as_object_mut()) {
+            fields.insert("policies".into(), policies);
+        }
         let previous = match existing.get(&planned.name) {
             // A resource whose type changed is a new resource: the old one goes entirely.
             Some(previous) if previous.resource_type != resource.kind.name() => {

@@ -168,7 +168,16 @@ impl<'t> Level<'t> {
         let mut depends_on = self.expand_depends(ex, &resource.depends_on)?;
         merge(&mut depends_on, &self.inherited.depends_on);
         let condition = self.condition(ex, resource)?;
-        Ok(Resource { kind: resource.kind, properties, depends_on, condition, line: resource.line, nested: None })
+        let policies = resource.policies.clone();
+        Ok(Resource {
+            kind: resource.kind,
+            properties,
+            depends_on,
+            condition,
+            line: resource.line,
+            nested: None,
+            policies,
+        })
     }
 
     /// `depends_on` names as leaf names: a nested resource stands for all of its leaves.
