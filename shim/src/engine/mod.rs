@@ -35,6 +35,9 @@ mod tests;
 
 pub use context::{http_date, now_millis, rfc3339};
 pub use error::EngineError;
+/// A deployment group's batches, for the differential tests against Heat's planner.
+#[doc(hidden)]
+pub use resources::batches::{Target as BatchTarget, create_batches, rolling_batches};
 pub use secrets::TokenKey;
 pub use transact::{Engine, EngineConfig};
 

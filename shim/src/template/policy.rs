@@ -92,8 +92,11 @@ pub fn check(
             _ => Schema::None,
         };
         let [batch_create, rolling_update] = update_policy(name, schema, node, problems);
-        policies.batch_create = batch_create;
-        policies.rolling_update = rolling_update;
+        // A ResourceGroup's members are flattened into its parent: checked, not acted on.
+        if schema == Schema::Deployments {
+            policies.batch_create = batch_create;
+            policies.rolling_update = rolling_update;
+        }
     }
     policies
 }
