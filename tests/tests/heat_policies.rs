@@ -7,7 +7,9 @@
 //! SoftwareDeploymentGroup._assemble_for_rolling_update against the shim's planner, batch by
 //! batch.
 
-use anneal_shim::engine::{BatchTarget, rolling_batches};
+use anneal_shim::engine::{BatchTarget, Engine, EngineConfig, TokenKey, rolling_batches};
+use anneal_shim::model::{AddServer, Service, StackRequest};
+use anneal_shim::store::SqliteStore;
 use anneal_shim::template::{Batching, parse_template};
 use anneal_tests::peers::heat_python;
 use serde_json::{Value, json};
@@ -140,19 +142,52 @@ fn policies_are_accepted_and_refused_as_heat() {
     assert!(mismatches.is_empty(), "the shim and Heat disagree:\n{}", mismatches.join("\n"));
 }
 
-#[test]
-fn a_deletion_policy_from_a_parameter_is_heats_and_refused_by_the_shim() {
-    let resource = json!({"type": "OS::Heat::SoftwareDeployment", "deletion_policy": {"get_param": "p"}});
-    let case = json!({"version": "2018-08-31", "type": "OS::Heat::SoftwareDeployment", "resource": resource,
-        "parameters": {"p": "retain"}});
-    let answers = heat_python("heat_policy.py", &json!({"validate": [case]}));
-    assert_eq!(answers["validate"][0]["ok"]["deletion_policy"], "Retain", "Heat resolves it: {answers}");
-    let text = format!(
-        "{{\"heat_template_version\": \"2018-08-31\", \"parameters\": {{\"p\": {{\"type\": \"string\"}}}}, \
-         \"resources\": {{\"r\": {resource}}}}}"
-    );
-    let refusal = parse_template(&text).expect_err("the documented difference").to_string();
-    assert!(refusal.contains("a deletion_policy given by a function is not supported"), "{refusal}");
+/// A deletion policy from a parameter (TripleO's `{get_param: ServerDeletionPolicy}`): Heat
+/// resolves it when it parses the template; the shim's engine when it stores the plan. Both take
+/// the same values and refuse the same ones with the same text.
+#[tokio::test]
+async fn a_deletion_policy_from_a_parameter_is_resolved_as_heat() {
+    const VALUES: &[(&str, &str)] =
+        &[("2018-08-31", "retain"), ("2018-08-31", "Delete"), ("2018-08-31", "Keep"), ("2015-10-15", "retain")];
+    let cases: Vec<Value> = VALUES
+        .iter()
+        .map(|(version, value)| {
+            json!({"version": version, "type": "OS::Heat::SoftwareDeployment", "parameters": {"p": value},
+                "resource": {"type": "OS::Heat::SoftwareDeployment", "deletion_policy": {"get_param": "p"}}})
+        })
+        .collect();
+    let answers = heat_python("heat_policy.py", &json!({"validate": cases}));
+    let store = SqliteStore::open_in_memory().expect("in-memory store");
+    let config = EngineConfig { public_url: "http://127.0.0.1:1".to_string() };
+    let engine = Engine::new(store, TokenKey::from_secret(&[7; 32]), config);
+    engine.add_server(AddServer { name: "vm1".to_string(), ..AddServer::default() }).await.expect("add vm1");
+    for (index, ((version, value), heat)) in
+        VALUES.iter().zip(answers["validate"].as_array().expect("answers")).enumerate()
+    {
+        let template = format!(
+            "heat_template_version: {version}\nparameters:\n  p: {{type: string}}\nresources:\n  config:\n    \
+             type: OS::Heat::SoftwareConfig\n  r:\n    type: OS::Heat::SoftwareDeployment\n    \
+             deletion_policy: {{get_param: p}}\n    properties: {{config: {{get_resource: config}}, server: vm1, \
+             signal_transport: NO_SIGNAL}}\n"
+        );
+        let request = StackRequest {
+            name: Some(format!("s{index}")),
+            template,
+            parameters: [("p".to_string(), value.to_string())].into_iter().collect(),
+            ..StackRequest::default()
+        };
+        let created = engine.create_stack(request).await;
+        match heat.get("error").and_then(Value::as_str) {
+            Some(error) => {
+                let refusal = created.expect_err(&format!("{value} ({version}): Heat refuses it: {error}"));
+                let text = error.strip_prefix("resources.r: ").unwrap_or(error);
+                assert!(format!("{refusal}").contains(text), "{value} ({version}): Heat {error:?}, the shim {refusal}");
+            }
+            None => {
+                assert!(created.is_ok(), "{value} ({version}): Heat accepts it: {heat}, the shim {created:?}");
+            }
+        }
+    }
 }
 
 /// (servers in template order, existing members with their server before, servers after, batch size).

@@ -179,6 +179,8 @@ async fn pauses_that_reach_the_stack_timeout_fail_the_update_as_heat() {
 
 const RETAINED: &str = r##"
 heat_template_version: 2018-08-31
+parameters:
+  policy: {type: string, default: retain}
 resources:
   config:
     type: OS::Heat::SoftwareConfig
@@ -195,7 +197,7 @@ resources:
 
 #[tokio::test]
 async fn retain_runs_no_delete_action_on_removal_or_stack_delete() {
-    for (policy, template) in [("Retain", "update"), ("retain", "delete")] {
+    for (policy, template) in [("Retain", "update"), ("retain", "delete"), ("{get_param: policy}", "delete")] {
         let dir = tempfile::tempdir().unwrap();
         let engine = engine_at(&dir.path().join("shim.db"));
         register(&engine, &["web1", "web2"]).await;
@@ -204,7 +206,7 @@ async fn retain_runs_no_delete_action_on_removal_or_stack_delete() {
         signal(&engine, "web2", 0).await;
         assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
         if template == "update" {
-            let only_config: String = RETAINED.lines().take(6).collect::<Vec<_>>().join("\n");
+            let only_config: String = RETAINED.lines().take(8).collect::<Vec<_>>().join("\n");
             engine.update_stack("s", request("s", &only_config, &[])).await.unwrap();
             assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE", "{policy}: nothing to wait for");
         } else {

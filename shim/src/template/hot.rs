@@ -391,7 +391,7 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
     }
     let group = resource.nested.as_ref().is_some_and(|nested| nested.kind == NestedKind::Group);
     let own_kind = if resource.nested.is_some() { None } else { kind };
-    resource.policies = policy::check(name, own_kind, group, &written, dialect.version, problems);
+    resource.policies = policy::check(name, own_kind, group, &written, dialect, problems);
     (problems.len() == before).then_some(resource)
 }
 

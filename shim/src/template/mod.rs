@@ -45,7 +45,7 @@ pub use hot::{
 };
 pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedError, expand as expand_nested};
 pub use parameters::resolve_parameters;
-pub use policy::{Batching, Policies};
+pub use policy::{Batching, Policies, resolve_deletion_policy};
 pub use provider::{GROUP_TYPE, NestedDefinition, NestedKind, is_template_name};
 pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes};
 pub use snippet::evaluate_snippet;

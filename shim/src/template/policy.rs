@@ -4,12 +4,16 @@
 //! snapshot, here OS::Heat::DeployedServer), the update policy against the type's
 //! `update_policy_schema` (SoftwareDeploymentGroup: `rolling_update` and `batch_create`, each
 //! `max_batch_size` and `pause_time`; ResourceGroup: `min_in_service` too; every other type: none,
-//! so any key is unknown). The texts are Heat's. What the engine acts on is `Policies`.
+//! so any key is unknown). The texts are Heat's. What the engine acts on is `Policies`. A
+//! deletion policy given by a function (TripleO's `{get_param: ServerDeletionPolicy}`) is kept as
+//! an expression, which the engine resolves and checks (`resolve_deletion_policy`) when it
+//! stores the stack's plan.
 
 use serde_json::Value;
 
 use super::ResourceType;
 use super::expr::functions::Version;
+use super::expr::{Dialect, Expr};
 use super::yaml::{Body, Node};
 
 /// Batches of at most `max_batch_size` members, `pause_millis` apart.
@@ -20,10 +24,14 @@ pub struct Batching {
 }
 
 /// What the engine does differently for a resource because of its policies.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Policies {
     /// `deletion_policy: Retain`: removing the resource runs nothing on its server.
     pub retain: bool,
+    /// A `deletion_policy` given by a function, for the engine to resolve, and whether the
+    /// template's version has the lower-case names.
+    pub deletion_function: Option<Expr>,
+    pub lower_case_names: bool,
     /// A deployment group's `update_policy.batch_create`.
     pub batch_create: Option<Batching>,
     /// A deployment group's `update_policy.rolling_update`.
@@ -33,7 +41,11 @@ pub struct Policies {
 impl Policies {
     /// The policies as the engine stores them in a node's definition (absent when default).
     pub fn to_json(&self) -> Option<Value> {
-        if *self == Policies::default() {
+        let inert = !self.retain
+            && self.deletion_function.is_none()
+            && self.batch_create.is_none()
+            && self.rolling_update.is_none();
+        if inert {
             return None;
         }
         let batching = |batching: &Option<Batching>| {
@@ -42,7 +54,9 @@ impl Policies {
             })
         };
         Some(serde_json::json!({"retain": self.retain, "batch_create": batching(&self.batch_create),
-            "rolling_update": batching(&self.rolling_update)}))
+            "rolling_update": batching(&self.rolling_update),
+            "deletion_function": self.deletion_function.as_ref().map(Expr::to_json),
+            "lower_case_names": self.lower_case_names}))
     }
 
     /// Reads back what `to_json` wrote (anything else: the defaults).
@@ -55,8 +69,14 @@ impl Policies {
                 pause_millis: batching.get("pause_millis")?.as_u64()?,
             })
         };
+        let deletion_function = value
+            .get("deletion_function")
+            .filter(|stored| !stored.is_null())
+            .and_then(|stored| Expr::from_json(stored).ok());
         Policies {
             retain: value.get("retain").and_then(Value::as_bool).unwrap_or(false),
+            deletion_function,
+            lower_case_names: value.get("lower_case_names").and_then(Value::as_bool).unwrap_or(false),
             batch_create: batching("batch_create"),
             rolling_update: batching("rolling_update"),
         }
@@ -76,12 +96,19 @@ pub fn check(
     kind: Option<ResourceType>,
     group: bool,
     written: &Written<'_>,
-    version: Version,
+    dialect: &Dialect<'_>,
     problems: &mut Vec<String>,
 ) -> Policies {
-    let mut policies = Policies::default();
+    let mut policies = Policies { lower_case_names: dialect.version >= Version::V2016_10_14, ..Policies::default() };
     if let Some(node) = written.deletion_policy {
-        policies.retain = deletion_policy(name, kind, node, version, problems);
+        if let Body::Mapping(_) = node.body {
+            match Expr::parse(&node.to_value(), dialect) {
+                Ok(expr) => policies.deletion_function = Some(expr),
+                Err(error) => problems.push(format!("resource {name}: deletion_policy: {error} (line {})", node.line)),
+            }
+        } else {
+            policies.retain = deletion_policy(name, kind, node, policies.lower_case_names, problems);
+        }
     }
     if let Some(node) = written.update_policy {
         let schema = match kind {
@@ -101,46 +128,45 @@ pub fn check(
     policies
 }
 
-/// True for `Retain`. Heat resolves functions here too; the shim takes the policy as written.
+/// True for `Retain`, from a policy written as a literal.
 fn deletion_policy(
     name: &str,
     kind: Option<ResourceType>,
     node: &Node,
-    version: Version,
+    aliases: bool,
     problems: &mut Vec<String>,
 ) -> bool {
-    let line = node.line;
-    let text = match &node.body {
-        Body::Scalar(Value::String(text)) => text.as_str(),
-        Body::Mapping(_) => {
-            problems.push(format!(
-                "resource {name}: a deletion_policy given by a function is not supported by anneal-shim: write \
-                 Delete, Retain or Snapshot (line {line})"
-            ));
-            return false;
+    match resolve_deletion_policy(name, kind, &node.to_value(), aliases) {
+        Ok(retain) => retain,
+        Err(problem) => {
+            problems.push(format!("resource {name}: {problem} (line {})", node.line));
+            false
         }
-        _ => {
-            problems
-                .push(format!("resource {name}: Resource {name} deletion_policy type must be string (line {line})"));
-            return false;
-        }
+    }
+}
+
+/// Whether a deletion policy's value (written, or what its function gave) is `Retain`, or
+/// Heat's refusal of it. `aliases`: the template's version has the lower-case names.
+pub fn resolve_deletion_policy(
+    name: &str,
+    kind: Option<ResourceType>,
+    value: &Value,
+    aliases: bool,
+) -> Result<bool, String> {
+    let text = match value {
+        Value::String(text) => text.as_str(),
+        _ => return Err(format!("Resource {name} deletion_policy type must be string")),
     };
-    let aliases = version >= Version::V2016_10_14;
     let policy = match text {
         "Delete" | "Retain" | "Snapshot" => text.to_string(),
         "delete" | "retain" | "snapshot" if aliases => capitalised(text),
-        _ => {
-            problems.push(format!("resource {name}: Invalid deletion policy \"{text}\" (line {line})"));
-            return false;
-        }
+        _ => return Err(format!("Invalid deletion policy \"{text}\"")),
     };
     // Of the types here only a server (server_base.BaseServer) has handle_snapshot_delete.
     if policy == "Snapshot" && kind != Some(ResourceType::DeployedServer) {
-        problems.push(format!(
-            "resource {name}: resources.{name}.deletion_policy: \"Snapshot\" deletion policy not supported (line {line})"
-        ));
+        return Err(format!("resources.{name}.deletion_policy: \"Snapshot\" deletion policy not supported"));
     }
-    policy == "Retain"
+    Ok(policy == "Retain")
 }
 
 fn capitalised(text: &str) -> String {
