@@ -391,7 +391,10 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
     }
     let group = resource.nested.as_ref().is_some_and(|nested| nested.kind == NestedKind::Group);
     let own_kind = if resource.nested.is_some() { None } else { kind };
-    resource.policies = policy::check(name, own_kind, group, &written, dialect, problems);
+    // An unknown type is refused already; its policies are not checked against a guess.
+    if own_kind.is_some() || resource.nested.is_some() {
+        resource.policies = policy::check(name, own_kind, group, &written, dialect, problems);
+    }
     (problems.len() == before).then_some(resource)
 }
 

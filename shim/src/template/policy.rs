@@ -162,8 +162,11 @@ pub fn resolve_deletion_policy(
         "delete" | "retain" | "snapshot" if aliases => capitalised(text),
         _ => return Err(format!("Invalid deletion policy \"{text}\"")),
     };
-    // Of the types here only a server (server_base.BaseServer) has handle_snapshot_delete.
-    if policy == "Snapshot" && kind != Some(ResourceType::DeployedServer) {
+    // Of the types here only a server (server_base.BaseServer) has handle_snapshot_delete. An
+    // OS::Heat::None usually stands for an infrastructure type an environment mapped away
+    // (a volume, which can snapshot): accepted, where Heat's NoneResource would refuse it.
+    let can_snapshot = matches!(kind, Some(ResourceType::DeployedServer | ResourceType::None));
+    if policy == "Snapshot" && !can_snapshot {
         return Err(format!("resources.{name}.deletion_policy: \"Snapshot\" deletion policy not supported"));
     }
     Ok(policy == "Retain")
