@@ -269,3 +269,19 @@ fn rolling_batches_are_heats() {
     }
     assert!(mismatches.is_empty(), "the batches differ:\n{}", mismatches.join("\n"));
 }
+
+/// Heat resolves functions inside `update_policy`; the shim refuses them, naming the limitation
+/// (docs/templates.md "Update policies").
+#[test]
+fn a_function_in_an_update_policy_is_heats_and_refused_by_the_shim() {
+    let resource = json!({"type": SDG, "update_policy": {"rolling_update": {"max_batch_size": {"get_param": "n"}}}});
+    let case = json!({"version": "2018-08-31", "type": SDG, "resource": resource, "parameters": {"n": "2"}});
+    let answers = heat_python("heat_policy.py", &json!({"validate": [case]}));
+    assert_eq!(answers["validate"][0]["ok"]["update_policy"]["rolling_update"]["max_batch_size"], 2, "{answers}");
+    let text = format!(
+        "{{\"heat_template_version\": \"2018-08-31\", \"parameters\": {{\"n\": {{\"type\": \"string\"}}}}, \
+         \"resources\": {{\"r\": {resource}}}}}"
+    );
+    let refusal = parse_template(&text).expect_err("the documented difference").to_string();
+    assert!(refusal.contains("update_policy: functions are not supported here by anneal-shim"), "{refusal}");
+}

@@ -118,6 +118,16 @@ pub fn check(
             _ if group => Schema::ResourceGroup,
             _ => Schema::None,
         };
+        // Heat resolves functions here; the shim takes the values as written.
+        let literal = Expr::parse(&node.to_value(), dialect).map_or(true, |expr| matches!(expr, Expr::Literal(_)));
+        if !literal {
+            problems.push(format!(
+                "resource {name}: update_policy: functions are not supported here by anneal-shim: write the values \
+                 (line {})",
+                node.line
+            ));
+            return policies;
+        }
         let [batch_create, rolling_update] = update_policy(name, schema, node, problems);
         // A ResourceGroup's members are flattened into its parent: checked, not acted on.
         if schema == Schema::Deployments {

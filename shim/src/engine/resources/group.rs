@@ -80,7 +80,8 @@ fn expand(
             removed.push(node);
         }
     }
-    let (mut batches, pause_millis) = match plan(ctx, stack, &group, &members, &keys) {
+    let targets = targets(ctx, stack, &group, &members, &keys)?;
+    let (mut batches, pause_millis) = match plan(stack, &group, &members, &keys, &targets) {
         Ok(plan) => plan,
         Err(reason) => {
             node::fail(ctx, stack, group, &reason)?;
@@ -122,26 +123,18 @@ fn expand(
 /// (they complete at once, unchanged). Err: Heat's refusal of a plan whose pauses alone reach
 /// the stack's timeout.
 fn plan(
-    ctx: &mut Context<'_>,
     stack: &StackRow,
     group: &NodeRow,
     members: &Members,
     keys: &[String],
+    targets: &[batches::Target],
 ) -> Result<(Vec<Vec<String>>, u64), String> {
     let policies = Policies::from_json(group.definition.get("policies"));
     let changed = group.record.applied.as_ref() != Some(&members.group_applied());
     let (batches, batching) = match (group.action, policies.batch_create, policies.rolling_update) {
         (Action::Create, Some(batching), _) => (batches::create_batches(keys, batching.max_batch_size), batching),
         (Action::Update, _, Some(batching)) if changed => {
-            let mut targets = Vec::new();
-            for key in keys {
-                let existing = ctx.tx.node(&stack.name, &member_name(&group.name, key)).ok().flatten();
-                let existing = existing.filter(|_| group.record.members.contains(&member_name(&group.name, key)));
-                let changed =
-                    existing.as_ref().is_none_or(|node| node.definition.get("applied") != Some(&members.applied(key)));
-                targets.push(batches::Target { key: key.clone(), exists: existing.is_some(), changed });
-            }
-            let mut plan = batches::rolling_batches(&targets, batching.max_batch_size);
+            let mut plan = batches::rolling_batches(targets, batching.max_batch_size);
             let unchanged =
                 targets.iter().filter(|target| target.exists && !target.changed).map(|target| target.key.clone());
             match plan.first_mut() {
@@ -157,6 +150,30 @@ fn plan(
         return Err("The current update policy will result in stack update timeout.".into());
     }
     Ok((batches, batching.pause_millis))
+}
+
+/// For a rolling update: each member after the update, whether it is a member already and
+/// whether its definition changes (the one it last ran against the one it would get now).
+fn targets(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    group: &NodeRow,
+    members: &Members,
+    keys: &[String],
+) -> Result<Vec<batches::Target>, EngineError> {
+    let rolling = Policies::from_json(group.definition.get("policies")).rolling_update.is_some();
+    if !rolling || group.action != Action::Update {
+        return Ok(Vec::new());
+    }
+    let mut targets = Vec::new();
+    for key in keys {
+        let name = member_name(&group.name, key);
+        let existing = if group.record.members.contains(&name) { ctx.tx.node(&stack.name, &name)? } else { None };
+        let changed =
+            existing.as_ref().is_none_or(|node| node.definition.get("applied") != Some(&members.applied(key)));
+        targets.push(batches::Target { key: key.clone(), exists: existing.is_some(), changed });
+    }
+    Ok(targets)
 }
 
 /// The stack's timeout for this traversal; without one, Heat's default (`stack_action_timeout`,
