@@ -219,3 +219,22 @@ async fn retain_runs_no_delete_action_on_removal_or_stack_delete() {
         }
     }
 }
+
+#[tokio::test]
+async fn an_update_during_a_pause_supersedes_the_remaining_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["web1", "web2", "web3"]).await;
+    let template = group_template("{batch_create: {pause_time: 30}, rolling_update: {pause_time: 30}}");
+    engine.create_stack(request("s", &template, &[])).await.unwrap();
+    signal(&engine, "web1", 0).await;
+    assert_eq!(actions(&engine).await, vec![some("CREATE"), None, None], "pausing after a");
+    // The group never completed: the update creates it again, batch by batch, from a.
+    engine.update_stack("s", request("s", &template, &[("message", "two")])).await.unwrap();
+    assert_eq!(actions(&engine).await, vec![some("UPDATE"), None, None], "a runs the new config first");
+    assert_eq!(sweep_after(&engine, 31).await, 1, "the old pause falls due");
+    assert_eq!(actions(&engine).await, vec![some("UPDATE"), None, None], "and releases nothing");
+    signal(&engine, "web1", 0).await;
+    assert_eq!(sweep_after(&engine, 31).await, 1);
+    assert_eq!(actions(&engine).await[1], some("CREATE"), "b after the new pause");
+}
