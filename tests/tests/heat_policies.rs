@@ -5,9 +5,10 @@
 //! resolved batch sizes and pauses, or both refuse it with Heat's text. Then the batches of a
 //! rolling update: Heat's ResourceGroup._get_batches and
 //! SoftwareDeploymentGroup._assemble_for_rolling_update against the shim's planner, batch by
-//! batch.
+//! batch (from no member at all it is also `batch_create`'s plan). A deletion policy from a
+//! parameter goes through the shim's engine, which resolves it.
 
-use anneal_shim::engine::{BatchTarget, Engine, EngineConfig, TokenKey, rolling_batches};
+use anneal_shim::engine::{BatchTarget, Engine, EngineConfig, TokenKey, create_batches, rolling_batches};
 use anneal_shim::model::{AddServer, Service, StackRequest};
 use anneal_shim::store::SqliteStore;
 use anneal_shim::template::{Batching, parse_template};
@@ -208,6 +209,8 @@ const PLANS: &[PlanCase] = &[
         &[("a", "s1"), ("b", "t2"), ("c", "s3"), ("d", "t4"), ("e", "s5")],
         2,
     ),
+    // batch_create: Heat's create is the same planner from no member at all.
+    (&["a", "b", "c", "d", "e"], &[], &[("a", "1"), ("b", "2"), ("c", "3"), ("d", "4"), ("e", "5")], 2),
     (
         &["x", "y", "z", "w", "v"],
         &[("x", "1"), ("y", "2"), ("z", "3"), ("w", "4"), ("v", "5")],
@@ -238,6 +241,10 @@ fn rolling_batches_are_heats() {
             })
             .collect();
         let shim = rolling_batches(&targets, *size);
+        if existing.is_empty() {
+            let keys: Vec<String> = servers.iter().map(|key| key.to_string()).collect();
+            assert_eq!(create_batches(&keys, *size), shim, "batch_create is the same plan from no member");
+        }
         let heat_batches: Vec<Vec<String>> = heat["batches"]
             .as_array()
             .expect("batches")
