@@ -1,6 +1,8 @@
-//! Deadlines as typed rows: a stack's own timeout and a wait condition's, each for one traversal
-//! (generation) of its stack. Whoever starts something with a timeout sets its deadline here;
-//! the sweeper reads the due ones back and fails what is still in progress (see `sweeper`).
+//! Deadlines as typed rows: a stack's own timeout, a wait condition's, and the end of a
+//! deployment group's pause between batches, each for one traversal (generation) of its stack.
+//! Whoever starts something with a timeout or a pause sets its deadline here; the sweeper reads
+//! the due ones back and acts on what is still in progress (see `sweeper`). A node's deadline is
+//! one row keyed by the node, whose type says which of the two it is.
 
 use super::context::Context;
 use super::error::EngineError;
@@ -13,8 +15,9 @@ const BATCH: usize = 200;
 pub enum Deadline {
     /// The stack's traversal `generation` must be COMPLETE by then.
     Stack { stack: String, generation: u64 },
-    /// The wait condition `node` must have its signals by then.
-    WaitCondition { stack: String, node: String, generation: u64 },
+    /// Node `node`'s deadline: a wait condition must have its signals by then; a deployment
+    /// group's pause between batches ends then.
+    Node { stack: String, node: String, generation: u64 },
 }
 
 impl Deadline {
@@ -25,25 +28,30 @@ impl Deadline {
 
     /// The timeout of wait condition `node` in the stack's current traversal.
     pub fn of_wait_condition(stack: &StackRow, node: &str) -> Deadline {
-        Deadline::WaitCondition { stack: stack.name.clone(), node: node.to_string(), generation: stack.generation }
+        Deadline::Node { stack: stack.name.clone(), node: node.to_string(), generation: stack.generation }
+    }
+
+    /// The end of deployment group `node`'s pause between batches in the current traversal.
+    pub fn of_batch_pause(stack: &StackRow, node: &str) -> Deadline {
+        Deadline::Node { stack: stack.name.clone(), node: node.to_string(), generation: stack.generation }
     }
 
     pub fn stack(&self) -> &str {
         match self {
-            Deadline::Stack { stack, .. } | Deadline::WaitCondition { stack, .. } => stack,
+            Deadline::Stack { stack, .. } | Deadline::Node { stack, .. } => stack,
         }
     }
 
     pub fn generation(&self) -> u64 {
         match self {
-            Deadline::Stack { generation, .. } | Deadline::WaitCondition { generation, .. } => *generation,
+            Deadline::Stack { generation, .. } | Deadline::Node { generation, .. } => *generation,
         }
     }
 
     fn node(&self) -> Option<&str> {
         match self {
             Deadline::Stack { .. } => None,
-            Deadline::WaitCondition { node, .. } => Some(node),
+            Deadline::Node { node, .. } => Some(node),
         }
     }
 
@@ -72,7 +80,7 @@ impl Deadline {
     fn from_row(row: DeadlineRow) -> Deadline {
         match row.node {
             None => Deadline::Stack { stack: row.stack, generation: row.generation },
-            Some(node) => Deadline::WaitCondition { stack: row.stack, node, generation: row.generation },
+            Some(node) => Deadline::Node { stack: row.stack, node, generation: row.generation },
         }
     }
 }

@@ -35,11 +35,16 @@ mod tests;
 
 pub use context::{http_date, now_millis, rfc3339};
 pub use error::EngineError;
+/// A deployment group's batches, for the differential tests against Heat's planner.
+#[doc(hidden)]
+pub use resources::batches::{Target as BatchTarget, create_batches, rolling_batches};
 pub use secrets::TokenKey;
 pub use transact::{Engine, EngineConfig};
 
 pub use crate::error_chain;
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod conditions_tests;
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The sweeper: every deadline (stack timeout, wait-condition timeout) is a stored row (see
-//! `deadlines`), and this loop fails whatever is still in progress when its row falls due.
+//! The sweeper: every deadline (stack timeout, wait-condition timeout, a deployment group's
+//! pause between batches) is a stored row (see `deadlines`), and this loop fails whatever is
+//! still in progress when its row falls due, or releases the group's next batch.
 //! Because the deadlines live in the store, a restarted shim enforces them all the same.
 
 use std::time::Duration;
@@ -10,8 +11,10 @@ use super::context::Context;
 use super::deadlines::Deadline;
 use super::error::EngineError;
 use super::node;
+use super::resources::{Activation, group};
 use super::transact::Engine;
-use crate::store::{NodeState, Store};
+use super::traversal::forward;
+use crate::store::{NodeState, StackRow, Store};
 
 /// How often the sweeper looks for due deadlines.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
@@ -51,8 +54,11 @@ fn fire(ctx: &mut Context<'_>, deadline: &Deadline) -> Result<(), EngineError> {
             let reason = format!("Timed out: stack {} did not complete in time", stack.action);
             node::fail_stack(ctx, &stack.name, stack.generation, &reason)
         }
-        Deadline::WaitCondition { node: name, .. } => {
+        Deadline::Node { node: name, .. } => {
             let Some(node) = ctx.tx.node(&stack.name, name)? else { return Ok(()) };
+            if node::resource_type(&node).is_some_and(|kind| kind.group_member().is_some()) {
+                return batch_pause_ended(ctx, &stack, name);
+            }
             if node.state != NodeState::InProgress {
                 return Ok(());
             }
@@ -64,5 +70,14 @@ fn fire(ctx: &mut Context<'_>, deadline: &Deadline) -> Result<(), EngineError> {
                 format!("WaitConditionTimeout: {} of {count} received - {}", received.len(), reasons.join(";"));
             node::fail(ctx, &stack, node, &reason)
         }
+    }
+}
+
+/// A deployment group's pause between batches ended: its next batch runs.
+fn batch_pause_ended(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Result<(), EngineError> {
+    match group::pause_ended(ctx, stack, name)? {
+        None => Ok(()),
+        Some(Activation::Expanded { members, removed: _ }) => forward::settle(ctx, &stack.name, members),
+        Some(Activation::Released(released)) => forward::proceed(ctx, stack, released),
     }
 }

@@ -171,6 +171,16 @@ pub struct NodeRecord {
     /// Of those, the ids whose latest signal is a FAILURE (kept beside `signals`).
     #[serde(skip_serializing_if = "is_zero")]
     pub failures: u64,
+    /// A deployment group: its resolved properties (and its config's definition) when it last
+    /// expanded, which a rolling update compares against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Value>,
+    /// A deployment group with an update policy: the member keys of each batch not yet released,
+    /// in order, and the pause before each (see engine/resources/group.rs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<Vec<String>>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pause_millis: u64,
 }
 
 fn is_zero(value: &u64) -> bool {

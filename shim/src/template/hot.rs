@@ -15,6 +15,8 @@ use super::expr::functions::Version;
 use super::expr::functions::conditions::Conditions;
 use super::expr::{Dialect, Expr, Names};
 use super::hot_parameters::{parameter_groups, parse_parameter};
+use super::policy::{self, Policies};
+use super::provider::NestedKind;
 use super::type_names;
 use super::yaml::{self, Body, Entry, Node};
 use super::{Output, Resource, ResourceType, Template, TemplateError};
@@ -343,8 +345,10 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
         condition: None,
         line: entry.line,
         nested: None,
+        policies: Policies::default(),
     };
     let mut kind = None;
+    let mut written = policy::Written { deletion_policy: None, update_policy: None };
     for field in fields {
         match field.key.as_str() {
             "type" => match provider::nested_type(&field.value) {
@@ -360,10 +364,11 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
             "depends_on" => resource.depends_on = depends_on(name, &field.value, problems),
             // Heat allows a description on a resource; it has no effect.
             "description" => {}
-            // Accepted and kept out of the deployment: the shim publishes no resource metadata,
-            // deletes as `Delete` and updates groups all at once (docs/templates.md "Resources").
-            key @ ("metadata" | "update_policy") => mapping_key(name, key, &field.value, problems),
-            "deletion_policy" => deletion_policy(name, &field.value, problems),
+            // Accepted and kept out of the deployment: the shim publishes no resource metadata.
+            "metadata" => mapping_key(name, "metadata", &field.value, problems),
+            // Checked once the type is known (`policy::check`).
+            "update_policy" => written.update_policy = Some(&field.value),
+            "deletion_policy" => written.deletion_policy = Some(&field.value),
             "external_id" => problems.push(format!(
                 "resource {name}: \"external_id\" is not supported: anneal-shim creates no physical resources \
                  to adopt (line {})",
@@ -382,8 +387,27 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
     if kind.is_none() {
         resource.kind = ResourceType::None;
     }
+    resource.policies = policies(name, kind, &resource, &written, dialect, problems);
     let complete = kind.is_some() && properties_read(fields, &resource) && well_named;
     (well_named.then_some(resource), complete)
+}
+
+/// The resource's update and deletion policies, checked once its type is known. An unknown
+/// type is refused already; its policies are not checked against a guess.
+fn policies(
+    name: &str,
+    kind: Option<ResourceType>,
+    resource: &Resource,
+    written: &policy::Written<'_>,
+    dialect: &Dialect,
+    problems: &mut Vec<String>,
+) -> Policies {
+    let group = resource.nested.as_ref().is_some_and(|nested| nested.kind == NestedKind::Group);
+    let own_kind = if resource.nested.is_some() { None } else { kind };
+    if own_kind.is_none() && resource.nested.is_none() {
+        return Policies::default();
+    }
+    policy::check(name, own_kind, group, written, dialect, problems)
 }
 
 /// Whether every property the definition writes was read (none failed to parse).
@@ -406,20 +430,7 @@ fn resource_type(name: &str, node: &Node, problems: &mut Vec<String>) -> Option<
     kind
 }
 
-/// `deletion_policy`: one of heat.engine.hot.template's `deletion_policies` (the lower-case
-/// aliases came with 2016-10-14; accepted for every version here).
-fn deletion_policy(name: &str, node: &Node, problems: &mut Vec<String>) {
-    const POLICIES: &[&str] = &["Delete", "Retain", "Snapshot", "delete", "retain", "snapshot"];
-    match &node.body {
-        Body::Scalar(Value::String(text)) if POLICIES.contains(&text.as_str()) => {}
-        _ => problems.push(format!(
-            "resource {name}: deletion_policy must be one of Delete, Retain, Snapshot (line {})",
-            node.line
-        )),
-    }
-}
-
-/// `metadata` and `update_policy` must be mappings (null counts as absent).
+/// `metadata` must be a mapping (null counts as absent).
 fn mapping_key(name: &str, key: &str, node: &Node, problems: &mut Vec<String>) {
     if !matches!(node.body, Body::Mapping(_) | Body::Scalar(Value::Null)) {
         problems.push(format!("resource {name}: {key} must be a mapping (line {})", node.line));

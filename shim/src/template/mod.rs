@@ -14,6 +14,7 @@ mod hot_parameters;
 mod nested;
 mod parameters;
 mod pipeline;
+mod policy;
 mod properties;
 mod provider;
 mod schemas;
@@ -47,6 +48,7 @@ pub use hot::{
 pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedError, expand as expand_nested};
 pub use parameters::resolve_parameters;
 pub use pipeline::{Checked, MAX_PROBLEMS, Request as CheckRequest, Servers, check_template};
+pub use policy::{Batching, Policies, resolve_deletion_policy};
 pub use provider::{GROUP_TYPE, NestedDefinition, NestedKind, is_template_name};
 pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes};
 pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resources};
@@ -131,6 +133,8 @@ pub struct Resource {
     /// A provider template or ResourceGroup (`kind` is then a placeholder): `expand_nested`
     /// replaces it by the resources it holds before the template is validated.
     pub nested: Option<Box<NestedDefinition>>,
+    /// `deletion_policy` and `update_policy`, as the engine acts on them.
+    pub policies: Policies,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

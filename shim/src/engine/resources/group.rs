@@ -7,12 +7,14 @@
 
 use serde_json::{Map, Value, json};
 
+use super::batches;
 use super::deployment::deployment_actions;
 use crate::engine::context::Context;
+use crate::engine::deadlines::Deadline;
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released, status};
 use crate::store::{Action, NodeRecord, NodeRow, NodeState, StackRow, State};
-use crate::template::ResourceType;
+use crate::template::{Policies, ResourceType};
 
 /// What an activation did, for the traversal to follow. Only a group's activation expands.
 #[derive(Debug)]
@@ -44,6 +46,10 @@ pub fn activate(
     properties: &Map<String, Value>,
 ) -> Result<Activation, EngineError> {
     if node.record.expanded == Some(stack.generation) {
+        // A batch completed: pause before the next one, or release it.
+        if !node.record.batches.is_empty() {
+            return between_batches(ctx, stack, node, properties);
+        }
         return finish_group(ctx, stack, node, properties).map(Activation::from);
     }
     let Some(servers) = properties.get("servers").and_then(Value::as_object).cloned() else {
@@ -53,50 +59,216 @@ pub fn activate(
     if servers.is_empty() {
         return finish_group(ctx, stack, node, properties).map(Activation::from);
     }
-    expand(ctx, stack, node, &servers)
+    expand(ctx, stack, node, properties)
 }
 
-/// Writes the members (ready to activate) and returns them, with the previous members that
-/// are not members any more, for the traversal to remove.
+/// Writes the members and returns those of the first batch (ready to activate), with the
+/// previous members that are not members any more, for the traversal to remove. The later
+/// batches wait in the group's record.
 fn expand(
     ctx: &mut Context<'_>,
     stack: &StackRow,
     mut group: NodeRow,
-    servers: &Map<String, Value>,
+    properties: &Map<String, Value>,
 ) -> Result<Activation, EngineError> {
-    let mut member_properties =
-        group.definition.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-    member_properties.remove("servers");
-    // As build_resource_definition of SoftwareDeploymentGroup and StructuredDeploymentGroup.
-    let kind =
-        node::resource_type(&group).and_then(|kind| kind.group_member()).unwrap_or(ResourceType::SoftwareDeployment);
-    let mut members = Vec::new();
-    for (member, server) in servers {
-        let name = member_name(&group.name, member);
-        let mut properties = member_properties.clone();
-        properties.insert("server".into(), server.clone());
-        let definition =
-            json!({"type": kind.name(), "properties": properties, "depends_on": [], "member_of": group.name});
-        write_member(ctx, stack, &name, kind, definition)?;
-        ctx.tx.insert_edge(&stack.name, &name, &group.name)?;
-        members.push(name);
-    }
+    let members = Members::new(ctx, stack, &group, properties)?;
+    let keys: Vec<String> = members.servers.keys().cloned().collect();
+    let names: Vec<String> = keys.iter().map(|key| member_name(&group.name, key)).collect();
     let mut removed = Vec::new();
-    for gone in group.record.members.iter().filter(|name| !members.contains(name)) {
+    for gone in group.record.members.iter().filter(|name| !names.contains(name)) {
         if let Some(node) = ctx.tx.node(&stack.name, gone)? {
             removed.push(node);
         }
     }
-    ctx.tx.add_pending(&stack.name, members.len() as i64)?;
-    group.remaining = members.len() as i64;
+    let targets = targets(ctx, stack, &group, &members, &keys)?;
+    let (mut batches, pause_millis) = match plan(stack, &group, &members, &keys, &targets) {
+        Ok(plan) => plan,
+        Err(reason) => {
+            node::fail(ctx, stack, group, &reason)?;
+            return Ok(Activation::Released(Released::Nothing));
+        }
+    };
+    // Members waiting for a later batch keep running what they ran, but already depend on the
+    // group, so a delete in between removes them after it.
+    for name in &names {
+        if ctx.tx.node(&stack.name, name)?.is_some() {
+            ctx.tx.insert_edge(&stack.name, name, &group.name)?;
+        }
+    }
+    let first = if batches.is_empty() { Vec::new() } else { batches.remove(0) };
+    let released = release(ctx, stack, &group.name, &members, &first)?;
+    ctx.tx.add_pending(&stack.name, names.len() as i64)?;
+    group.remaining = released.len() as i64;
     group.record.expanded = Some(stack.generation);
-    group.record.members = members.clone();
-    group.status_reason = format!("deploying to {} server(s)", members.len());
+    group.record.members = names;
+    group.record.applied = Some(members.group_applied());
+    group.record.batches = batches;
+    group.record.pause_millis = pause_millis;
+    group.status_reason = format!("deploying to {} server(s)", keys.len());
     group.state = NodeState::Init;
     group.updated_at = ctx.now;
     ctx.tx.update_node(&group)?;
     ctx.event(&stack.name, &group.name, &status(group.action, State::InProgress), &group.status_reason)?;
-    Ok(Activation::Expanded { members, removed })
+    if released.is_empty() {
+        // Nothing in the first batch (not expected: it holds every unchanged member and at least
+        // one to change): the group itself is ready again, as after a batch that completed.
+        return Ok(Activation::Expanded { members: vec![group.name], removed });
+    }
+    Ok(Activation::Expanded { members: released, removed })
+}
+
+/// The batches of member keys and the pause between them. One batch of every member unless an
+/// update policy applies: `batch_create` when the group is created, `rolling_update` when an
+/// update changes the group's properties. Members that do not change join the first batch
+/// (they complete at once, unchanged). Err: Heat's refusal of a plan whose pauses alone reach
+/// the stack's timeout.
+fn plan(
+    stack: &StackRow,
+    group: &NodeRow,
+    members: &Members,
+    keys: &[String],
+    targets: &[batches::Target],
+) -> Result<(Vec<Vec<String>>, u64), String> {
+    let policies = Policies::from_json(group.definition.get("policies"));
+    let changed = group.record.applied.as_ref() != Some(&members.group_applied());
+    let (batches, batching) = match (group.action, policies.batch_create, policies.rolling_update) {
+        (Action::Create, Some(batching), _) => (batches::create_batches(keys, batching.max_batch_size), batching),
+        (Action::Update, _, Some(batching)) if changed => {
+            let mut plan = batches::rolling_batches(targets, batching.max_batch_size);
+            let unchanged =
+                targets.iter().filter(|target| target.exists && !target.changed).map(|target| target.key.clone());
+            match plan.first_mut() {
+                Some(first) => first.extend(unchanged),
+                None => plan.push(unchanged.collect()),
+            }
+            (plan, batching)
+        }
+        _ => return Ok((vec![keys.to_vec()], 0)),
+    };
+    let pauses = batching.pause_millis.saturating_mul(batches.len().saturating_sub(1) as u64);
+    if pauses >= timeout_millis(stack) {
+        return Err("The current update policy will result in stack update timeout.".into());
+    }
+    Ok((batches, batching.pause_millis))
+}
+
+/// For a rolling update: each member after the update, whether it is a member already and
+/// whether its definition changes (the one it last ran against the one it would get now).
+fn targets(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    group: &NodeRow,
+    members: &Members,
+    keys: &[String],
+) -> Result<Vec<batches::Target>, EngineError> {
+    let rolling = Policies::from_json(group.definition.get("policies")).rolling_update.is_some();
+    if !rolling || group.action != Action::Update {
+        return Ok(Vec::new());
+    }
+    let mut targets = Vec::new();
+    for key in keys {
+        let name = member_name(&group.name, key);
+        let existing = if group.record.members.contains(&name) { ctx.tx.node(&stack.name, &name)? } else { None };
+        let changed =
+            existing.as_ref().is_none_or(|node| node.definition.get("applied") != Some(&members.applied(key)));
+        targets.push(batches::Target { key: key.clone(), exists: existing.is_some(), changed });
+    }
+    Ok(targets)
+}
+
+/// The stack's timeout for this traversal; without one, Heat's default (`stack_action_timeout`,
+/// an hour), which Heat's check of an update policy uses.
+fn timeout_millis(stack: &StackRow) -> u64 {
+    stack.deadline.map_or(3_600_000, |deadline| deadline.saturating_sub(stack.updated_at))
+}
+
+/// A batch completed (or was empty): pause before the next one, release it, or finish.
+fn between_batches(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut group: NodeRow,
+    properties: &Map<String, Value>,
+) -> Result<Activation, EngineError> {
+    if group.record.batches.is_empty() {
+        return finish_group(ctx, stack, group, properties).map(Activation::from);
+    }
+    if group.record.pause_millis == 0 {
+        return next_batch(ctx, stack, group, properties);
+    }
+    let due_at = ctx.now.saturating_add(group.record.pause_millis);
+    Deadline::of_batch_pause(stack, &group.name).set(ctx, due_at)?;
+    group.state = NodeState::InProgress;
+    group.status_reason = format!(
+        "pausing {} s before the next batch ({} to go)",
+        group.record.pause_millis as f64 / 1000.0,
+        group.record.batches.len()
+    );
+    group.updated_at = ctx.now;
+    ctx.tx.update_node(&group)?;
+    Ok(Activation::Released(Released::Nothing))
+}
+
+/// The group's pause ended (its deadline fell due): release the next batch. Nothing when the
+/// group is not pausing in the stack's current traversal any more (the stack failed, or an
+/// update or delete started since).
+pub fn pause_ended(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Result<Option<Activation>, EngineError> {
+    let Some(group) = ctx.tx.node(&stack.name, name)? else { return Ok(None) };
+    let pausing = group.state == NodeState::InProgress
+        && group.generation == stack.generation
+        && group.record.expanded == Some(stack.generation)
+        && !group.record.batches.is_empty();
+    if stack.state != State::InProgress || !pausing {
+        return Ok(None);
+    }
+    let properties = match ctx.evaluate_properties(stack, &group) {
+        Ok(properties) => properties,
+        Err(reason) => {
+            node::fail(ctx, stack, group, &reason)?;
+            return Ok(None);
+        }
+    };
+    next_batch(ctx, stack, group, &properties).map(Some)
+}
+
+/// Releases the next batch (skipping through empty ones, with their pauses).
+fn next_batch(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut group: NodeRow,
+    properties: &Map<String, Value>,
+) -> Result<Activation, EngineError> {
+    let members = Members::new(ctx, stack, &group, properties)?;
+    let batch = group.record.batches.remove(0);
+    let released = release(ctx, stack, &group.name, &members, &batch)?;
+    if released.is_empty() {
+        return between_batches(ctx, stack, group, properties);
+    }
+    group.remaining = released.len() as i64;
+    group.state = NodeState::Init;
+    group.status_reason = format!("deploying batch of {} member(s)", released.len());
+    group.updated_at = ctx.now;
+    ctx.tx.update_node(&group)?;
+    Ok(Activation::Expanded { members: released, removed: Vec::new() })
+}
+
+/// Writes the members of one batch with their new definitions (and their edge to the group);
+/// returns their node names, ready to activate.
+fn release(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    group: &str,
+    members: &Members,
+    keys: &[String],
+) -> Result<Vec<String>, EngineError> {
+    let mut names = Vec::new();
+    for key in keys {
+        let Some(definition) = members.definition(group, key) else { continue };
+        let name = member_name(group, key);
+        write_member(ctx, stack, &name, members.kind, definition)?;
+        ctx.tx.insert_edge(&stack.name, &name, group)?;
+        names.push(name);
+    }
+    Ok(names)
 }
 
 fn write_member(
@@ -142,6 +314,59 @@ fn write_member(
     Ok(())
 }
 
+/// What a group's members are built from, for one activation.
+struct Members {
+    kind: ResourceType,
+    /// The group's properties as written, without `servers` (each member gets its `server`).
+    written: Map<String, Value>,
+    /// The same, resolved, and the resolved `servers`.
+    resolved: Map<String, Value>,
+    servers: Map<String, Value>,
+    /// The definition of the config the group deploys (part of what a member's change is).
+    config: Value,
+    retain: bool,
+}
+
+impl Members {
+    fn new(
+        ctx: &mut Context<'_>,
+        stack: &StackRow,
+        group: &NodeRow,
+        properties: &Map<String, Value>,
+    ) -> Result<Members, EngineError> {
+        let mut written = group.definition.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        written.remove("servers");
+        let mut resolved = properties.clone();
+        let servers = resolved.remove("servers").and_then(|servers| servers.as_object().cloned()).unwrap_or_default();
+        let config = match node::referenced_resource(group, "config") {
+            Some(config) => ctx.tx.node(&stack.name, &config)?.and_then(|node| node.record.definition),
+            None => None,
+        };
+        // As build_resource_definition of SoftwareDeploymentGroup and StructuredDeploymentGroup.
+        let kind =
+            node::resource_type(group).and_then(|kind| kind.group_member()).unwrap_or(ResourceType::SoftwareDeployment);
+        let retain = Policies::from_json(group.definition.get("policies")).retain;
+        Ok(Members { kind, written, resolved, servers, config: config.unwrap_or(Value::Null), retain })
+    }
+
+    /// What decides whether member `key` changes: its resolved definition and the config's.
+    fn applied(&self, key: &str) -> Value {
+        json!({"properties": self.resolved, "server": self.servers.get(key), "config": self.config})
+    }
+
+    /// The same for the whole group: an update whose value differs changes the group's properties.
+    fn group_applied(&self) -> Value {
+        json!({"properties": self.resolved, "servers": self.servers, "config": self.config})
+    }
+
+    fn definition(&self, group: &str, key: &str) -> Option<Value> {
+        let mut properties = self.written.clone();
+        properties.insert("server".into(), self.servers.get(key)?.clone());
+        Some(json!({"type": self.kind.name(), "properties": properties, "depends_on": [], "member_of": group,
+            "applied": self.applied(key), "group_retain": self.retain}))
+    }
+}
+
 /// Every member completed: the group's attributes are maps keyed by member name.
 fn finish_group(
     ctx: &mut Context<'_>,
@@ -168,6 +393,7 @@ fn finish_group(
         expanded: Some(stack.generation),
         members,
         actions: deployment_actions(properties),
+        applied: group.record.applied.take(),
         ..NodeRecord::default()
     };
     node::complete(ctx, stack, group, "all members complete")

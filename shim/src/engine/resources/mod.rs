@@ -3,6 +3,7 @@
 //! conditions start waiting, values compute, groups expand into member deployments. Work per activation is
 //! proportional to the node's edges: nothing here reads the whole graph.
 
+pub mod batches;
 pub mod config;
 pub mod deployment;
 pub mod group;

@@ -16,7 +16,7 @@ use crate::engine::node::{self, Released, status};
 use crate::engine::resources::{self, Activation, group};
 use crate::model::StackRequest;
 use crate::store::{Action, NodeRecord, NodeRow, NodeState, StackRow, State};
-use crate::template::{Plan, Resource, Template};
+use crate::template::{Plan, Policies, Resource, Template, resolve_deletion_policy};
 
 /// A template that parsed and validated, with its resolved parameters.
 pub struct Checked {
@@ -97,7 +97,11 @@ pub fn update(
     ctx.tx.delete_edges(name)?;
     let ready = write_plan(ctx, &stack, checked, &existing)?;
     for node in removed {
-        reverse::remove_node(ctx, &stack, node)?;
+        if reverse::retained(&node, true) {
+            reverse::forget_node(ctx, &stack, &node)?;
+        } else {
+            reverse::remove_node(ctx, &stack, node)?;
+        }
     }
     start(ctx, &stack, ready)
 }
@@ -117,8 +121,12 @@ fn write_plan(
         let Some(resource) = resources.get(planned.name.as_str()) else { continue };
         let properties: Map<String, Value> =
             resource.properties.iter().map(|(key, expression)| (key.clone(), expression.to_json())).collect();
-        let definition = json!({"type": resource.kind.name(), "properties": properties,
+        let mut definition = json!({"type": resource.kind.name(), "properties": properties,
             "depends_on": resource.depends_on, "requires": planned.depends_on});
+        let policies = resolved_policies(ctx, stack, &planned.name, resource)?;
+        if let (Some(policies), Some(fields)) = (policies.to_json(), definition.as_object_mut()) {
+            fields.insert("policies".into(), policies);
+        }
         let previous = match existing.get(&planned.name) {
             // A resource whose type changed is a new resource: the old one goes entirely.
             Some(previous) if previous.resource_type != resource.kind.name() => {
@@ -152,6 +160,24 @@ fn write_plan(
         }
     }
     Ok(ready)
+}
+
+/// The resource's policies with a `deletion_policy` given by a function resolved (Heat resolves
+/// it when it parses the template; functions of parameters are what it can use then). A value
+/// Heat refuses refuses the stack.
+fn resolved_policies(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    name: &str,
+    resource: &Resource,
+) -> Result<Policies, EngineError> {
+    let mut policies = resource.policies.clone();
+    let Some(function) = policies.deletion_function.take() else { return Ok(policies) };
+    let kind = Some(resource.kind);
+    let refused = |message: String| EngineError::Invalid { message: format!("resource {name}: {message}") };
+    let value = ctx.evaluate(stack, &function).map_err(|error| refused(format!("deletion_policy: {error}")))?;
+    policies.retain = resolve_deletion_policy(name, kind, &value, policies.lower_case_names).map_err(refused)?;
+    Ok(policies)
 }
 
 fn new_node(stack: &StackRow, name: &str, now: u64) -> NodeRow {

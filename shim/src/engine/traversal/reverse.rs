@@ -1,8 +1,11 @@
 //! The reverse traversal: stack delete, and the DELETE actions of resources an update removes.
 //! For a delete, each node's counter becomes the number of its dependents (its out-edges); a
 //! node whose counter is zero publishes its DELETE action (or, with nothing to run, is gone at
-//! once) and, when done, decrements the counters of what it depends on. Also where a traversal
+//! once) and, when done, decrements the counters of what it depends on; a resource whose
+//! `deletion_policy` is Retain runs nothing and is forgotten. Also where a traversal
 //! of either direction ends: the stack completes, or a delete removes it.
+
+use serde_json::Value;
 
 use crate::engine::context::Context;
 use crate::engine::deadlines::Deadline;
@@ -10,6 +13,7 @@ use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released, status};
 use crate::engine::resources::deployment::{self, config_of};
 use crate::store::{Action, NodeRow, NodeState, StackRow, State};
+use crate::template::Policies;
 
 /// How long a delete may wait for its DELETE actions (Heat's default stack action timeout).
 const DELETE_TIMEOUT_MILLIS: u64 = 3_600_000;
@@ -87,7 +91,7 @@ fn start_teardown(ctx: &mut Context<'_>, stack: &StackRow) -> Result<(), EngineE
 fn drain(ctx: &mut Context<'_>, stack: &StackRow, mut ready: Vec<String>) -> Result<(), EngineError> {
     while let Some(name) = ready.pop() {
         let Some(node) = ctx.tx.node(&stack.name, &name)? else { continue };
-        if publish_delete(ctx, stack, node.clone(), false)? {
+        if !retained(&node, true) && publish_delete(ctx, stack, node.clone(), false)? {
             // Its signal continues the traversal (`deleted`).
             continue;
         }
@@ -129,10 +133,18 @@ fn dependencies(node: &NodeRow) -> Vec<String> {
     all
 }
 
-/// A resource an update removed: publish its DELETE action when its config asks for one,
-/// otherwise forget it now.
+/// Whether removing `node` runs nothing on its server (`deletion_policy: Retain`, Heat's
+/// Resource.delete skipping handle_delete): its own policy, or, when `with_group` (its group goes
+/// too), its group's, whose retained nested stack would keep the members.
+pub fn retained(node: &NodeRow, with_group: bool) -> bool {
+    let own = Policies::from_json(node.definition.get("policies")).retain;
+    own || (with_group && node.definition.get("group_retain").and_then(Value::as_bool) == Some(true))
+}
+
+/// A resource an update removed: publish its DELETE action when its config asks for one (and
+/// its deletion policy is not Retain), otherwise forget it now.
 pub fn remove_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<(), EngineError> {
-    if publish_delete(ctx, stack, node.clone(), true)? {
+    if !retained(&node, false) && publish_delete(ctx, stack, node.clone(), true)? {
         return Ok(());
     }
     forget_node(ctx, stack, &node)

@@ -193,6 +193,8 @@ fn member(
         condition: None,
         line: child.line,
         nested: None,
+        // Heat's member definitions have no policies (ResourceGroup.build_resource_definition).
+        policies: crate::template::Policies::default(),
     };
     match (nested_kind(&kind), ResourceType::parse(&kind)) {
         (Some(nested), _) => {

@@ -168,7 +168,19 @@ impl<'t> Level<'t> {
         let mut depends_on = self.expand_depends(ex, &resource.depends_on)?;
         merge(&mut depends_on, &self.inherited.depends_on);
         let condition = self.condition(ex, resource)?;
-        Ok(Resource { kind: resource.kind, properties, depends_on, condition, line: resource.line, nested: None })
+        let mut policies = resource.policies.clone();
+        if let Some(function) = &resource.policies.deletion_function {
+            policies.deletion_function = Some(self.rewrite(ex, function)?);
+        }
+        Ok(Resource {
+            kind: resource.kind,
+            properties,
+            depends_on,
+            condition,
+            line: resource.line,
+            nested: None,
+            policies,
+        })
     }
 
     /// `depends_on` names as leaf names: a nested resource stands for all of its leaves.

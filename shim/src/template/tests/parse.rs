@@ -163,8 +163,8 @@ resources:
     let problems = parse_problems(text);
     for expected in [
         "resource a: metadata must be a mapping (line 5)",
-        "resource a: deletion_policy must be one of Delete, Retain, Snapshot (line 6)",
-        "resource a: update_policy must be a mapping (line 7)",
+        "resource a: Invalid deletion policy \"Keep\" (line 6)",
+        "resource a: Resource a update_policy type must be object (line 7)",
         "resource a: condition: Invalid condition \"c\" (line 8)",
         "resource a: \"external_id\" is not supported: anneal-shim creates no physical resources to adopt (line 9)",
         "resource a: unknown key \"bogus\" (line 10)",

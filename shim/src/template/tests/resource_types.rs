@@ -111,7 +111,7 @@ resources:
     type: OS::Heat::None
     metadata: {role: web}
     deletion_policy: retain
-    update_policy: {batch_create: {max_batch_size: 1}}
+    update_policy: {}
 ",
     );
     assert_eq!(parsed.resources.len(), 1);
