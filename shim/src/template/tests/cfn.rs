@@ -213,3 +213,26 @@ fn member_list_to_map_and_get_azs_edge_cases() {
     assert_eq!(map(json!({".member.0.Name=k": 1, ".member.0.Value=v": 2})), Ok(json!({"k": "v"})), "a map's keys");
     assert_eq!(run(json!({"Fn::GetAZs": {"Fn::Join": ["", ["Region", "One"]]}})), Ok(json!(["nova"])));
 }
+
+#[test]
+fn a_long_member_list_maps_in_linear_time() {
+    let members: Vec<String> = (0..60_000)
+        .flat_map(|index| [format!(".member.{index}.Name=k{index}"), format!(".member.{index}.Value=v")])
+        .collect();
+    let started = std::time::Instant::now();
+    let snippet = json!({"Fn::MemberListToMap": ["Name", "Value", members]});
+    let map = crate::template::evaluate_snippet("2013-05-23", &serde_json::Map::new(), &BTreeMap::new(), &snippet);
+    assert_eq!(map.map(|map| map.as_object().map(serde_json::Map::len)), Ok(Some(60_000)));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_member_group_with_many_fields_maps_in_linear_time() {
+    let mut members: Vec<String> = (0..60_000).map(|field| format!(".member.0.f{field}=x")).collect();
+    members.extend([".member.0.Name=k".to_owned(), ".member.0.Value=v".to_owned()]);
+    let started = std::time::Instant::now();
+    let snippet = json!({"Fn::MemberListToMap": ["Name", "Value", members]});
+    let map = crate::template::evaluate_snippet("2013-05-23", &serde_json::Map::new(), &BTreeMap::new(), &snippet);
+    assert_eq!(map, Ok(json!({"k": "v"})));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}

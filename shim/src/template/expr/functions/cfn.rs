@@ -4,6 +4,8 @@
 //! `Fn::Base64` is the identity, as in Heat, and lives in `apply.rs`. Also `str_replace` and
 //! `list_join` as templates before 2015-10-15 have them, which Fn::Replace and Fn::Join share.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::{invalid, rename};
@@ -148,21 +150,27 @@ pub(super) fn member_list_to_map(args: Value) -> Result<Value, EvalError> {
         Value::String(text) => text.chars().map(|character| Value::String(character.to_string())).collect(),
         _ => return Err(invalid("Member list must be a list")),
     };
-    let mut groups: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let mut groups: Vec<(String, HashMap<String, String>)> = Vec::new();
+    // Indexes looked up by hash: a template may list tens of thousands of members.
+    let mut places = HashMap::new();
     for (path, value) in member_partials(&members)? {
         let Some((index, field)) = member_path(&path) else { continue };
-        match groups.iter_mut().find(|(known, _)| *known == index) {
-            Some((_, fields)) => set(fields, field, value),
-            None => groups.push((index, vec![(field, value)])),
+        match places.get(&index).and_then(|place: &usize| groups.get_mut(*place)) {
+            Some((_, fields)) => {
+                fields.insert(field, value);
+            }
+            None => {
+                places.insert(index.clone(), groups.len());
+                groups.push((index, HashMap::from([(field, value)])));
+            }
         }
     }
     // A stable sort by the index's numeric value (its digits without leading zeros).
     groups.sort_by(|(left, _), (right, _)| left.len().cmp(&right.len()).then_with(|| left.cmp(right)));
     let mut map = serde_json::Map::new();
     for (_, fields) in groups {
-        let field = |name: &str| fields.iter().find(|(field, _)| field == name).map(|(_, value)| value.clone());
-        if let (Some(key), Some(value)) = (field(&key_name), field(&value_name)) {
-            map.insert(key, Value::String(value));
+        if let (Some(key), Some(value)) = (fields.get(&key_name), fields.get(&value_name)) {
+            map.insert(key.clone(), Value::String(value.clone()));
         }
     }
     Ok(Value::Object(map))
@@ -171,7 +179,7 @@ pub(super) fn member_list_to_map(args: Value) -> Result<Value, EvalError> {
 /// Each member split at its first `=`, a repeated path keeping its first place and last value.
 fn member_partials(members: &[Value]) -> Result<Vec<(String, String)>, EvalError> {
     let mut partials = Vec::new();
-    let mut places = std::collections::HashMap::new();
+    let mut places = HashMap::new();
     for (position, member) in members.iter().enumerate() {
         let Value::String(text) = member else { return Err(invalid("Member list items must be strings")) };
         let Some((path, value)) = text.split_once('=') else {
@@ -191,13 +199,6 @@ fn member_partials(members: &[Value]) -> Result<Vec<(String, String)>, EvalError
 fn set_at(partials: &mut [(String, String)], place: usize, value: &str) {
     if let Some(entry) = partials.get_mut(place) {
         entry.1 = value.to_owned();
-    }
-}
-
-fn set(fields: &mut Vec<(String, String)>, field: String, value: String) {
-    match fields.iter_mut().find(|(known, _)| *known == field) {
-        Some(entry) => entry.1 = value,
-        None => fields.push((field, value)),
     }
 }
 
