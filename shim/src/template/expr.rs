@@ -5,6 +5,8 @@
 pub mod functions;
 pub mod values;
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value};
 
 use functions::conditions::{self, Conditions};
@@ -70,9 +72,9 @@ pub struct Dialect<'a> {
 /// name means its reference id (`get_resource`), any other a parameter's value (`get_param`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Names {
-    pub resources: Vec<String>,
+    pub resources: BTreeSet<String>,
     /// Declared parameters and the pseudo parameters Heat defines for every stack.
-    pub parameters: Vec<String>,
+    pub parameters: BTreeSet<String>,
 }
 
 /// `get_attr: [resource]` (2015-10-15+) is stored as a `GetAttr` of this attribute: Heat's own

@@ -263,10 +263,10 @@ fn sections<'a>(
 
 /// The resource and parameter names 2013-05-23's `Ref` tells apart.
 fn ref_names(entries: &[Entry]) -> Names {
-    let keys = |section: &str| -> Vec<String> {
+    let keys = |section: &str| -> std::collections::BTreeSet<String> {
         match entries.iter().find(|entry| entry.key == section).map(|entry| &entry.value.body) {
             Some(Body::Mapping(items)) => items.iter().map(|item| item.key.clone()).collect(),
-            _ => Vec::new(),
+            _ => Default::default(),
         }
     };
     let mut parameters = keys("parameters");

@@ -48,9 +48,11 @@ pub fn evaluate_snippet_with_resources(
     let version = Version::parse(version).ok_or_else(|| format!("unknown heat_template_version {version}"))?;
     // As Heat, a broken condition only matters to a snippet that names it.
     let (conditions, _problems) = Conditions::parse(conditions, version);
-    let mut names = Names { resources: resources.keys().cloned().collect(), parameters: Vec::new() };
-    names.parameters =
-        parameters.keys().cloned().chain(PSEUDO_PARAMETERS.iter().map(|name| (*name).to_owned())).collect();
+    let pseudo = PSEUDO_PARAMETERS.iter().map(|name| (*name).to_owned());
+    let names = Names {
+        resources: resources.keys().cloned().collect(),
+        parameters: parameters.keys().cloned().chain(pseudo).collect(),
+    };
     let dialect = Dialect { version, conditions: Some(&conditions), stored: false, names: Some(&names) };
     let expr = Expr::parse(snippet, &dialect)?;
     // The stored form (the engine stores `to_json`) must read back; it is read with the

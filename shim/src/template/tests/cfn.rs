@@ -57,7 +57,7 @@ fn an_unknown_ref_is_heats_error_with_its_place() {
 
 #[test]
 fn ref_needs_the_template_names_and_is_never_stored() {
-    let names = Names { resources: vec!["r".into()], parameters: vec!["p".into()] };
+    let names = Names { resources: ["r".to_owned()].into(), parameters: ["p".to_owned()].into() };
     let dialect = Dialect { version: Version::V2013_05_23, conditions: None, stored: false, names: Some(&names) };
     assert_eq!(Expr::parse(&json!({"Ref": "r"}), &dialect), Ok(Expr::GetResource("r".into())));
     assert_eq!(Expr::parse(&json!({"Ref": ["p"]}), &dialect), Err("Ref: expected a resource or parameter name".into()));
