@@ -348,6 +348,7 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
         condition: None,
         line: entry.line,
         nested: None,
+        stack: None,
     };
     let mut kind = None;
     for field in fields {

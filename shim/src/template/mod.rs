@@ -128,6 +128,10 @@ pub struct Resource {
     /// A provider template or ResourceGroup (`kind` is then a placeholder): `expand_nested`
     /// replaces it by the resources it holds before the template is validated.
     pub nested: Option<Box<NestedDefinition>>,
+    /// A resource of a flattened nested stack or ResourceGroup: that stack's `<name>/<id>`
+    /// (a deployment's `deploy_stack_id`, as Heat's `stack_path()`), as an expression of the
+    /// root's parameters; `None` for the root stack's own resources.
+    pub stack: Option<Expr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

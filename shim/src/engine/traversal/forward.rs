@@ -117,8 +117,12 @@ fn write_plan(
         let Some(resource) = resources.get(planned.name.as_str()) else { continue };
         let properties: Map<String, Value> =
             resource.properties.iter().map(|(key, expression)| (key.clone(), expression.to_json())).collect();
-        let definition = json!({"type": resource.kind.name(), "properties": properties,
+        let mut definition = json!({"type": resource.kind.name(), "properties": properties,
             "depends_on": resource.depends_on, "requires": planned.depends_on});
+        // A resource of a flattened nested stack: that stack's `<name>/<id>` (deploy_stack_id).
+        if let Some(stack) = &resource.stack {
+            definition["stack"] = stack.to_json();
+        }
         let previous = match existing.get(&planned.name) {
             // A resource whose type changed is a new resource: the old one goes entirely.
             Some(previous) if previous.resource_type != resource.kind.name() => {

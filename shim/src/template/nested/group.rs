@@ -193,6 +193,7 @@ fn member(
         condition: None,
         line: child.line,
         nested: None,
+        stack: None,
     };
     match (nested_kind(&kind), ResourceType::parse(&kind)) {
         (Some(nested), _) => {

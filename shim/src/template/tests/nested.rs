@@ -157,12 +157,18 @@ fn a_provider_template_becomes_its_resources_under_the_outer_name() {
     assert_eq!(flat.output("names"), json!(["a", "b"]), "comma_delimited_list from a string");
     assert_eq!(flat.output("doubled"), json!("b"));
     assert_eq!(flat.output("path"), json!(20), "get_attr paths walk the output");
-    assert_eq!(flat.output("inner_attr"), json!("s-outer-plain"), "OS::stack_name is <parent>-<resource>");
-    assert_eq!(flat.output("inner_dotted"), json!("s-outer-plain"));
+    // The short id is derived from the root's id ("sid") and the path ("outer"): always this.
+    let name = "s-outer-id2wmsbmqngn";
+    assert_eq!(
+        flat.output("inner_attr"),
+        json!(format!("{name}-plain")),
+        "OS::stack_name: <parent>-<resource>-<short id>"
+    );
+    assert_eq!(flat.output("inner_dotted"), json!(format!("{name}-plain")));
     assert_eq!(flat.output("inner_id"), json!("id:outer/first"));
     assert_eq!(flat.output("id"), json!("sid-outer"), "no OS::stack_id output: the nested stack id");
     assert_eq!(flat.output("nested_id"), json!("sid-outer"));
-    assert_eq!(flat.output("second"), json!("s-outer-plain"));
+    assert_eq!(flat.output("second"), json!(format!("{name}-plain")));
 }
 
 #[test]
