@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::cli::TemplateValidateArgs;
 use super::commands::parameter_map;
 use super::{ClientError, ExitStatus, files, write};
-use crate::template::{self, Environment, ParameterType, Template};
+use crate::template::{self, Environment, Template};
 
 /// Prints the parameters and the resolved resources, or fails with every problem found.
 pub fn validate_template(args: &TemplateValidateArgs, out: &mut dyn Write) -> Result<ExitStatus, ClientError> {
@@ -44,7 +44,7 @@ fn check(
     let mut unset = Vec::new();
     for (name, parameter) in &mut placeholders.parameters {
         if parameter.default.is_none() && !texts.contains_key(name) {
-            parameter.default = Some(placeholder(parameter.kind));
+            parameter.default = Some(template::parameter_placeholder(parameter.kind));
             parameter.constraints.clear();
             unset.push(format!("parameter \"{name}\""));
         }
@@ -66,18 +66,6 @@ fn check(
             let problems = template::locate_problems(checked, problems);
             (flat, problems)
         }
-    }
-}
-
-/// A value that passes the checks a real value would: a non-empty string (an empty one is an
-/// empty server name) and a positive number (timeouts and counts must be at least 1).
-fn placeholder(kind: ParameterType) -> Value {
-    match kind {
-        ParameterType::String => json!("validate"),
-        ParameterType::Number => json!(1),
-        ParameterType::Json => json!({}),
-        ParameterType::CommaDelimitedList => json!([]),
-        ParameterType::Boolean => json!(false),
     }
 }
 

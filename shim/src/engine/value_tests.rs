@@ -253,3 +253,78 @@ async fn deployments_in_nested_stacks_get_the_nested_stacks_name_and_identity() 
     };
     assert_eq!(identities(&updated), identities(&created), "the same nested identities after the update");
 }
+
+const TYPED_NESTED: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  amount: {type: number}
+  names: {type: comma_delimited_list}
+resources:
+  echo:
+    type: OS::Heat::Value
+    properties: {value: {amount: {get_param: amount}, first: {get_param: [names, 0]}, names: {get_param: names}}}
+outputs:
+  echoed: {value: {get_attr: [echo, value]}}
+"##;
+
+const TYPED_PARENT: &str = r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: "#!/bin/sh\n", outputs: [{name: count}, {name: items}]}
+  source:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: config}, server: app1}
+  consumer:
+    type: typed.yaml
+    properties: {amount: {get_attr: [source, count]}, names: {get_attr: [source, items]}}
+outputs:
+  echoed: {value: {get_attr: [consumer, echoed]}}
+"##;
+
+/// Creates the typed stack `name` and signals its source deployment with `outputs`.
+async fn typed_stack_signalled(
+    name: &str,
+    outputs: Value,
+) -> (tempfile::TempDir, crate::engine::Engine<crate::store::SqliteStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["app1"]).await;
+    let mut create = request(name, TYPED_PARENT, &[]);
+    create.files.insert("typed.yaml".into(), json!(TYPED_NESTED));
+    engine.create_stack(create).await.unwrap();
+    let published = deployments(&engine, "app1").await;
+    assert_eq!(published.len(), 1);
+    let mut signal = outputs;
+    signal["deploy_status_code"] = json!(0);
+    engine.deployment_signal(&signal_token(&published[0]), signal, None).await.unwrap();
+    (dir, engine)
+}
+
+#[tokio::test]
+async fn a_deployment_output_reaches_nested_parameters_converted_to_their_types() {
+    let (_dir, engine) = typed_stack_signalled("typed", json!({"count": "3", "items": "a,b"})).await;
+    assert_eq!(status(&engine, "typed").await, "CREATE_COMPLETE");
+    let shown = engine.show_stack("typed").await.unwrap();
+    let echoed = shown.outputs.iter().find(|output| output.name == "echoed").unwrap();
+    assert_eq!(
+        echoed.value,
+        json!({"amount": 3, "first": "a", "names": ["a", "b"]}),
+        "as Heat's nested stack sees them"
+    );
+}
+
+#[tokio::test]
+async fn a_run_time_value_the_nested_parameter_refuses_fails_the_reading_resource() {
+    let (_dir, engine) = typed_stack_signalled("refused", json!({"count": "many", "items": "a"})).await;
+    assert_eq!(status(&engine, "refused").await, "CREATE_FAILED");
+    let shown = engine.show_stack("refused").await.unwrap();
+    let echo = shown.resources.iter().find(|resource| resource.name == "consumer/echo").unwrap();
+    assert!(
+        echo.status_reason.contains(
+            "resources.consumer: Property error: consumer.Properties.amount: could not convert string to float: 'many'"
+        ),
+        "Heat's text, naming the provider resource: {echo:?}"
+    );
+}

@@ -50,7 +50,7 @@ pub use snippet::evaluate_snippet;
 pub use stored::text as flattened_text;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
-pub use value_type::value_as_type;
+pub use value_type::{parameter_placeholder, value_as_type};
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.

@@ -5,6 +5,8 @@
 
 use serde_json::{Number, Value};
 
+use super::ParameterType;
+
 /// The value as Heat's `type` makes it, or Heat's reason for refusing it. `kind` is the `type`
 /// property (`None`: any value, unchanged).
 pub fn value_as_type(kind: Option<&str>, value: Value) -> Result<Value, String> {
@@ -59,15 +61,35 @@ fn number(text: &str) -> Result<Value, String> {
     }
 }
 
-/// A value for an error message: text as is, others as JSON, at most 80 characters.
+/// A value for an error message: text as is, others as JSON, shortened.
 fn short(value: &Value) -> String {
-    let text = match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    match text.char_indices().nth(80) {
+    match value {
+        Value::String(text) => shortened(text),
+        other => shortened(&other.to_string()),
+    }
+}
+
+/// A text from the input as a message shows it: at most 80 characters, so that a hostile value
+/// cannot flood the output.
+pub(crate) fn shortened(text: &str) -> String {
+    const SHOWN: usize = 80;
+    match text.char_indices().nth(SHOWN) {
         Some((end, _)) => format!("{}...", &text[..end]),
-        None => text,
+        None => text.to_owned(),
+    }
+}
+
+/// The value a parameter is given where a real one is not known (`template validate` without
+/// `--param`, a nested parameter known only at run time): one that passes the checks a real
+/// value would, a non-empty string (an empty one is an empty server name) and a positive number
+/// (timeouts and counts must be at least 1).
+pub fn parameter_placeholder(kind: ParameterType) -> Value {
+    match kind {
+        ParameterType::String => Value::String("validate".to_owned()),
+        ParameterType::Number => Value::from(1),
+        ParameterType::Json => Value::Object(serde_json::Map::new()),
+        ParameterType::CommaDelimitedList => Value::Array(Vec::new()),
+        ParameterType::Boolean => Value::Bool(false),
     }
 }
 

@@ -9,6 +9,7 @@
 //! sees one ordinary template and diffs it by node name on update. Pure, and bounded for
 //! hostile input: nesting depth, resources after expansion, expression size, recursion.
 
+pub(crate) mod convert;
 mod facade;
 mod group;
 mod level;
