@@ -6,7 +6,8 @@
 //! list joined with commas, a list of maps as `.member.<n>.<key>=<value>`), then parsed by the
 //! nested parameter (heat.engine.parameters). The expansion wraps such a value in
 //! `Function::NestedParameter` (stored as `NESTED_PARAMETER`); a refusal fails the resource that
-//! reads it, with Heat's text. The parameter's constraints are checked only for a value known
+//! reads it, with Heat's text (so does `NESTED_FAILURE`, a nested attribute Heat refuses when
+//! it is read). The parameter's constraints are checked only for a value known
 //! when the stack is validated. Imports nothing of `expr`, which calls it.
 
 use serde_json::Value;
@@ -16,6 +17,14 @@ use crate::template::value_type::{shortened, value_as_type};
 
 /// The stored name of the wrapper; only the engine's stored form reads it as a function.
 pub const NESTED_PARAMETER: &str = "anneal::nested_parameter";
+/// The stored name of a nested attribute Heat refuses only when it is read (a nested output
+/// the template lacks, a group member that is not there): `[message, [what it waits for]]`.
+pub const NESTED_FAILURE: &str = "anneal::nested_failure";
+
+/// The message a `NESTED_FAILURE` fails with, once what it waits for exists.
+pub fn nested_failure(args: &Value) -> String {
+    args.get(0).and_then(Value::as_str).unwrap_or("a nested attribute is incorrect").to_owned()
+}
 
 /// Why Heat refuses the value, at which step.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

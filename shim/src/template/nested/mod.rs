@@ -67,6 +67,8 @@ pub enum NestedError {
     UnknownParameter { resource: String, parameter: String },
     #[error("The Referenced Attribute ({resource} {attribute}) is incorrect.")]
     BadAttribute { resource: String, attribute: String },
+    #[error("Member '{member}' not found in group resource '{resource}'.")]
+    MissingMember { resource: String, member: String },
     #[error("resource {resource}: {problem}")]
     Group { resource: String, problem: String },
     #[error("resource {resource}: resource_facade: {problem}")]

@@ -105,6 +105,8 @@ pub enum Function {
     /// A provider property known only at run time, converted to its nested parameter's type
     /// (template::nested::convert). Only the stored form names it: no template can.
     NestedParameter,
+    /// A nested attribute Heat refuses only when it is read (template::nested::convert).
+    NestedFailure,
 }
 
 /// What a single-key map's key means in a template of a given version.
@@ -236,6 +238,7 @@ impl Function {
             Function::LegacyJoin => "list_join",
             Function::Yaql => "yaql",
             Function::NestedParameter => crate::template::nested::convert::NESTED_PARAMETER,
+            Function::NestedFailure => crate::template::nested::convert::NESTED_FAILURE,
         }
     }
 }
