@@ -38,26 +38,33 @@ pub enum ConversionError {
     /// The nested parameter refused it.
     #[error("resources.{resource}: {resource}: Parameter '{parameter}' is invalid: {reason}")]
     Parameter { resource: String, parameter: String, reason: String },
-    /// The wrapper's own arguments are not `[type, resource, parameter, value]`.
-    #[error("{NESTED_PARAMETER}: expected [type, resource, parameter, value]")]
+    /// The wrapper's own arguments are not `[type, resource, parameter, hidden, value]`.
+    #[error("{NESTED_PARAMETER}: expected [type, resource, parameter, hidden, value]")]
     Arguments,
 }
 
-/// The wrapper's evaluated arguments `[type, resource, parameter, value]` to the value the
-/// nested parameter has.
+/// The wrapper's evaluated arguments `[type, resource, parameter, hidden, value]` to the value
+/// the nested parameter has. The refusal of a `hidden` parameter's value does not show it.
 pub fn nested_parameter(args: Value) -> Result<Value, ConversionError> {
     let Value::Array(mut args) = args else { return Err(ConversionError::Arguments) };
-    let (Some(value), 4) = (args.pop(), args.len() + 1) else { return Err(ConversionError::Arguments) };
+    let (Some(value), 5) = (args.pop(), args.len() + 1) else { return Err(ConversionError::Arguments) };
     let text = |value: &Value| value.as_str().map(str::to_owned).ok_or(ConversionError::Arguments);
     let kind = ParameterType::parse(&text(&args[0])?).ok_or(ConversionError::Arguments)?;
     let (resource, parameter) = (text(&args[1])?, text(&args[2])?);
+    let Value::Bool(hidden) = args[3] else { return Err(ConversionError::Arguments) };
+    let shown =
+        |reason: String| if hidden { format!("the hidden value is not a valid {}", kind.name()) } else { reason };
     let property = as_property(kind, value).map_err(|reason| ConversionError::Property {
         resource: resource.clone(),
         parameter: parameter.clone(),
-        reason,
+        reason: shown(reason),
     })?;
     let passed = passed(property).map_err(|reason| ConversionError::Passing { resource: resource.clone(), reason })?;
-    as_parameter(kind, passed).map_err(|reason| ConversionError::Parameter { resource, parameter, reason })
+    as_parameter(kind, passed).map_err(|reason| ConversionError::Parameter {
+        resource,
+        parameter,
+        reason: shown(reason),
+    })
 }
 
 /// Step one: the property of the parameter's type (Property.get_value).
@@ -151,8 +158,13 @@ fn python_str(value: &Value) -> String {
 
 /// The wrapper's arguments for a parameter of `kind` of the outer resource `resource`; the
 /// value is appended by the caller (an expression).
-pub fn arguments(kind: ParameterType, resource: &str, parameter: &str) -> [Value; 3] {
-    [Value::String(kind.name().to_owned()), Value::String(resource.to_owned()), Value::String(parameter.to_owned())]
+pub fn arguments(kind: ParameterType, resource: &str, parameter: &str, hidden: bool) -> [Value; 4] {
+    [
+        Value::String(kind.name().to_owned()),
+        Value::String(resource.to_owned()),
+        Value::String(parameter.to_owned()),
+        Value::Bool(hidden),
+    ]
 }
 
 #[cfg(test)]
@@ -162,7 +174,7 @@ mod tests {
     use super::*;
 
     fn converted(kind: ParameterType, value: Value) -> Result<Value, String> {
-        let mut args = arguments(kind, "outer", "p").to_vec();
+        let mut args = arguments(kind, "outer", "p", false).to_vec();
         args.push(value);
         nested_parameter(Value::Array(args)).map_err(|error| error.to_string())
     }
@@ -215,5 +227,10 @@ mod tests {
         assert!(refused(Boolean, json!("yes")).ends_with("\"yes\" is not a valid boolean"));
         assert!(refused(String, json!(2.5)).ends_with("Value must be a string; got 2.5"));
         assert_eq!(nested_parameter(json!(["number", "outer"])), Err(ConversionError::Arguments));
+        let hidden = nested_parameter(json!(["number", "outer", "p", true, "secret"])).unwrap_err().to_string();
+        assert_eq!(
+            hidden,
+            "resources.outer: Property error: outer.Properties.p: the hidden value is not a valid number"
+        );
     }
 }

@@ -16,7 +16,7 @@ use crate::template::expr::Expr;
 use crate::template::expr::functions::Function;
 use crate::template::hot;
 use crate::template::yaml::{self, Body, Node};
-use crate::template::{ParameterType, Template, parameter_placeholder, resolve_parameters};
+use crate::template::{Parameter, ParameterType, Template, parameter_placeholder, resolve_parameters};
 
 /// The nested parameters as expressions of the root's namespace.
 pub(super) fn bind(
@@ -65,7 +65,7 @@ pub(super) fn bind(
                 }),
             },
             Some(expr) => {
-                at_run_time.insert(name.clone(), converted_at_run_time(parameter.kind, &child.flat, name, expr));
+                at_run_time.insert(name.clone(), converted_at_run_time(parameter, &child.flat, name, expr));
                 parameter.default = Some(parameter_placeholder(parameter.kind));
                 parameter.constraints.clear();
             }
@@ -89,9 +89,10 @@ pub(super) fn bind(
 }
 
 /// A value known only at run time, converted to the parameter's type when it is read
-/// (`convert`): the wrapper's arguments are `[type, resource, parameter, value]`.
-fn converted_at_run_time(kind: ParameterType, resource: &str, parameter: &str, value: &Expr) -> Expr {
-    let mut args: Vec<Expr> = convert::arguments(kind, resource, parameter).into_iter().map(Expr::Literal).collect();
+/// (`convert`): the wrapper's arguments are `[type, resource, parameter, hidden, value]`.
+fn converted_at_run_time(declared: &Parameter, resource: &str, parameter: &str, value: &Expr) -> Expr {
+    let arguments = convert::arguments(declared.kind, resource, parameter, declared.hidden);
+    let mut args: Vec<Expr> = arguments.into_iter().map(Expr::Literal).collect();
     args.push(value.clone());
     Expr::Call { function: Function::NestedParameter, args: Box::new(Expr::List(args)) }
 }
