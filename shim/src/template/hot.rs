@@ -332,6 +332,7 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
         line: entry.line,
         nested: None,
         policies: Policies::default(),
+        stack: None,
     };
     let mut kind = None;
     let mut written = policy::Written { deletion_policy: None, update_policy: None };

@@ -37,6 +37,10 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
         Function::LegacyReplace => super::cfn::legacy_replace(args),
         Function::LegacyJoin => super::cfn::legacy_join(args),
         Function::Yaql => super::yaql::apply(args),
+        Function::NestedParameter => {
+            crate::template::nested::convert::nested_parameter(args).map_err(|error| invalid(error.to_string()))
+        }
+        Function::NestedFailure => Err(invalid(crate::template::nested::convert::nested_failure(&args))),
         Function::Base64 => match args {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),
