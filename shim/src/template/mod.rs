@@ -8,6 +8,7 @@ mod environment;
 mod environment_files;
 mod evaluate;
 mod expr;
+mod fields;
 mod graph;
 mod hot;
 mod hot_parameters;
