@@ -18,8 +18,9 @@ use anneal_shim::engine::{Engine, EngineConfig, TokenKey};
 use anneal_shim::model::{AddServer, Service, ServiceError, SignalAck, StackRequest, WaitConditionSignal};
 use anneal_shim::store::SqliteStore;
 use anneal_shim::template::{
-    Environment, deep_update, merge_environment_files, parameter_types, parse_environment, parse_stored_template,
-    parse_template, parse_template_in, resolve_parameters, validate,
+    Environment, MAX_NESTED_DEPTH, MAX_RESOURCES, deep_update, expand_nested, flattened_text, merge_environment_files,
+    parameter_placeholder, parameter_types, parse_environment, parse_stored_template, parse_template,
+    parse_template_in, resolve_parameters, validate,
 };
 use serde_json::Value;
 
@@ -99,6 +100,56 @@ pub fn environment(data: &[u8]) {
         resource.line = original.line;
     }
     assert_eq!(stored, template, "the stored text is another template");
+}
+
+/// A template, an environment and provider templates (the input split at NUL bytes: the
+/// template, the environment, then files named `f1.yaml`, `f2.yaml`, ...) through what
+/// `template validate` does: parse with the environment and files, parameters from defaults or
+/// placeholders, `expand_nested`, `validate`. Errors must name something; an expansion keeps the
+/// limits (at most MAX_RESOURCES resources, names at most MAX_NESTED_DEPTH levels below the
+/// root's, each once, nothing left to expand), and its stored form reads back the same outputs.
+pub fn nested(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let mut parts = text.split('\0');
+    let template_text = parts.next().unwrap_or_default();
+    let environment_text = parts.next().unwrap_or_default();
+    let files: serde_json::Map<String, Value> = parts
+        .enumerate()
+        .map(|(index, file)| (format!("f{}.yaml", index + 1), Value::String(file.to_owned())))
+        .collect();
+    let Ok(sections) = parse_environment(environment_text) else { return };
+    let Ok(environment) = Environment::from_value(&Value::Object(sections)) else { return };
+    let Ok((mut template, _)) = parse_template_in(template_text, &environment, &files) else { return };
+    for (_, parameter) in &mut template.parameters {
+        if parameter.default.is_none() {
+            parameter.default = Some(parameter_placeholder(parameter.kind));
+            parameter.constraints.clear();
+        }
+    }
+    let Ok(mut parameters) = resolve_parameters(&template, &BTreeMap::new()) else { return };
+    for (pseudo, value) in [("OS::stack_name", "fuzz"), ("OS::stack_id", "fuzz-id"), ("OS::project_id", "anneal")] {
+        parameters.insert(pseudo.to_owned(), Value::String(value.to_owned()));
+    }
+    let flat = match expand_nested(&template, &environment, &files, &parameters) {
+        Ok(Some(flat)) => flat,
+        Ok(None) => return,
+        Err(problems) => {
+            assert!(!problems.is_empty() && problems.iter().all(|problem| !problem.is_empty()), "{problems:?}");
+            return;
+        }
+    };
+    assert!(flat.resources.len() <= MAX_RESOURCES, "{} resources", flat.resources.len());
+    let mut names = BTreeSet::new();
+    for (name, resource) in &flat.resources {
+        assert!(name.split('/').count() <= MAX_NESTED_DEPTH + 1, "{name} is nested too deep");
+        assert!(names.insert(name.as_str()), "{name} twice");
+        assert!(resource.nested.is_none(), "{name} is left to expand");
+    }
+    let stored = parse_stored_template(&flattened_text(&flat)).expect("the stored form parses");
+    assert_eq!(stored.outputs, flat.outputs, "the stored form is other outputs");
+    if let Err(problems) = validate(&flat, &parameters, &|_| true) {
+        assert!(problems.iter().all(|problem| !problem.is_empty()), "an empty problem");
+    }
 }
 
 /// Content types a signal arrives with; the first input byte picks one.

@@ -1,17 +1,18 @@
-//! Differential: nested stacks (provider templates, by file name and through an environment's
-//! `resource_registry`) and `OS::Heat::ResourceGroup` in a real Heat engine
-//! (tests/peers/real-heat, openstack-heat from PyPI) and in the real shim binary. The same
-//! template, files and environment give the same outputs, before and after an update that
-//! shrinks a group, and the same mistakes are refused by both. Heat receives the nested
-//! templates in the request's `files` map; the shim's CLI reads them from disk next to the
-//! template, as a Heat user's `openstack stack create` does.
+//! Differential: provider templates (nested stacks, by file name and through an environment's
+//! `resource_registry`) in a real Heat engine and in the real shim binary (heat_nested_support):
+//! the same template, files and environment give the same outputs, the same mistakes are
+//! refused by both, a value known only at run time reaches the nested parameter converted as
+//! Heat converts it, and a nested attribute that is not there fails when read in both.
+//! ResourceGroups are heat_nested_groups.rs.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+mod heat_nested_support;
 
-use anneal_tests::{RealHeat, Shim, real_heat::HeatApi, real_heat::StackRef, real_heat::unique_stack_name};
+use anneal_tests::{RealHeat, Shim};
+use heat_nested_support::{
+    Case, MEMBER, assert_same_outputs, heat_create, heat_settled, shim_create, shim_outputs_with_errors, shim_settled,
+};
 use reqwest::{Method, StatusCode};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 /// A provider template older than its parent (2016-10-14 has `conditions` and `if`) with a
 /// parameter of each type, two with defaults.
@@ -89,18 +90,6 @@ outputs:
   sparse_flagged: {value: {get_attr: [sparse, flagged]}}
 "#;
 
-/// A small provider template, used through a `resource_registry` type and as group members.
-const MEMBER: &str = r#"
-heat_template_version: 2018-08-31
-parameters:
-  label: {type: string, default: unlabelled}
-resources:
-  inner: {type: OS::Heat::Value, properties: {value: {list_join: ["-", [member, {get_param: label}]]}}}
-  stub: {type: OS::Heat::None}
-outputs:
-  out: {value: {get_attr: [inner, value]}}
-"#;
-
 /// JSON, which is YAML too: Heat takes it as the body's `environment`, the shim as `-e` file.
 /// A type alias to a provider template, and one resource's own override (`resources:`).
 const REGISTRY_ENVIRONMENT: &str = r#"{"resource_registry": {"My::Member": "member.yaml",
@@ -119,51 +108,6 @@ outputs:
   mapped: {value: {get_attr: [mapped, out]}}
   defaulted: {value: {get_attr: [defaulted, out]}}
   inner: {value: {get_attr: [mapped, resource.inner, value]}}
-"#;
-
-/// A group template; `REMOVAL` is replaced by the group's `removal_policies` (empty or a list).
-const GROUP_PARENT: &str = r#"
-heat_template_version: 2018-08-31
-parameters:
-  count: {type: number, default: 3}
-  pattern: {type: string, default: "p-%index%"}
-resources:
-  patterned:
-    type: OS::Heat::ResourceGroup
-    properties:
-      count: 2
-      resource_def:
-        type: OS::Heat::Value
-        properties: {value: {from_parameter: {get_param: pattern}, keyed: {"k%index%": "v%index%"}}}
-  group:
-    type: OS::Heat::ResourceGroup
-    properties:
-      count: {get_param: count}
-      REMOVAL
-      resource_def:
-        type: OS::Heat::Value
-        properties: {value: "member-%index%"}
-  custom:
-    type: OS::Heat::ResourceGroup
-    properties:
-      count: 2
-      index_var: __n__
-      resource_def:
-        type: member.yaml
-        properties: {label: "m__n__"}
-outputs:
-  values: {value: {get_attr: [group, value]}}
-  # Member 2 stays through every update: an output naming a removed member is an output
-  # error in Heat, while the shim refuses the template (not yet the same).
-  two: {value: {get_attr: [group, resource.2, value]}}
-  attributes: {value: {get_attr: [group, attributes, value]}}
-  removed: {value: {get_attr: [group, removed_rsrc_list]}}
-  refs: {value: {get_attr: [group, refs]}}
-  refs_map: {value: {get_attr: [group, refs_map]}}
-  patterned: {value: {get_attr: [patterned, value]}}
-  custom_values: {value: {get_attr: [custom, out]}}
-  custom_one: {value: {get_attr: [custom, resource.1, out]}}
-  custom_attributes: {value: {get_attr: [custom, attributes, out]}}
 "#;
 
 /// A provider template that names its own id (`OS::stack_id`), so that `get_resource` and a
@@ -210,10 +154,6 @@ outputs:
   empty_attributes: {value: {get_attr: [empty, attributes, value]}}
 "#;
 
-/// Outputs whose values are the members' ids (Heat's are generated physical names such as
-/// `<stack>-group-<random>-0-<random>`, the shim's its own): compared by shape only.
-const ID_OUTPUTS: &[&str] = &["refs", "refs_map"];
-
 /// Parents both must refuse, with `inner.yaml` (INNER) and `member.yaml` (MEMBER) given:
 /// (what the case shows, resource definitions and outputs).
 const REFUSED: &[(&str, &str)] = &[
@@ -254,123 +194,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("a group without resource_def", "resources:\n  g: {type: OS::Heat::ResourceGroup, properties: {count: 2}}\n"),
 ];
 
-/// One stack's inputs: the parent, the files beside it and an optional environment.
-struct Case<'a> {
-    name: &'a str,
-    template: String,
-    files: &'a [(&'a str, &'a str)],
-    environment: Option<&'a str>,
-    parameters: &'a [(&'a str, &'a str)],
-}
-
-impl Case<'_> {
-    fn heat_body(&self) -> Value {
-        let files: Map<String, Value> =
-            self.files.iter().map(|(name, text)| (name.to_string(), Value::String(text.to_string()))).collect();
-        let environment: Value = match self.environment {
-            Some(text) => serde_json::from_str(text).expect("the environment is JSON"),
-            None => json!({}),
-        };
-        let parameters: Map<String, Value> =
-            self.parameters.iter().map(|(key, value)| (key.to_string(), Value::String(value.to_string()))).collect();
-        json!({
-            "stack_name": unique_stack_name(self.name),
-            "template": self.template,
-            "files": files,
-            "environment": environment,
-            "parameters": parameters,
-        })
-    }
-
-    /// Writes the template, files and environment into the shim's dir; returns the CLI's
-    /// `--template F [-e ENV] [--param K=V]...` arguments.
-    fn shim_arguments(&self, shim: &Shim) -> Vec<String> {
-        for (name, text) in self.files {
-            shim.write_template(name, text);
-        }
-        let template = shim.write_template(&format!("{}.yaml", self.name), &self.template);
-        let mut arguments = vec!["--template".to_string(), template.to_str().expect("utf-8").to_string()];
-        if let Some(text) = self.environment {
-            let environment = shim.write_template(&format!("{}-env.yaml", self.name), text);
-            arguments.extend(["-e".to_string(), environment.to_str().expect("utf-8").to_string()]);
-        }
-        for (key, value) in self.parameters {
-            arguments.extend(["--param".to_string(), format!("{key}={value}")]);
-        }
-        arguments
-    }
-}
-
-/// Creates the case in Heat and waits; asserts CREATE_COMPLETE.
-async fn heat_create(api: &HeatApi, case: &Case<'_>) -> StackRef {
-    let body = case.heat_body();
-    let (status, answer) = api.call(Method::POST, "stacks", Some(&body)).await;
-    assert_eq!(status, StatusCode::CREATED, "Heat refused {}: {answer}", case.name);
-    let id = answer["stack"]["id"].as_str().unwrap_or_else(|| panic!("no stack id in {answer}"));
-    let stack = StackRef { name: body["stack_name"].as_str().expect("a name").to_string(), id: id.to_string() };
-    let settled = api.wait_stack_settled(&stack, None, Duration::from_secs(180)).await;
-    assert_eq!(settled["stack_status"], "CREATE_COMPLETE", "Heat created {}: {settled}", case.name);
-    stack
-}
-
-/// Creates the case in the shim and waits; asserts CREATE_COMPLETE.
-async fn shim_create(shim: &Shim, case: &Case<'_>) {
-    let mut arguments = vec!["stack".to_string(), "create".to_string(), case.name.to_string()];
-    arguments.extend(case.shim_arguments(shim));
-    let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
-    let created = shim.cli(&arguments).await;
-    assert_eq!(created.code, 0, "the shim refused {}: {created:?}", case.name);
-    let shown = shim.settled(case.name, Duration::from_secs(60)).await;
-    assert_eq!(shown["status"], "CREATE_COMPLETE", "the shim created {}: {shown}", case.name);
-}
-
-/// Ids are compared by shape: a list of as many strings, a map with the same keys.
-fn id_shape(value: &Value) -> Value {
-    match value {
-        Value::Array(items) => Value::Array(items.iter().map(|item| json!(item.is_string())).collect()),
-        Value::Object(map) => {
-            Value::Object(map.iter().map(|(key, item)| (key.clone(), json!(item.is_string()))).collect())
-        }
-        other => other.clone(),
-    }
-}
-
-/// Every output of either side that differs, each named.
-fn differences(heat: &BTreeMap<String, Value>, shim: &Map<String, Value>) -> Vec<String> {
-    let mut names: Vec<&String> = heat.keys().chain(shim.keys()).collect();
-    names.sort();
-    names.dedup();
-    names
-        .into_iter()
-        .filter_map(|name| {
-            let (heat_value, shim_value) = (heat.get(name).cloned(), shim.get(name).cloned());
-            let (heat_value, shim_value) = if ID_OUTPUTS.contains(&name.as_str()) {
-                (heat_value.as_ref().map(id_shape), shim_value.as_ref().map(id_shape))
-            } else {
-                (heat_value, shim_value)
-            };
-            (heat_value != shim_value).then(|| format!("output {name}: Heat {heat_value:?}, the shim {shim_value:?}"))
-        })
-        .collect()
-}
-
-/// Creates the case in both, compares every output, deletes Heat's stack.
-async fn assert_same_outputs(case: &Case<'_>) {
-    let heat = RealHeat::shared().await;
-    let api = heat.admin().await;
-    let stack = heat_create(&api, case).await;
-    let heat_outputs = api.outputs(&stack).await;
-    let unresolved: Vec<&String> =
-        heat_outputs.iter().filter(|(_, value)| value.get("error").is_some()).map(|(name, _)| name).collect();
-    assert!(unresolved.is_empty(), "{}: Heat could not resolve {unresolved:?}: {heat_outputs:?}", case.name);
-    let shim = Shim::start().await;
-    shim_create(&shim, case).await;
-    let shim_outputs = shim.stack_outputs(case.name).await;
-    api.delete_stack(&stack).await;
-    let differing = differences(&heat_outputs, &shim_outputs);
-    assert!(differing.is_empty(), "{}: the shim's outputs differ from Heat's:\n{}", case.name, differing.join("\n"));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_template_by_file_name_gives_heats_outputs() {
     let case = Case {
@@ -396,18 +219,6 @@ async fn registry_mapped_provider_gives_heats_outputs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resource_group_gives_heats_outputs() {
-    let case = Case {
-        name: "group",
-        template: GROUP_PARENT.replace("REMOVAL", ""),
-        files: &[("member.yaml", MEMBER)],
-        environment: None,
-        parameters: &[("count", "3")],
-    };
-    assert_same_outputs(&case).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_ids_and_parameter_defaults_give_heats_outputs() {
     let case = Case {
         name: "ids",
@@ -417,95 +228,6 @@ async fn provider_ids_and_parameter_defaults_give_heats_outputs() {
         parameters: &[],
     };
     assert_same_outputs(&case).await;
-}
-
-/// The group template with `removal_policies` naming `removed`.
-fn group_removing(removed: &str) -> String {
-    GROUP_PARENT.replace("REMOVAL", &format!("removal_policies: [{{resource_list: [{removed}]}}]"))
-}
-
-/// `member.yaml` changed: its value gains a prefix.
-const MEMBER_CHANGED: &str = r#"
-heat_template_version: 2018-08-31
-parameters:
-  label: {type: string, default: unlabelled}
-resources:
-  inner: {type: OS::Heat::Value, properties: {value: {list_join: ["-", [changed, {get_param: label}]]}}}
-outputs:
-  out: {value: {get_attr: [inner, value]}}
-"#;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn updating_groups_with_removal_policies_gives_heats_outputs() {
-    let created = Case {
-        name: "shrink",
-        template: GROUP_PARENT.replace("REMOVAL", ""),
-        files: &[("member.yaml", MEMBER)],
-        environment: None,
-        parameters: &[("count", "3")],
-    };
-    // Shrink by removing member 0; again, with the whole list (as the docs ask) and a changed
-    // nested template; then grow: new members take the next free indices.
-    let first = group_removing("\"0\"");
-    let whole = group_removing("\"0\", \"1\"");
-    let updates = [
-        ("shrink", first.clone(), &[("member.yaml", MEMBER)], &[("count", "2")]),
-        ("shrink again, nested template changed", whole.clone(), &[("member.yaml", MEMBER_CHANGED)], &[("count", "1")]),
-        ("grow", whole, &[("member.yaml", MEMBER_CHANGED)], &[("count", "3")]),
-    ];
-    let updates: Vec<(&str, Case)> = updates
-        .into_iter()
-        .map(|(what, template, files, parameters)| {
-            (what, Case { name: "shrink", template, files, environment: None, parameters })
-        })
-        .collect();
-    let heat = RealHeat::shared().await;
-    let api = heat.admin().await;
-    let stack = heat_create(&api, &created).await;
-    let mut heat_outputs = Vec::new();
-    for (what, update) in &updates {
-        heat_update(&api, &stack, update, what).await;
-        heat_outputs.push(api.outputs(&stack).await);
-    }
-    api.delete_stack(&stack).await;
-
-    let shim = Shim::start().await;
-    shim_create(&shim, &created).await;
-    let mut differing = Vec::new();
-    for ((what, update), heat_outputs) in updates.iter().zip(&heat_outputs) {
-        let mut arguments = vec!["stack".to_string(), "update".to_string(), "shrink".to_string(), "--wait".to_string()];
-        arguments.extend(update.shim_arguments(&shim));
-        let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
-        let answer = shim.cli(&arguments).await;
-        assert_eq!(answer.code, 0, "{what}: the shim refused the update: {answer:?}");
-        let shown = shim.settled("shrink", Duration::from_secs(60)).await;
-        assert_eq!(shown["status"], "UPDATE_COMPLETE", "{what}: the shim updated: {shown}");
-        let shim_outputs = shim.stack_outputs("shrink").await;
-        differing.extend(differences(heat_outputs, &shim_outputs).into_iter().map(|found| format!("{what}: {found}")));
-    }
-    assert!(differing.is_empty(), "after the updates the shim's outputs differ from Heat's:\n{}", differing.join("\n"));
-}
-
-/// PUTs the update (with its files) and waits until Heat has finished it: its `updated_time`
-/// changed and its status is no longer in progress.
-async fn heat_update(api: &HeatApi, stack: &StackRef, update: &Case<'_>, what: &str) {
-    let before = api.stack(stack).await["updated_time"].clone();
-    let mut body = update.heat_body();
-    body.as_object_mut().expect("a map").remove("stack_name");
-    let path = format!("stacks/{}/{}", stack.name, stack.id);
-    let (status, answer) = api.call(Method::PUT, &path, Some(&body)).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{what}: Heat refused the update: {answer}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let shown = api.stack(stack).await;
-        let status = shown["stack_status"].as_str().unwrap_or_default().to_string();
-        if shown["updated_time"] != before && !status.ends_with("_IN_PROGRESS") {
-            assert_eq!(status, "UPDATE_COMPLETE", "{what}: Heat updated: {shown}");
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "{what}: Heat's update did not finish: {shown}");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -537,44 +259,151 @@ async fn nested_mistakes_are_refused_by_both() {
     assert!(mismatches.is_empty(), "the shim and Heat disagree:\n{}", mismatches.join("\n"));
 }
 
-/// The group template without the output that reads member 2.
-fn group_without_member_two(removal: &str) -> String {
-    let template = GROUP_PARENT.replace("REMOVAL", removal);
-    template.lines().filter(|line| !line.contains("resource.2")).collect::<Vec<_>>().join("\n")
+/// A parameter of each type, each with a default, and what the nested stack sees.
+const TYPED: &str = r#"
+heat_template_version: 2018-08-31
+parameters:
+  number_p: {type: number, default: 0}
+  list_p: {type: comma_delimited_list, default: ""}
+  json_p: {type: json, default: {}}
+  bool_p: {type: boolean, default: false}
+  string_p: {type: string, default: ""}
+resources:
+  echo:
+    type: OS::Heat::Value
+    properties:
+      value: {number: {get_param: number_p}, list: {get_param: list_p}, json: {get_param: json_p}, bool: {get_param: bool_p}, string: {get_param: string_p}}
+outputs:
+  seen: {value: {get_attr: [echo, value]}}
+"#;
+
+/// Every property reads `source`, whose value both engines know only once it has run.
+const TYPED_PARENT: &str = r#"
+heat_template_version: 2018-08-31
+resources:
+  source:
+    type: OS::Heat::Value
+    properties:
+      value: {n: "42", l: "a, b,c", j: "{\"k\": 2}", b: "TRUE", s: 5, f: "2.5", ml: [{a: 1}], nl: [x, null], jl: [1, 2], je: "", t: true}
+  texts:
+    type: typed.yaml
+    properties:
+      number_p: {get_attr: [source, value, n]}
+      list_p: {get_attr: [source, value, l]}
+      json_p: {get_attr: [source, value, j]}
+      bool_p: {get_attr: [source, value, b]}
+      string_p: {get_attr: [source, value, s]}
+  structures:
+    type: typed.yaml
+    properties:
+      number_p: {get_attr: [source, value, f]}
+      list_p: {get_attr: [source, value, ml]}
+      json_p: {get_attr: [source, value, jl]}
+      bool_p: {get_attr: [source, value, t]}
+      string_p: {get_attr: [source, value, t]}
+  edges:
+    type: typed.yaml
+    properties:
+      number_p: {get_attr: [source, value, absent]}
+      list_p: {get_attr: [source, value, nl]}
+      json_p: {get_attr: [source, value, je]}
+outputs:
+  texts: {value: {get_attr: [texts, seen]}}
+  structures: {value: {get_attr: [structures, seen]}}
+  edges: {value: {get_attr: [edges, seen]}}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_time_values_reach_nested_parameters_converted_as_in_heat() {
+    // Not "typed": the shim's CLI writes the parent as <name>.yaml next to typed.yaml.
+    let case = Case {
+        name: "conversions",
+        template: TYPED_PARENT.to_string(),
+        files: &[("typed.yaml", TYPED)],
+        environment: None,
+        parameters: &[],
+    };
+    assert_same_outputs(&case).await;
 }
 
-/// A documented difference (docs/templates.md, ResourceGroup): in Heat's default `append` mode a
-/// later update's `removal_policies` add to the names removed before; the shim keeps only the
-/// current update's list, so a name left out of it may be used again.
+/// A run-time value a nested parameter refuses: `(what, parameter type, value)`.
+const REFUSED_AT_RUN_TIME: &[(&str, &str, &str)] = &[
+    ("text for a number", "number", "abc"),
+    ("a map for a list", "comma_delimited_list", "{k: v}"),
+    ("a list of numbers for a list", "comma_delimited_list", "[1, 2]"),
+    // Quoted: an unquoted yes is YAML 1.1's true, for Heat as for the shim.
+    ("yes for a boolean", "boolean", "'yes'"),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn append_mode_keeps_earlier_removals_only_in_heat() {
-    let files: &[(&str, &str)] = &[("member.yaml", MEMBER)];
-    let case = |template: String, parameters| Case { name: "append", template, files, environment: None, parameters };
-    let created = case(group_without_member_two(""), &[("count", "3")]);
-    let updates = [
-        case(group_without_member_two("removal_policies: [{resource_list: [\"0\"]}]"), &[("count", "2")]),
-        case(group_without_member_two("removal_policies: [{resource_list: [\"1\"]}]"), &[("count", "1")]),
-    ];
+async fn a_refused_run_time_value_fails_the_reading_resource_with_heats_text() {
     let heat = RealHeat::shared().await;
     let api = heat.admin().await;
-    let stack = heat_create(&api, &created).await;
-    for update in &updates {
-        heat_update(&api, &stack, update, "append").await;
+    let shim = Shim::start().await;
+    let mut mismatches = Vec::new();
+    for (index, (what, kind, value)) in REFUSED_AT_RUN_TIME.iter().enumerate() {
+        let nested = format!(
+            "heat_template_version: 2018-08-31\nparameters:\n  p: {{type: {kind}}}\nresources:\n  echo: {{type: OS::Heat::Value, properties: {{value: {{get_param: p}}}}}}\n"
+        );
+        let template = format!(
+            "heat_template_version: 2018-08-31\nresources:\n  source: {{type: OS::Heat::Value, properties: {{value: {value}}}}}\n  reader: {{type: refusing.yaml, properties: {{p: {{get_attr: [source, value]}}}}}}\n"
+        );
+        let name = format!("runtime{index}");
+        let files = [("refusing.yaml", nested.as_str())];
+        let case = Case { name: &name, template, files: &files, environment: None, parameters: &[] };
+        let (stack, settled) = heat_settled(&api, &case).await;
+        api.delete_stack(&stack).await;
+        let heat_reason = settled["stack_status_reason"].as_str().unwrap_or_default().to_string();
+        assert_eq!(settled["stack_status"], "CREATE_FAILED", "{what}: Heat: {settled}");
+        // Heat's reason is "Resource CREATE failed: <exception class>: <text>".
+        let text = heat_reason.splitn(3, ": ").nth(2).unwrap_or_default().to_string();
+        let shown = shim_settled(&shim, &case).await;
+        let echo = &shown["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|resource| resource["name"] == "reader/echo")
+            .cloned();
+        let shim_reason = echo.as_ref().and_then(|echo| echo["status_reason"].as_str()).unwrap_or_default();
+        if shown["status"] != "CREATE_FAILED" || text.is_empty() || !shim_reason.contains(&text) {
+            mismatches.push(format!("{what}: Heat {heat_reason:?}; the shim {} {shim_reason:?}", shown["status"]));
+        }
     }
+    assert!(mismatches.is_empty(), "the shim's failures differ from Heat's:\n{}", mismatches.join("\n"));
+}
+
+const MISSING_ATTRIBUTES: &str = r#"
+heat_template_version: 2018-08-31
+resources:
+  single: {type: member.yaml}
+  group: {type: OS::Heat::ResourceGroup, properties: {count: 2, resource_def: {type: member.yaml}}}
+outputs:
+  missing_output: {value: {get_attr: [single, nope]}}
+  missing_member: {value: {get_attr: [group, resource.5.out]}}
+  missing_member_path: {value: {get_attr: [group, resource.5, out]}}
+  missing_member_id: {value: {get_attr: [group, resource.5]}}
+  missing_member_output: {value: {get_attr: [group, resource.1.nope]}}
+  missing_group_output: {value: {get_attr: [group, nope]}}
+  present: {value: {get_attr: [group, resource.1.out]}}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_attributes_that_are_not_there_are_output_errors_in_both() {
+    let case = Case {
+        name: "missing",
+        template: MISSING_ATTRIBUTES.to_string(),
+        files: &[("member.yaml", MEMBER)],
+        environment: None,
+        parameters: &[],
+    };
+    let heat = RealHeat::shared().await;
+    let api = heat.admin().await;
+    let stack = heat_create(&api, &case).await;
     let heat_outputs = api.outputs(&stack).await;
     api.delete_stack(&stack).await;
     let shim = Shim::start().await;
-    shim_create(&shim, &created).await;
-    for update in &updates {
-        let mut arguments = vec!["stack".to_string(), "update".to_string(), "append".to_string(), "--wait".to_string()];
-        arguments.extend(update.shim_arguments(&shim));
-        let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
-        let answer = shim.cli(&arguments).await;
-        assert_eq!(answer.code, 0, "the shim refused the update: {answer:?}");
-    }
-    let shim_outputs = shim.stack_outputs("append").await;
-    let heat_seen = (&heat_outputs["values"], &heat_outputs["removed"]);
-    assert_eq!(heat_seen, (&json!(["member-2"]), &json!(["0", "1"])), "Heat appends the removals: {heat_outputs:?}");
-    let shim_seen = (&shim_outputs["values"], &shim_outputs["removed"]);
-    assert_eq!(shim_seen, (&json!(["member-0"]), &json!(["1"])), "the shim keeps the last list: {shim_outputs:?}");
+    shim_create(&shim, &case).await;
+    let shim_outputs = shim_outputs_with_errors(&shim, case.name).await;
+    assert_eq!(heat_outputs["missing_member"], json!({"error": "Member '5' not found in group resource 'group'."}));
+    assert_eq!(shim_outputs, heat_outputs, "the same values and the same errors");
 }

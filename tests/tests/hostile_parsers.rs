@@ -137,10 +137,11 @@ fn every_metadata_case_is_rejected_whole_or_entry_by_entry() {
 /// A fuzz target: its name, its check, and the hostile directories whose cases it also takes.
 type Target = (&'static str, fn(&[u8]), &'static [&'static str]);
 
-const TARGETS: [Target; 7] = [
+const TARGETS: [Target; 8] = [
     ("deployments", fuzz_checks::deployments, &["metadata"]),
     ("template", fuzz_checks::template, &["template"]),
     ("environment", fuzz_checks::environment, &["template"]),
+    ("nested", fuzz_checks::nested, &["template"]),
     ("signal_body", fuzz_checks::signal_body, &["api_body", "signal_result"]),
     ("agent_config", fuzz_checks::agent_config, &["agent_config"]),
     ("signal_engine", fuzz_checks::signal_engine, &["api_body"]),

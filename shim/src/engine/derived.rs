@@ -197,10 +197,12 @@ fn derived_inputs(config: &ConfigDefinition, publication: &Publication<'_>) -> V
 }
 
 /// What decides whether an update must rerun a deployment: everything the hook would see except
-/// the ids, times, the action and `deploy_resource_name`. The resource name follows from the
-/// node's identity (its resource, or its member key in a group), so it cannot change for the same
-/// node; leaving it out means a change in how it is spelled (group members were once
-/// `<group>/<member>`, now the member key, as in Heat) does not rerun finished deployments.
+/// the ids, times, the action, `deploy_resource_name` and `deploy_stack_id`. The resource name
+/// and stack follow from the node's identity (its resource, or its member key in a group, and
+/// the stack that holds it), so they cannot change for the same node; leaving them out means a
+/// change in how they are spelled (group members were once `<group>/<member>`, now the member
+/// key, as in Heat; a nested stack's deployments once had the root's stack id, now their nested
+/// stack's) does not rerun finished deployments.
 pub fn fingerprint(entry: &Value, server: &str) -> String {
     let mut essential = entry.clone();
     if let Some(map) = essential.as_object_mut() {
@@ -210,7 +212,14 @@ pub fn fingerprint(entry: &Value, server: &str) -> String {
     if let Some(inputs) = essential.get_mut("inputs").and_then(Value::as_array_mut) {
         inputs.retain(|input| {
             let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
-            !matches!(name, "deploy_action" | "deploy_signal_id" | "deploy_signal_verb" | "deploy_resource_name")
+            !matches!(
+                name,
+                "deploy_action"
+                    | "deploy_signal_id"
+                    | "deploy_signal_verb"
+                    | "deploy_resource_name"
+                    | "deploy_stack_id"
+            )
         });
     }
     let text = format!("{server}\n{essential}");
@@ -291,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn fingerprint_ignores_ids_action_and_resource_name_only() {
+    fn fingerprint_ignores_ids_action_resource_name_and_stack_only() {
         let config = ConfigDefinition {
             group: "script".into(),
             config: json!("a"),
@@ -305,6 +314,7 @@ mod tests {
         second_publication.derived_id = "d2";
         second_publication.action = Action::Update;
         second_publication.resource_name = "group/app";
+        second_publication.stack_path = "s-outer-abcdefghijkl/1234-outer";
         let second = build_entry(&config, &second_publication).unwrap();
         assert_eq!(fingerprint(&first, "web1"), fingerprint(&second, "web1"));
         assert_ne!(fingerprint(&first, "web1"), fingerprint(&first, "web2"));

@@ -138,6 +138,12 @@ outputs:
     assert_eq!(status(&engine, "g").await, "CREATE_COMPLETE");
     let published = deployments(&engine, "app1").await;
     assert_eq!(input(&published[0], "deploy_resource_name"), "a", "a member is named by its servers key");
+    // Heat puts a group's members in the group's own nested stack.
+    let id = engine.show_stack("g").await.unwrap().summary.id;
+    let path = input(&published[0], "deploy_stack_id").as_str().unwrap().to_owned();
+    let (name, stack_id) = path.split_once('/').expect("<name>/<id>");
+    assert!(is_nested_name(name, "g", "group"), "{path}");
+    assert_eq!(stack_id, format!("{id}-group"));
     let shown = outputs(&engine, "g").await;
     for output in ["stdout", "stdouts", "codes", "results"] {
         assert_eq!(shown[output], json!({"a": null, "b": null}), "{output}");
@@ -165,42 +171,168 @@ resources:
     assert_eq!(warning.resource, "w");
 }
 
-#[tokio::test]
-async fn deployments_in_nested_stacks_are_named_as_in_the_nested_stack() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_at(&dir.path().join("shim.db"));
-    register(&engine, &["app1"]).await;
-    let nested = r##"
+const NESTED_DEPLOYMENT: &str = r##"
 heat_template_version: 2018-08-31
 parameters:
   server: {type: string}
+  message: {type: string, default: first}
 resources:
   config:
     type: OS::Heat::SoftwareConfig
     properties: {group: script, config: "#!/bin/sh\n"}
   deploy:
     type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: config}, server: {get_param: server}, signal_transport: NO_SIGNAL}
+    properties:
+      config: {get_resource: config}
+      server: {get_param: server}
+      signal_transport: NO_SIGNAL
+      input_values: {message: {get_param: message}}
 "##;
-    let template = r##"
+
+const NESTED_PARENT: &str = r##"
 heat_template_version: 2018-08-31
+parameters:
+  message: {type: string, default: first}
 resources:
-  single: {type: nested.yaml, properties: {server: app1}}
+  single: {type: nested.yaml, properties: {server: app1, message: {get_param: message}}}
   many:
     type: OS::Heat::ResourceGroup
-    properties: {count: 2, resource_def: {type: nested.yaml, properties: {server: app1}}}
+    properties: {count: 2, resource_def: {type: nested.yaml, properties: {server: app1, message: {get_param: message}}}}
 "##;
-    let mut create = request("n", template, &[]);
-    create.files.insert("nested.yaml".into(), json!(nested));
-    engine.create_stack(create).await.unwrap();
-    assert_eq!(status(&engine, "n").await, "CREATE_COMPLETE");
-    let mut names: Vec<String> = deployments(&engine, "app1")
+
+/// Each deployment's (deploy_resource_name, deploy_stack_id, message), sorted.
+async fn nested_identities(engine: &crate::engine::Engine<crate::store::SqliteStore>) -> Vec<(String, String, String)> {
+    let text = |deployment: &Value, name: &str| input(deployment, name).as_str().unwrap_or_default().to_owned();
+    let mut found: Vec<(String, String, String)> = deployments(engine, "app1")
         .await
         .iter()
-        .map(|deployment| input(deployment, "deploy_resource_name").as_str().unwrap_or_default().to_owned())
+        .map(|deployment| {
+            (text(deployment, "deploy_resource_name"), text(deployment, "deploy_stack_id"), text(deployment, "message"))
+        })
         .collect();
-    names.sort();
+    found.sort();
+    found
+}
+
+/// Heat's `<parent>-<resource>-<12 base32 characters>` nested stack name.
+fn is_nested_name(name: &str, parent: &str, resource: &str) -> bool {
+    let Some(short) = name.strip_prefix(&format!("{parent}-{resource}-")) else { return false };
+    short.len() == 12 && short.bytes().all(|byte| byte.is_ascii_lowercase() || (b'2'..=b'7').contains(&byte))
+}
+
+#[tokio::test]
+async fn deployments_in_nested_stacks_get_the_nested_stacks_name_and_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["app1"]).await;
+    let mut create = request("n", NESTED_PARENT, &[]);
+    create.files.insert("nested.yaml".into(), json!(NESTED_DEPLOYMENT));
+    engine.create_stack(create).await.unwrap();
+    assert_eq!(status(&engine, "n").await, "CREATE_COMPLETE");
+    let id = engine.show_stack("n").await.unwrap().summary.id;
+    let created = nested_identities(&engine).await;
+    let names: Vec<&str> = created.iter().map(|(name, _, _)| name.as_str()).collect();
     assert_eq!(names, ["deploy", "deploy", "deploy"], "each is named as in its nested stack, as Heat names it");
+    let paths: Vec<(&str, &str)> =
+        created.iter().map(|(_, path, _)| path.split_once('/').expect("<name>/<id>")).collect();
+    let mut ids: Vec<&str> = paths.iter().map(|(_, stack_id)| *stack_id).collect();
+    ids.sort();
+    assert_eq!(ids, [format!("{id}-many-0"), format!("{id}-many-1"), format!("{id}-single")]);
+    let name_of = |stack_id: String| paths.iter().find(|(_, found)| *found == stack_id).unwrap().0;
+    let single = name_of(format!("{id}-single"));
+    assert!(is_nested_name(single, "n", "single"), "{single}");
+    // A group member's stack is nested in the group's: `<root>-many-<short>-0-<short>`.
+    let (first, second) = (name_of(format!("{id}-many-0")), name_of(format!("{id}-many-1")));
+    let group_stack = &first[..first.len() - "-0-".len() - 12];
+    assert!(is_nested_name(group_stack, "n", "many"), "{first}");
+    assert!(is_nested_name(first, group_stack, "0") && is_nested_name(second, group_stack, "1"), "{second}");
+
+    // An update that republishes every deployment keeps every identity.
+    let mut update = request("n", NESTED_PARENT, &[("message", "second")]);
+    update.files.insert("nested.yaml".into(), json!(NESTED_DEPLOYMENT));
+    engine.update_stack("n", update).await.unwrap();
+    assert_eq!(status(&engine, "n").await, "UPDATE_COMPLETE");
+    let updated = nested_identities(&engine).await;
+    assert!(updated.iter().all(|(_, _, message)| message == "second"), "republished: {updated:?}");
+    let identities = |found: &[(String, String, String)]| -> Vec<(String, String)> {
+        found.iter().map(|(name, path, _)| (name.clone(), path.clone())).collect()
+    };
+    assert_eq!(identities(&updated), identities(&created), "the same nested identities after the update");
+}
+
+const TYPED_NESTED: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  amount: {type: number}
+  names: {type: comma_delimited_list}
+resources:
+  echo:
+    type: OS::Heat::Value
+    properties: {value: {amount: {get_param: amount}, first: {get_param: [names, 0]}, names: {get_param: names}}}
+outputs:
+  echoed: {value: {get_attr: [echo, value]}}
+"##;
+
+const TYPED_PARENT: &str = r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: "#!/bin/sh\n", outputs: [{name: count}, {name: items}]}
+  source:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: config}, server: app1}
+  consumer:
+    type: typed.yaml
+    properties: {amount: {get_attr: [source, count]}, names: {get_attr: [source, items]}}
+outputs:
+  echoed: {value: {get_attr: [consumer, echoed]}}
+"##;
+
+/// Creates the typed stack `name` and signals its source deployment with `outputs`.
+async fn typed_stack_signalled(
+    name: &str,
+    outputs: Value,
+) -> (tempfile::TempDir, crate::engine::Engine<crate::store::SqliteStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["app1"]).await;
+    let mut create = request(name, TYPED_PARENT, &[]);
+    create.files.insert("typed.yaml".into(), json!(TYPED_NESTED));
+    engine.create_stack(create).await.unwrap();
+    let published = deployments(&engine, "app1").await;
+    assert_eq!(published.len(), 1);
+    let mut signal = outputs;
+    signal["deploy_status_code"] = json!(0);
+    engine.deployment_signal(&signal_token(&published[0]), signal, None).await.unwrap();
+    (dir, engine)
+}
+
+#[tokio::test]
+async fn a_deployment_output_reaches_nested_parameters_converted_to_their_types() {
+    let (_dir, engine) = typed_stack_signalled("typed", json!({"count": "3", "items": "a,b"})).await;
+    assert_eq!(status(&engine, "typed").await, "CREATE_COMPLETE");
+    let shown = engine.show_stack("typed").await.unwrap();
+    let echoed = shown.outputs.iter().find(|output| output.name == "echoed").unwrap();
+    assert_eq!(
+        echoed.value,
+        json!({"amount": 3, "first": "a", "names": ["a", "b"]}),
+        "as Heat's nested stack sees them"
+    );
+}
+
+#[tokio::test]
+async fn a_run_time_value_the_nested_parameter_refuses_fails_the_reading_resource() {
+    let (_dir, engine) = typed_stack_signalled("refused", json!({"count": "many", "items": "a"})).await;
+    assert_eq!(status(&engine, "refused").await, "CREATE_FAILED");
+    let shown = engine.show_stack("refused").await.unwrap();
+    let echo = shown.resources.iter().find(|resource| resource.name == "consumer/echo").unwrap();
+    assert!(
+        echo.status_reason.contains(
+            "resources.consumer: Property error: consumer.Properties.amount: could not convert string to float: 'many'"
+        ),
+        "Heat's text, naming the provider resource: {echo:?}"
+    );
 }
 
 const ALL_ATTRIBUTES: &str = r##"

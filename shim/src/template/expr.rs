@@ -87,6 +87,14 @@ impl Dialect<'_> {
         Dialect { version: Version::LATEST, conditions: None, stored: true, names: None };
 
     pub fn meaning(&self, name: &str) -> Meaning {
+        if self.stored {
+            use crate::template::nested::convert::{NESTED_FAILURE, NESTED_PARAMETER};
+            match name {
+                NESTED_PARAMETER => return Meaning::Function(Function::NestedParameter),
+                NESTED_FAILURE => return Meaning::Function(Function::NestedFailure),
+                _ => {}
+            }
+        }
         let found = meaning(name, self.version);
         match found {
             Meaning::Removed | Meaning::NotYet { .. } if self.stored => meaning(name, Version::V2013_05_23),

@@ -14,6 +14,7 @@ use super::environment::{self, Environment};
 use super::expr::functions::Version;
 use super::expr::functions::conditions::Conditions;
 use super::expr::{Dialect, Expr, Names};
+use super::fields::{definition, text_value};
 use super::hot_parameters::{parameter_groups, parse_parameter};
 use super::policy::{self, Policies};
 use super::provider::NestedKind;
@@ -283,18 +284,6 @@ fn parse_version(node: &Node) -> Result<String, String> {
     }
 }
 
-/// A string field; `None` (and a problem) when it is not a string. Null counts as absent.
-pub(super) fn text_value(node: &Node, what: &str, problems: &mut Vec<String>) -> Option<String> {
-    match &node.body {
-        Body::Scalar(Value::String(text)) => Some(text.clone()),
-        Body::Scalar(Value::Null) => None,
-        _ => {
-            problems.push(format!("{what} must be a string (line {})", node.line));
-            None
-        }
-    }
-}
-
 /// A top-level mapping of named items (null counts as empty), parsed item by item.
 fn section<T>(
     entry: &Entry,
@@ -309,17 +298,6 @@ fn section<T>(
         _ => {
             problems.push(format!("{} must be a mapping (line {})", entry.key, entry.value.line));
             Vec::new()
-        }
-    }
-}
-
-/// The entries of an item's definition, or a problem when it is not a mapping.
-pub(super) fn definition<'a>(entry: &'a Entry, what: &str, problems: &mut Vec<String>) -> Option<&'a [Entry]> {
-    match &entry.value.body {
-        Body::Mapping(entries) => Some(entries),
-        _ => {
-            problems.push(format!("{what} \"{}\": the definition must be a mapping (line {})", entry.key, entry.line));
-            None
         }
     }
 }
@@ -346,6 +324,7 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
         line: entry.line,
         nested: None,
         policies: Policies::default(),
+        stack: None,
     };
     let mut kind = None;
     let mut written = policy::Written { deletion_policy: None, update_policy: None };

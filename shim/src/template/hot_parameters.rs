@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::checks::Incomplete;
-use super::hot::{definition, text_value};
+use super::fields::{definition, text_value};
 use super::parameters::parse_constraints;
 use super::yaml::{Body, Entry, Node};
 use super::{Parameter, ParameterType, Template};

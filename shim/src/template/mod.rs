@@ -8,6 +8,7 @@ mod environment;
 mod environment_files;
 mod evaluate;
 mod expr;
+mod fields;
 mod graph;
 mod hot;
 mod hot_parameters;
@@ -45,7 +46,7 @@ pub use hot::{
     MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_stored_template, parse_template, parse_template_in,
     raise_template_limit,
 };
-pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedError, expand as expand_nested};
+pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedError, expand as expand_nested, short_id};
 pub use parameters::resolve_parameters;
 pub use pipeline::{Checked, MAX_PROBLEMS, Request as CheckRequest, Servers, check_template};
 pub use policy::{Batching, Policies, resolve_deletion_policy};
@@ -55,7 +56,7 @@ pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resou
 pub use stored::text as flattened_text;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
-pub use value_type::value_as_type;
+pub use value_type::{parameter_placeholder, value_as_type};
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.
@@ -135,6 +136,10 @@ pub struct Resource {
     pub nested: Option<Box<NestedDefinition>>,
     /// `deletion_policy` and `update_policy`, as the engine acts on them.
     pub policies: Policies,
+    /// A resource of a flattened nested stack or ResourceGroup: that stack's `<name>/<id>`
+    /// (a deployment's `deploy_stack_id`, as Heat's `stack_path()`), as an expression of the
+    /// root's parameters; `None` for the root stack's own resources.
+    pub stack: Option<Expr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

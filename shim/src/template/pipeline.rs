@@ -8,14 +8,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::environment::Environment;
 use super::hot::{Parsed, parse_collecting};
 use super::servers::{ServerAddresses, check_server_attributes};
 use super::validate::{Plan, apply_conditions, validate_incomplete};
 use super::yaml::{Body, Node};
-use super::{ParameterType, Template, nested, resolve_parameters};
+use super::{Template, nested, parameter_placeholder, resolve_parameters};
 
 /// Most problems reported for one template; the rest are counted ("... and N more problems").
 /// Reporting stays linear in the template's size either way; this keeps the answer readable.
@@ -130,21 +130,13 @@ fn resolve(template: &Template, texts: &BTreeMap<String, String>) -> (BTreeMap<S
     (values, problems)
 }
 
-/// `template` with a placeholder default for each parameter that has no value, its
-/// constraints dropped: a value that passes the checks a real value would (a non-empty string,
-/// since an empty one is an empty server name; a positive number, since timeouts and counts
-/// must be at least 1).
+/// `template` with a placeholder default (`parameter_placeholder`) for each parameter that
+/// has no value, its constraints dropped.
 fn with_placeholders(template: &Template, texts: &BTreeMap<String, String>) -> Template {
     let mut placeholders = template.clone();
     for (name, parameter) in &mut placeholders.parameters {
         if parameter.default.is_none() && !texts.contains_key(name) {
-            parameter.default = Some(match parameter.kind {
-                ParameterType::String => json!("validate"),
-                ParameterType::Number => json!(1),
-                ParameterType::Json => json!({}),
-                ParameterType::CommaDelimitedList => json!([]),
-                ParameterType::Boolean => json!(false),
-            });
+            parameter.default = Some(parameter_placeholder(parameter.kind));
             parameter.constraints.clear();
         }
     }

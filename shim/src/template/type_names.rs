@@ -5,6 +5,7 @@
 //! matches.
 
 use super::ResourceType;
+use super::value_type::shortened;
 
 /// Types a Heat user maps to `OS::Heat::DeployedServer`: servers the software runs on.
 const SERVER_TYPES: &[&str] = &["OS::Nova::Server", "AWS::EC2::Instance"];
@@ -15,6 +16,7 @@ const SHOWN_NAME_LIMIT: usize = 64;
 
 /// The problem text for an unknown `type` (without the line, which the caller adds).
 pub(super) fn unknown_type(resource: &str, text: &str) -> String {
+    // A hostile type name is echoed only in part.
     let shown = shortened(text);
     let text = shown.as_str();
     if SERVER_TYPES.contains(&text) {
@@ -42,15 +44,6 @@ pub(super) fn unknown_type(resource: &str, text: &str) -> String {
         format!("did you mean {}?", suggestions.join(", "))
     };
     format!("resource {resource}: unknown resource type \"{text}\" ({hint})")
-}
-
-/// A hostile type name is echoed only in part.
-fn shortened(text: &str) -> String {
-    const SHOWN: usize = 80;
-    match text.char_indices().nth(SHOWN) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_owned(),
-    }
 }
 
 /// The OpenStack services whose `OS::<service>::` types Heat registers (its

@@ -5,6 +5,8 @@
 
 use serde_json::{Number, Value};
 
+use super::ParameterType;
+
 /// The value as Heat's `type` makes it, or Heat's reason for refusing it. `kind` is the `type`
 /// property (`None`: any value, unchanged).
 pub fn value_as_type(kind: Option<&str>, value: Value) -> Result<Value, String> {
@@ -26,7 +28,8 @@ pub fn value_as_type(kind: Option<&str>, value: Value) -> Result<Value, String> 
         Some("comma_delimited_list") => match value {
             Value::Array(_) => Ok(value),
             Value::Null => Ok(Value::Array(vec![])),
-            other => Err(format!("\"{}\" is not a list", short(&other))),
+            // Heat shows the list's refusal with repr: a text in quotes.
+            other => Err(format!("\"{}\" is not a list", shortened(&python_repr(&other)))),
         },
         Some("json") => match value {
             Value::Object(_) => Ok(value),
@@ -59,15 +62,55 @@ fn number(text: &str) -> Result<Value, String> {
     }
 }
 
-/// A value for an error message: text as is, others as JSON, at most 80 characters.
+/// A value for an error message as Python's `str()` shows it (text as is, others as `repr`),
+/// shortened.
 fn short(value: &Value) -> String {
-    let text = match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    match text.char_indices().nth(80) {
+    match value {
+        Value::String(text) => shortened(text),
+        other => shortened(&python_repr(other)),
+    }
+}
+
+/// Python's `repr` of a JSON value, as Heat's messages show values (`{'k': 'v'}`, `None`).
+/// Depth is bounded by the parsers the value came through.
+fn python_repr(value: &Value) -> String {
+    match value {
+        Value::Null => "None".to_owned(),
+        Value::Bool(flag) => if *flag { "True" } else { "False" }.to_owned(),
+        Value::Number(number) => number.to_string(),
+        Value::String(text) => format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'")),
+        Value::Array(items) => format!("[{}]", items.iter().map(python_repr).collect::<Vec<_>>().join(", ")),
+        Value::Object(map) => {
+            let entries: Vec<String> = map
+                .iter()
+                .map(|(key, item)| format!("{}: {}", python_repr(&Value::String(key.clone())), python_repr(item)))
+                .collect();
+            format!("{{{}}}", entries.join(", "))
+        }
+    }
+}
+
+/// A text from the input as a message shows it: at most 80 characters, so that a hostile value
+/// cannot flood the output.
+pub(crate) fn shortened(text: &str) -> String {
+    const SHOWN: usize = 80;
+    match text.char_indices().nth(SHOWN) {
         Some((end, _)) => format!("{}...", &text[..end]),
-        None => text,
+        None => text.to_owned(),
+    }
+}
+
+/// The value a parameter is given where a real one is not known (`template validate` without
+/// `--param`, a nested parameter known only at run time): one that passes the checks a real
+/// value would, a non-empty string (an empty one is an empty server name) and a positive number
+/// (timeouts and counts must be at least 1).
+pub fn parameter_placeholder(kind: ParameterType) -> Value {
+    match kind {
+        ParameterType::String => Value::String("validate".to_owned()),
+        ParameterType::Number => Value::from(1),
+        ParameterType::Json => Value::Object(serde_json::Map::new()),
+        ParameterType::CommaDelimitedList => Value::Array(Vec::new()),
+        ParameterType::Boolean => Value::Bool(false),
     }
 }
 
@@ -95,7 +138,9 @@ mod tests {
         assert_eq!(error("number", json!("abc")), "could not convert string to float: 'abc'");
         assert_eq!(error("boolean", json!("yes")), "\"yes\" is not a valid boolean");
         assert_eq!(error("boolean", json!(1)), "\"1\" is not a valid boolean");
-        assert!(error("comma_delimited_list", json!("a,b")).contains("is not a list"));
+        assert_eq!(error("comma_delimited_list", json!("a,b")), "\"'a,b'\" is not a list");
+        assert_eq!(error("comma_delimited_list", json!({"k": "v"})), "\"{'k': 'v'}\" is not a list");
+        assert_eq!(error("string", json!({"a": [1, null]})), "Value must be a string; got {'a': [1, None]}");
         assert!(error("json", json!("{}")).contains("is not a map"));
         assert!(error("string", json!(2.5)).contains("Value must be a string"));
         assert!(error("number", json!("nan")).contains("could not convert"));

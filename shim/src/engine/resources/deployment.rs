@@ -11,7 +11,7 @@ use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released};
 use crate::engine::secrets::{Purpose, placed};
 use crate::store::{Action, EntryRow, NodeRow, RunOutcome, StackRow};
-use crate::template::ResourceType;
+use crate::template::{Expr, ResourceType};
 
 pub fn activate(
     ctx: &mut Context<'_>,
@@ -145,9 +145,21 @@ pub fn publish(
     Ok(Released::Nothing)
 }
 
+/// The `deploy_stack_id` of the node: the stack's `<name>/<id>` (Heat's `stack_path()`), or
+/// for a resource of a flattened nested stack, the one its definition stores for that stack.
+pub(super) fn stack_path(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<String, String> {
+    let Some(stored) = node.definition.get("stack") else { return Ok(format!("{}/{}", stack.name, stack.id)) };
+    let expression = Expr::from_json(stored).map_err(|error| format!("the nested stack's id: {error}"))?;
+    match ctx.evaluate(stack, &expression) {
+        Ok(Value::String(path)) => Ok(path),
+        Ok(other) => Err(format!("the nested stack's id is not a string: {other}")),
+        Err(error) => Err(format!("the nested stack's id: {error}")),
+    }
+}
+
 /// The derived config entry of a new publication; the error says why it cannot be built.
 fn build(
-    ctx: &Context<'_>,
+    ctx: &mut Context<'_>,
     stack: &StackRow,
     node: &NodeRow,
     server: &str,
@@ -167,7 +179,7 @@ fn build(
         let key = properties.get("input_key").and_then(Value::as_str).unwrap_or("get_input");
         (key, properties.get("input_values_validate").and_then(Value::as_str) == Some("STRICT"))
     });
-    let stack_path = format!("{}/{}", stack.name, stack.id);
+    let stack_path = stack_path(ctx, stack, node)?;
     // A group member is named by its `servers` key, as in the nested stack Heat makes for a
     // SoftwareDeploymentGroup (heat.engine.resources.openstack.heat.resource_group); a resource
     // of a flattened nested stack or ResourceGroup (`outer/inner`, `group/0`) by its name in

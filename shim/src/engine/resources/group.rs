@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::batches;
-use super::deployment::deployment_actions;
+use super::deployment::{deployment_actions, stack_path};
 use crate::engine::context::Context;
 use crate::engine::deadlines::Deadline;
 use crate::engine::error::EngineError;
@@ -325,6 +325,9 @@ struct Members {
     /// The definition of the config the group deploys (part of what a member's change is).
     config: Value,
     retain: bool,
+    /// The `<name>/<id>` of the group's own nested stack, where Heat puts the members
+    /// (`deploy_stack_id`); `None` when the containing stack's path cannot be evaluated.
+    member_stack: Option<String>,
 }
 
 impl Members {
@@ -346,7 +349,8 @@ impl Members {
         let kind =
             node::resource_type(group).and_then(|kind| kind.group_member()).unwrap_or(ResourceType::SoftwareDeployment);
         let retain = Policies::from_json(group.definition.get("policies")).retain;
-        Ok(Members { kind, written, resolved, servers, config: config.unwrap_or(Value::Null), retain })
+        let member_stack = member_stack(ctx, stack, group);
+        Ok(Members { kind, written, resolved, servers, config: config.unwrap_or(Value::Null), retain, member_stack })
     }
 
     /// What decides whether member `key` changes: its resolved definition and the config's.
@@ -362,9 +366,25 @@ impl Members {
     fn definition(&self, group: &str, key: &str) -> Option<Value> {
         let mut properties = self.written.clone();
         properties.insert("server".into(), self.servers.get(key)?.clone());
-        Some(json!({"type": self.kind.name(), "properties": properties, "depends_on": [], "member_of": group,
-            "applied": self.applied(key), "group_retain": self.retain}))
+        let mut definition = json!({"type": self.kind.name(), "properties": properties, "depends_on": [],
+            "member_of": group, "applied": self.applied(key), "group_retain": self.retain});
+        if let Some(path) = &self.member_stack {
+            // A literal: the stored form of a string is the string.
+            definition["stack"] = json!(path);
+        }
+        Some(definition)
     }
+}
+
+/// The group's own nested stack, as Heat names a ResourceGroup's child stack:
+/// `<parent name>-<group>-<short id>/<parent id>-<group>` (the short id as for flattened nested
+/// stacks, stable across updates). A member's `deploy_stack_id` is this path, as in Heat.
+fn member_stack(ctx: &mut Context<'_>, stack: &StackRow, group: &NodeRow) -> Option<String> {
+    let parent = stack_path(ctx, stack, group).ok()?;
+    let (parent_name, parent_id) = parent.split_once('/')?;
+    let local = group.name.rsplit('/').next().unwrap_or(&group.name);
+    let short = crate::template::short_id(&stack.id, &group.name);
+    Some(format!("{parent_name}-{local}-{short}/{parent_id}-{local}"))
 }
 
 /// Every member completed: the group's attributes are maps keyed by member name.

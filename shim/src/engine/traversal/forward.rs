@@ -127,6 +127,10 @@ fn write_plan(
         if let (Some(policies), Some(fields)) = (policies.to_json(), definition.as_object_mut()) {
             fields.insert("policies".into(), policies);
         }
+        // A resource of a flattened nested stack: that stack's `<name>/<id>` (deploy_stack_id).
+        if let Some(stack) = &resource.stack {
+            definition["stack"] = stack.to_json();
+        }
         let previous = match existing.get(&planned.name) {
             // A resource whose type changed is a new resource: the old one goes entirely.
             Some(previous) if previous.resource_type != resource.kind.name() => {

@@ -33,7 +33,27 @@ pub(super) struct GroupFacts {
 }
 
 impl Facade {
+    /// `get_attr` of the nested resource. An attribute Heat refuses only when it is read (a
+    /// nested output the template lacks, a group member that is not there: an output error, or
+    /// the reading resource fails) fails when read, once every leaf inside exists; with no leaf
+    /// to wait for it is refused now.
     pub fn attribute(&self, ex: &mut Expander, attribute: &str, path: Vec<Expr>) -> Result<Expr, NestedError> {
+        match self.attribute_now(ex, attribute, path) {
+            Err(error @ (NestedError::BadAttribute { .. } | NestedError::MissingMember { .. }))
+                if !self.members.is_empty() =>
+            {
+                let waits_for = self.members.iter().map(|member| Expr::GetResource(member.clone())).collect();
+                let args = vec![Expr::Literal(Value::String(error.to_string())), Expr::List(waits_for)];
+                let failing = Expr::Call { function: Function::NestedFailure, args: Box::new(Expr::List(args)) };
+                ex.charge(&failing)?;
+                Ok(failing)
+            }
+            other => other,
+        }
+    }
+
+    /// `attribute` without that deferral: every refusal is an error now.
+    pub fn attribute_now(&self, ex: &mut Expander, attribute: &str, path: Vec<Expr>) -> Result<Expr, NestedError> {
         if attribute == ALL_ATTRIBUTES {
             return self.all_attributes(ex);
         }
@@ -82,7 +102,12 @@ impl Facade {
             Some((inner, named)) => (inner, Some(named.to_owned())),
             None => (rest, None),
         };
-        let Some(target) = self.inner.get(inner) else { return Err(self.bad(attribute)) };
+        let Some(target) = self.inner.get(inner) else {
+            return Err(match self.group {
+                Some(_) => NestedError::MissingMember { resource: self.name.clone(), member: inner.to_owned() },
+                None => self.bad(attribute),
+            });
+        };
         let named = match named {
             Some(named) => Some(named),
             None if path.is_empty() => None,
@@ -93,7 +118,11 @@ impl Facade {
         };
         match named {
             None => target_id(ex, target),
-            Some(named) => target_attribute(ex, target, &named, path),
+            // Heat names the outer resource and the whole attribute.
+            Some(named) => target_attribute(ex, target, &named, path).map_err(|error| match error {
+                NestedError::BadAttribute { .. } => self.bad(&format!("resource.{inner}.{named}")),
+                other => other,
+            }),
         }
     }
 
@@ -131,10 +160,15 @@ impl Facade {
                 Ok(collapse_map(values))
             }
             _ => {
+                // A member's missing attribute is the group's, as Heat names it.
                 let values = members
                     .iter()
                     .map(|(_, target)| target_attribute(ex, target, attribute, path.clone()))
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|error| match error {
+                        NestedError::BadAttribute { .. } => self.bad(attribute),
+                        other => other,
+                    })?;
                 Ok(collapse_list(values))
             }
         }
@@ -162,7 +196,7 @@ pub(super) fn target_attribute(
 ) -> Result<Expr, NestedError> {
     match target {
         Target::Leaf(name) => Ok(Expr::GetAttr { resource: name.clone(), attribute: attribute.to_owned(), path }),
-        Target::Nested(facade) => facade.attribute(ex, attribute, path),
+        Target::Nested(facade) => facade.attribute_now(ex, attribute, path),
         Target::Failed => Ok(Expr::Literal(Value::Null)),
     }
 }

@@ -195,6 +195,7 @@ fn member(
         nested: None,
         // Heat's member definitions have no policies (ResourceGroup.build_resource_definition).
         policies: crate::template::Policies::default(),
+        stack: None,
     };
     match (nested_kind(&kind), ResourceType::parse(&kind)) {
         (Some(nested), _) => {

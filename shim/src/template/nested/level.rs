@@ -36,6 +36,8 @@ pub(super) struct Level<'t> {
     /// A group's members: their expressions are already in the root's namespace.
     pub(super) rewritten: bool,
     pub(super) identity: StackIdentity,
+    /// The stack this level's leaves belong to, `<name>/<id>`; `None` at the root.
+    pub(super) stack: Option<Expr>,
     pub(super) facade: Option<FacadeValues>,
     /// The provider templates from the root down to this one, to refuse recursion.
     pub(super) chain: Vec<String>,
@@ -53,6 +55,7 @@ impl<'t> Level<'t> {
             parameters: None,
             rewritten: false,
             identity,
+            stack: None,
             facade: None,
             chain: Vec::new(),
             depth: 0,
@@ -63,15 +66,23 @@ impl<'t> Level<'t> {
     }
 
     /// The level below this one for the nested resource `segment` of `template`.
-    pub(super) fn below<'c>(&self, template: &'c Template, segment: &str, inherited: Inherited) -> Level<'c> {
+    pub(super) fn below<'c>(
+        &self,
+        ex: &Expander,
+        template: &'c Template,
+        segment: &str,
+        inherited: Inherited,
+    ) -> Level<'c> {
         let mut path = self.path.clone();
         path.push(segment.to_owned());
+        let identity = self.identity.child(segment, &path.join("/"), &ex.root_id);
         Level {
             template,
             path,
             parameters: None,
             rewritten: true,
-            identity: self.identity.child(segment),
+            stack: Some(identity.path()),
+            identity,
             facade: None,
             chain: self.chain.clone(),
             depth: self.depth + 1,
@@ -172,6 +183,7 @@ impl<'t> Level<'t> {
         if let Some(function) = &resource.policies.deletion_function {
             policies.deletion_function = Some(self.rewrite(ex, function)?);
         }
+        let stack = self.stack.clone();
         Ok(Resource {
             kind: resource.kind,
             properties,
@@ -180,6 +192,7 @@ impl<'t> Level<'t> {
             line: resource.line,
             nested: None,
             policies,
+            stack,
         })
     }
 
@@ -265,7 +278,7 @@ impl<'t> Level<'t> {
         }
         let nested = ex.provider_template(&child.flat, file)?;
         let binding = parameters::bind(ex, &child, file, &nested)?;
-        let mut level = self.below(&nested, &child.segment, child.inherited.clone());
+        let mut level = self.below(ex, &nested, &child.segment, child.inherited.clone());
         level.parameters = Some(binding);
         level.rewritten = false;
         level.facade = Some(child.facade.clone());
@@ -307,7 +320,7 @@ impl Level<'_> {
     /// A ResourceGroup's members, expanded one level down.
     fn group(&mut self, ex: &mut Expander, child: Child) -> Result<(Facade, Vec<(String, Resource)>), NestedError> {
         let (members, facts): (Template, GroupFacts) = group::members(ex, &child, &self.template.version)?;
-        let below = self.below(&members, &child.segment, child.inherited.clone());
+        let below = self.below(ex, &members, &child.segment, child.inherited.clone());
         let id = below.identity.id.clone();
         let expanded = below.expand(ex)?;
         let leaves: Vec<String> = expanded.leaves.iter().map(|(name, _)| name.clone()).collect();

@@ -9,6 +9,7 @@
 //! sees one ordinary template and diffs it by node name on update. Pure, and bounded for
 //! hostile input: nesting depth, resources after expansion, expression size, recursion.
 
+pub(crate) mod convert;
 mod facade;
 mod group;
 mod level;
@@ -66,6 +67,8 @@ pub enum NestedError {
     UnknownParameter { resource: String, parameter: String },
     #[error("The Referenced Attribute ({resource} {attribute}) is incorrect.")]
     BadAttribute { resource: String, attribute: String },
+    #[error("Member '{member}' not found in group resource '{resource}'.")]
+    MissingMember { resource: String, member: String },
     #[error("resource {resource}: {problem}")]
     Group { resource: String, problem: String },
     #[error("resource {resource}: resource_facade: {problem}")]
@@ -92,6 +95,9 @@ pub(super) struct Expander<'a> {
     problems: Vec<NestedError>,
     /// Provider templates parsed so far (an empty problem list: not in `files`).
     parsed: BTreeMap<String, Result<Rc<Template>, Vec<String>>>,
+    /// The root stack's id (empty when it has none yet, as in `template validate`): nested
+    /// stack names are derived from it.
+    root_id: String,
 }
 
 impl Expander<'_> {
@@ -140,6 +146,7 @@ pub fn expand(
         nodes: 0,
         problems: Vec::new(),
         parsed: BTreeMap::new(),
+        root_id: parameters.get("OS::stack_id").and_then(Value::as_str).unwrap_or_default().to_owned(),
     };
     let root = Level::root(template, StackIdentity::root());
     let expanded = match root.expand(&mut expander) {
@@ -172,9 +179,11 @@ fn value_size(value: &Value) -> usize {
     }
 }
 
-/// The nested stack's `OS::stack_name` and `OS::stack_id`, as expressions of the root's:
-/// Heat names a nested stack `<parent>-<resource>-<random>`; here it is `<parent>-<resource>`
-/// (and the id `<parent id>-<resource>`), the same on every update.
+/// The nested stack's `OS::stack_name` and `OS::stack_id`, as expressions of the root's.
+/// Heat names a nested stack `<parent>-<resource>-<short id>`, the short id 12 random
+/// characters of base32 (heat.engine.resource.Resource.physical_resource_name,
+/// heat.common.short_id); here the short id is derived from the root stack's id and the nested
+/// resource's path, so it is the same on every update. The id is `<parent id>-<resource>`.
 #[derive(Debug, Clone)]
 struct StackIdentity {
     pub name: Expr,
@@ -187,13 +196,38 @@ impl StackIdentity {
         StackIdentity { name: parameter("OS::stack_name"), id: parameter("OS::stack_id") }
     }
 
-    fn child(&self, segment: &str) -> StackIdentity {
-        let join = |parent: &Expr| Expr::ListJoin {
+    /// The identity of the stack of the nested resource `segment` (flattened `flat`) of this
+    /// one, in a root stack of id `root_id`.
+    fn child(&self, segment: &str, flat: &str, root_id: &str) -> StackIdentity {
+        let join = |parent: &Expr, segments: &[String]| Expr::ListJoin {
             delimiter: "-".to_owned(),
-            lists: vec![Expr::List(vec![parent.clone(), Expr::Literal(json!(segment))])],
+            lists: vec![Expr::List(
+                std::iter::once(parent.clone())
+                    .chain(segments.iter().map(|segment| Expr::Literal(json!(segment))))
+                    .collect(),
+            )],
         };
-        StackIdentity { name: join(&self.name), id: join(&self.id) }
+        let segment = segment.to_owned();
+        StackIdentity {
+            name: join(&self.name, &[segment.clone(), short_id(root_id, flat)]),
+            id: join(&self.id, &[segment]),
+        }
     }
+
+    /// `<name>/<id>`, as heat.common.identifier.HeatIdentifier.stack_path gives it.
+    fn path(&self) -> Expr {
+        Expr::ListJoin { delimiter: "/".to_owned(), lists: vec![Expr::List(vec![self.name.clone(), self.id.clone()])] }
+    }
+}
+
+/// 12 lowercase base32 characters (Heat's short id alphabet, a-z and 2-7) of a digest of the
+/// root stack's id and the nested resource's flattened path.
+pub fn short_id(root_id: &str, flat: &str) -> String {
+    use sha2::{Digest, Sha256};
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let digest = Sha256::digest(format!("{root_id}\n{flat}").as_bytes());
+    let bits = digest.iter().take(8).fold(0u64, |bits, byte| (bits << 8) | u64::from(*byte));
+    (0..12).map(|index| char::from(ALPHABET[((bits >> (59 - 5 * index)) & 31) as usize])).collect()
 }
 
 /// What every resource of a nested stack gets from the outer resource: its dependencies (so

@@ -2,19 +2,21 @@
 //! heat.engine.resources.template_resource.TemplateResource.child_params passes them: a
 //! property the template does not declare is an error, a required parameter without a
 //! property is an error, and a value known now is converted to the parameter's type and
-//! checked against its constraints; a value known only at run time is passed as it is.
+//! checked against its constraints; a value known only at run time is converted when it is
+//! read (`convert`).
 //! Also where provider templates are read from `files` (each parsed once per request).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{Child, Expander, FACADE_PARAMETER, NestedError, report};
+use super::{Child, Expander, FACADE_PARAMETER, NestedError, convert, report};
 use crate::template::expr::Expr;
+use crate::template::expr::functions::Function;
 use crate::template::hot;
 use crate::template::yaml::{self, Body, Node};
-use crate::template::{ParameterType, Template, resolve_parameters};
+use crate::template::{Parameter, ParameterType, Template, parameter_placeholder, resolve_parameters};
 
 /// The nested parameters as expressions of the root's namespace.
 pub(super) fn bind(
@@ -49,7 +51,7 @@ pub(super) fn bind(
             None if parameter.default.is_none() => {
                 let problem = format!("Property error: Property {name} not assigned");
                 problems.push(NestedError::Parameter { resource: child.flat.clone(), problem });
-                parameter.default = Some(placeholder(parameter.kind));
+                parameter.default = Some(parameter_placeholder(parameter.kind));
                 parameter.constraints.clear();
             }
             None => {}
@@ -63,8 +65,8 @@ pub(super) fn bind(
                 }),
             },
             Some(expr) => {
-                at_run_time.insert(name.clone(), expr.clone());
-                parameter.default = Some(placeholder(parameter.kind));
+                at_run_time.insert(name.clone(), converted_at_run_time(parameter, &child.flat, name, expr));
+                parameter.default = Some(parameter_placeholder(parameter.kind));
                 parameter.constraints.clear();
             }
         }
@@ -84,6 +86,15 @@ pub(super) fn bind(
             Err(report(ex, problems))
         }
     }
+}
+
+/// A value known only at run time, converted to the parameter's type when it is read
+/// (`convert`): the wrapper's arguments are `[type, resource, parameter, hidden, value]`.
+fn converted_at_run_time(declared: &Parameter, resource: &str, parameter: &str, value: &Expr) -> Expr {
+    let arguments = convert::arguments(declared.kind, resource, parameter, declared.hidden);
+    let mut args: Vec<Expr> = arguments.into_iter().map(Expr::Literal).collect();
+    args.push(value.clone());
+    Expr::Call { function: Function::NestedParameter, args: Box::new(Expr::List(args)) }
 }
 
 /// A known property value as the parameter text Heat's child_params would pass: a list for
@@ -107,16 +118,6 @@ fn text(value: &Value, kind: ParameterType) -> Result<String, String> {
             .join(","),
         (other, _) => other.to_string(),
     })
-}
-
-fn placeholder(kind: ParameterType) -> Value {
-    match kind {
-        ParameterType::String => json!(""),
-        ParameterType::Number => json!(0),
-        ParameterType::Json => json!({}),
-        ParameterType::CommaDelimitedList => json!([]),
-        ParameterType::Boolean => json!(false),
-    }
 }
 
 impl Expander<'_> {

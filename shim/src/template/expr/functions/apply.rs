@@ -41,6 +41,10 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
         // answers Nova's default zone, as Heat's GetAZs does with no stack. The region is ignored.
         Function::GetAzs => Ok(Value::Array(vec![Value::String("nova".to_owned())])),
         Function::MemberListToMap => super::cfn::member_list_to_map(args),
+        Function::NestedParameter => {
+            crate::template::nested::convert::nested_parameter(args).map_err(|error| invalid(error.to_string()))
+        }
+        Function::NestedFailure => Err(invalid(crate::template::nested::convert::nested_failure(&args))),
         Function::Base64 => match args {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),

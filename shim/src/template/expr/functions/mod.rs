@@ -106,6 +106,11 @@ pub enum Function {
     LegacyJoin,
     /// `yaql` (2016-10-14+), the subset in `yaql/`.
     Yaql,
+    /// A provider property known only at run time, converted to its nested parameter's type
+    /// (template::nested::convert). Only the stored form names it: no template can.
+    NestedParameter,
+    /// A nested attribute Heat refuses only when it is read (template::nested::convert).
+    NestedFailure,
 }
 
 /// What a single-key map's key means in a template of a given version.
@@ -238,6 +243,8 @@ impl Function {
             Function::LegacyReplace => "str_replace",
             Function::LegacyJoin => "list_join",
             Function::Yaql => "yaql",
+            Function::NestedParameter => crate::template::nested::convert::NESTED_PARAMETER,
+            Function::NestedFailure => crate::template::nested::convert::NESTED_FAILURE,
         }
     }
 }
