@@ -326,13 +326,19 @@ async fn run_time_values_reach_nested_parameters_converted_as_in_heat() {
     assert_same_outputs(&case).await;
 }
 
-/// A run-time value a nested parameter refuses: `(what, parameter type, value)`.
-const REFUSED_AT_RUN_TIME: &[(&str, &str, &str)] = &[
-    ("text for a number", "number", "abc"),
-    ("a map for a list", "comma_delimited_list", "{k: v}"),
-    ("a list of numbers for a list", "comma_delimited_list", "[1, 2]"),
+/// A run-time value a nested parameter refuses: `(what, parameter type, constraints, value)`.
+const REFUSED_AT_RUN_TIME: &[(&str, &str, &str, &str)] = &[
+    ("text for a number", "number", "[]", "abc"),
+    ("a map for a list", "comma_delimited_list", "[]", "{k: v}"),
+    ("a list of numbers for a list", "comma_delimited_list", "[]", "[1, 2]"),
     // Quoted: an unquoted yes is YAML 1.1's true, for Heat as for the shim.
-    ("yes for a boolean", "boolean", "'yes'"),
+    ("yes for a boolean", "boolean", "[]", "'yes'"),
+    ("a number over its range", "number", "[{range: {max: 10}}]", "50"),
+    ("a text under its length", "string", "[{length: {min: 2}}]", "x"),
+    ("a value not allowed", "string", "[{allowed_values: [a, b]}]", "c"),
+    ("a list item not allowed", "comma_delimited_list", "[{allowed_values: [a, b]}]", "'a,c'"),
+    ("a text off its pattern", "string", "[{allowed_pattern: '[a-z]+'}]", "A1"),
+    ("a range with a description", "number", "[{range: {min: 1}, description: at least one}]", "0"),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,9 +347,9 @@ async fn a_refused_run_time_value_fails_the_reading_resource_with_heats_text() {
     let api = heat.admin().await;
     let shim = Shim::start().await;
     let mut mismatches = Vec::new();
-    for (index, (what, kind, value)) in REFUSED_AT_RUN_TIME.iter().enumerate() {
+    for (index, (what, kind, constraints, value)) in REFUSED_AT_RUN_TIME.iter().enumerate() {
         let nested = format!(
-            "heat_template_version: 2018-08-31\nparameters:\n  p: {{type: {kind}}}\nresources:\n  echo: {{type: OS::Heat::Value, properties: {{value: {{get_param: p}}}}}}\n"
+            "heat_template_version: 2018-08-31\nparameters:\n  p: {{type: {kind}, constraints: {constraints}}}\nresources:\n  echo: {{type: OS::Heat::Value, properties: {{value: {{get_param: p}}}}}}\n"
         );
         let template = format!(
             "heat_template_version: 2018-08-31\nresources:\n  source: {{type: OS::Heat::Value, properties: {{value: {value}}}}}\n  reader: {{type: refusing.yaml, properties: {{p: {{get_attr: [source, value]}}}}}}\n"

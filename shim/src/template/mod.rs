@@ -91,7 +91,10 @@ pub enum ParameterType {
 }
 
 /// A parameter constraint. `description`, when given, is the error message (as in Heat).
-#[derive(Debug, Clone, PartialEq)]
+/// Serialized only into the stored run-time conversion of a nested parameter
+/// (`nested::convert`), which checks it when the value is known.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Constraint {
     Length {
         min: Option<u64>,

@@ -7,13 +7,16 @@
 //! nested parameter (heat.engine.parameters). The expansion wraps such a value in
 //! `Function::NestedParameter` (stored as `NESTED_PARAMETER`); a refusal fails the resource that
 //! reads it, with Heat's text (so does `NESTED_FAILURE`, a nested attribute Heat refuses when
-//! it is read). The parameter's constraints are checked only for a value known
-//! when the stack is validated. Imports nothing of `expr`, which calls it.
+//! it is read). The nested parameter's constraints are checked on the converted value, with
+//! Heat's texts (heat.engine.constraints). Imports nothing of `expr`, which calls it.
 
 use serde_json::Value;
 
-use crate::template::ParameterType;
+use anneal_protocol::pyjson;
+
+use crate::template::parameters::check_constraint;
 use crate::template::value_type::{shortened, value_as_type};
+use crate::template::{Constraint, Parameter, ParameterType};
 
 /// The stored name of the wrapper; only the engine's stored form reads it as a function.
 pub const NESTED_PARAMETER: &str = "anneal::nested_parameter";
@@ -38,20 +41,24 @@ pub enum ConversionError {
     /// The nested parameter refused it.
     #[error("resources.{resource}: {resource}: Parameter '{parameter}' is invalid: {reason}")]
     Parameter { resource: String, parameter: String, reason: String },
-    /// The wrapper's own arguments are not `[type, resource, parameter, hidden, value]`.
-    #[error("{NESTED_PARAMETER}: expected [type, resource, parameter, hidden, value]")]
+    /// The wrapper's own arguments are not `[type, resource, parameter, hidden, constraints,
+    /// value]`.
+    #[error("{NESTED_PARAMETER}: expected [type, resource, parameter, hidden, constraints, value]")]
     Arguments,
 }
 
-/// The wrapper's evaluated arguments `[type, resource, parameter, hidden, value]` to the value
-/// the nested parameter has. The refusal of a `hidden` parameter's value does not show it.
+/// The wrapper's evaluated arguments `[type, resource, parameter, hidden, constraints, value]`
+/// to the value the nested parameter has. The refusal of a `hidden` parameter's value does not
+/// show it.
 pub fn nested_parameter(args: Value) -> Result<Value, ConversionError> {
     let Value::Array(mut args) = args else { return Err(ConversionError::Arguments) };
-    let (Some(value), 5) = (args.pop(), args.len() + 1) else { return Err(ConversionError::Arguments) };
+    let (Some(value), 6) = (args.pop(), args.len() + 1) else { return Err(ConversionError::Arguments) };
     let text = |value: &Value| value.as_str().map(str::to_owned).ok_or(ConversionError::Arguments);
     let kind = ParameterType::parse(&text(&args[0])?).ok_or(ConversionError::Arguments)?;
     let (resource, parameter) = (text(&args[1])?, text(&args[2])?);
     let Value::Bool(hidden) = args[3] else { return Err(ConversionError::Arguments) };
+    let constraints: Vec<Constraint> =
+        serde_json::from_value(args[4].take()).map_err(|_| ConversionError::Arguments)?;
     let shown =
         |reason: String| if hidden { format!("the hidden value is not a valid {}", kind.name()) } else { reason };
     let property = as_property(kind, value).map_err(|reason| ConversionError::Property {
@@ -59,12 +66,68 @@ pub fn nested_parameter(args: Value) -> Result<Value, ConversionError> {
         parameter: parameter.clone(),
         reason: shown(reason),
     })?;
+    // The property's schema carries the parameter's constraints (Schema.from_parameter), so
+    // Heat refuses there, before passing the value on.
+    if let Some((constraint, reason)) =
+        constraints.iter().find_map(|constraint| Some((constraint, refusal(constraint, &property)?)))
+    {
+        // Heat's texts quote the value; a hidden one's refusal says only that a rule refused it.
+        let reason = match (hidden, constraint.description()) {
+            (true, None) => "the hidden value does not satisfy the parameter's constraints".to_owned(),
+            _ => reason,
+        };
+        return Err(ConversionError::Property { resource, parameter, reason });
+    }
     let passed = passed(property).map_err(|reason| ConversionError::Passing { resource: resource.clone(), reason })?;
     as_parameter(kind, passed).map_err(|reason| ConversionError::Parameter {
         resource,
         parameter,
         reason: shown(reason),
     })
+}
+
+/// Heat's text when `constraint` refuses `value` (the constraint's description if it has one,
+/// else heat.engine.constraints' `_err_msg`); `None` when it accepts it. A custom constraint
+/// names what the shim cannot look up, so it accepts (as at validation).
+fn refusal(constraint: &Constraint, value: &Value) -> Option<String> {
+    check_constraint(constraint, value).err()?;
+    if let Some(description) = constraint.description() {
+        return Some(description.to_owned());
+    }
+    let bound = |bound: Option<f64>| match bound {
+        None => "None".to_owned(),
+        Some(number) if number.fract() == 0.0 && number.abs() < 1e15 => format!("{}", number as i64),
+        Some(number) => number.to_string(),
+    };
+    Some(match constraint {
+        Constraint::Range { min, max, .. } => {
+            format!("{} is out of range (min: {}, max: {})", pyjson::python_str(value), bound(*min), bound(*max))
+        }
+        Constraint::Length { min, max, .. } => format!(
+            "length ({}) is out of range (min: {}, max: {})",
+            length(value),
+            bound(min.map(|min| min as f64)),
+            bound(max.map(|max| max as f64))
+        ),
+        Constraint::AllowedValues { values, .. } => {
+            let allowed: Vec<String> = values.iter().map(|allowed| pyjson::dumps(allowed, true)).collect();
+            format!("{} is not an allowed value [{}]", pyjson::dumps(value, true), allowed.join(", "))
+        }
+        Constraint::AllowedPattern { pattern, .. } => {
+            format!("\"{}\" does not match pattern \"{pattern}\"", pyjson::python_str(value))
+        }
+        Constraint::Custom { .. } => return None,
+    })
+}
+
+/// Python's `len()` of a value a length constraint applies to.
+fn length(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.chars().count(),
+        Value::Array(items) => items.len(),
+        Value::Object(map) => map.len(),
+        _ => 0,
+    }
 }
 
 /// Step one: the property of the parameter's type (Property.get_value).
@@ -156,14 +219,16 @@ fn python_str(value: &Value) -> String {
     }
 }
 
-/// The wrapper's arguments for a parameter of `kind` of the outer resource `resource`; the
-/// value is appended by the caller (an expression).
-pub fn arguments(kind: ParameterType, resource: &str, parameter: &str, hidden: bool) -> [Value; 4] {
+/// The wrapper's arguments for the nested parameter `declared`, bound from the property
+/// `parameter` of the outer resource `resource`; the value is appended by the caller (an
+/// expression).
+pub fn arguments(declared: &Parameter, resource: &str, parameter: &str) -> [Value; 5] {
     [
-        Value::String(kind.name().to_owned()),
+        Value::String(declared.kind.name().to_owned()),
         Value::String(resource.to_owned()),
         Value::String(parameter.to_owned()),
-        Value::Bool(hidden),
+        Value::Bool(declared.hidden),
+        serde_json::to_value(&declared.constraints).unwrap_or(Value::Array(Vec::new())),
     ]
 }
 
@@ -173,10 +238,59 @@ mod tests {
 
     use super::*;
 
-    fn converted(kind: ParameterType, value: Value) -> Result<Value, String> {
-        let mut args = arguments(kind, "outer", "p", false).to_vec();
+    fn declared(kind: ParameterType, constraints: Vec<Constraint>) -> Parameter {
+        Parameter { kind, default: None, description: None, hidden: false, immutable: false, constraints }
+    }
+
+    fn checked(declared: &Parameter, value: Value) -> Result<Value, String> {
+        let mut args = arguments(declared, "outer", "p").to_vec();
         args.push(value);
         nested_parameter(Value::Array(args)).map_err(|error| error.to_string())
+    }
+
+    fn converted(kind: ParameterType, value: Value) -> Result<Value, String> {
+        checked(&declared(kind, Vec::new()), value)
+    }
+
+    /// Each expectation is Heat 27's text for the same refusal (heat.engine.constraints).
+    #[test]
+    fn constraints_refuse_run_time_values_with_heats_texts() {
+        use ParameterType::*;
+        let range = Constraint::Range { min: None, max: Some(10.0), description: None };
+        let length = Constraint::Length { min: Some(2), max: None, description: None };
+        let allowed = Constraint::AllowedValues { values: vec![json!("a"), json!("b")], description: None };
+        let pattern = Constraint::AllowedPattern { pattern: "[a-z]+".into(), description: None };
+        let described = Constraint::Range { min: Some(1.0), max: None, description: Some("at least one".into()) };
+        let prefix = "resources.outer: Property error: outer.Properties.p: ";
+        let cases = [
+            (Number, range.clone(), json!(50), "50 is out of range (min: None, max: 10)"),
+            (Number, range, json!("2.5"), ""),
+            (String, length.clone(), json!("x"), "length (1) is out of range (min: 2, max: None)"),
+            (CommaDelimitedList, length, json!("x"), "length (1) is out of range (min: 2, max: None)"),
+            (String, allowed.clone(), json!("c"), "\"c\" is not an allowed value [\"a\", \"b\"]"),
+            (CommaDelimitedList, allowed, json!("a,c"), "[\"a\", \"c\"] is not an allowed value [\"a\", \"b\"]"),
+            (String, pattern.clone(), json!("A1"), "\"A1\" does not match pattern \"[a-z]+\""),
+            (String, pattern, json!("abc"), ""),
+            (Number, described, json!(0), "at least one"),
+        ];
+        for (kind, constraint, value, expected) in cases {
+            let found = checked(&declared(kind, vec![constraint]), value.clone());
+            match expected {
+                "" => assert!(found.is_ok(), "{value}: {found:?}"),
+                text => assert_eq!(found, Err(format!("{prefix}{text}")), "{value}"),
+            }
+        }
+        let secret = Parameter {
+            hidden: true,
+            ..declared(Number, vec![Constraint::Range { min: None, max: Some(1.0), description: None }])
+        };
+        assert_eq!(
+            checked(&secret, json!(7)),
+            Err(format!("{prefix}the hidden value does not satisfy the parameter's constraints")),
+            "a hidden value is not quoted"
+        );
+        let custom = Constraint::Custom { name: "nova.flavor".into(), description: None };
+        assert_eq!(checked(&declared(String, vec![custom]), json!("m1")), Ok(json!("m1")), "not looked up");
     }
 
     /// Each expectation is what Heat 27 gave for the same value (tests/tests/heat_nested.rs
@@ -227,7 +341,7 @@ mod tests {
         assert!(refused(Boolean, json!("yes")).ends_with("\"yes\" is not a valid boolean"));
         assert!(refused(String, json!(2.5)).ends_with("Value must be a string; got 2.5"));
         assert_eq!(nested_parameter(json!(["number", "outer"])), Err(ConversionError::Arguments));
-        let hidden = nested_parameter(json!(["number", "outer", "p", true, "secret"])).unwrap_err().to_string();
+        let hidden = nested_parameter(json!(["number", "outer", "p", true, [], "secret"])).unwrap_err().to_string();
         assert_eq!(
             hidden,
             "resources.outer: Property error: outer.Properties.p: the hidden value is not a valid number"

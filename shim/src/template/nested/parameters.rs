@@ -89,9 +89,10 @@ pub(super) fn bind(
 }
 
 /// A value known only at run time, converted to the parameter's type when it is read
-/// (`convert`): the wrapper's arguments are `[type, resource, parameter, hidden, value]`.
+/// (`convert`): the wrapper's arguments are `[type, resource, parameter, hidden, constraints,
+/// value]`; the constraints are checked then, as Heat checks the nested parameter.
 fn converted_at_run_time(declared: &Parameter, resource: &str, parameter: &str, value: &Expr) -> Expr {
-    let arguments = convert::arguments(declared.kind, resource, parameter, declared.hidden);
+    let arguments = convert::arguments(declared, resource, parameter);
     let mut args: Vec<Expr> = arguments.into_iter().map(Expr::Literal).collect();
     args.push(value.clone());
     Expr::Call { function: Function::NestedParameter, args: Box::new(Expr::List(args)) }
