@@ -55,7 +55,7 @@ pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server
 pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resources};
 pub use stored::text as flattened_text;
 pub use structured::substitute_inputs;
-pub use validate::{Plan, PlanNode, apply_conditions, locate_problems, validate};
+pub use validate::{Plan, PlanNode, apply_conditions, validate};
 pub use value_type::{parameter_placeholder, value_as_type};
 pub use yaml::YamlError;
 

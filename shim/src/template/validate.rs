@@ -96,31 +96,6 @@ pub fn validate_incomplete(
     Ok(Plan { nodes })
 }
 
-/// The problems `validate` found as a user reads them: each once, in the order found, a
-/// resource's with the line of its name in the template (structural problems from `hot` already
-/// carry theirs).
-pub fn locate_problems(template: &Template, problems: Vec<String>) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    problems
-        .into_iter()
-        .filter(|problem| seen.insert(problem.clone()))
-        .map(|problem| {
-            let line = problem
-                .strip_prefix("resource ")
-                .and_then(|rest| rest.split_once(':'))
-                // A nested stack's resource (`outer/inner`) has its line in another file.
-                .filter(|(name, _)| !name.contains('/'))
-                .and_then(|(name, _)| template.resource(name))
-                .map(|resource| resource.line)
-                .filter(|line| *line > 0 && !problem.contains("(line "));
-            match line {
-                Some(line) => format!("{problem} (line {line})"),
-                None => problem,
-            }
-        })
-        .collect()
-}
-
 /// A parameter under a server custom constraint (`nova.server`) must name a registered server,
 /// as Heat's nova.server constraint asks Nova whether the server exists.
 fn server_constraints(
