@@ -39,7 +39,8 @@ fn main() -> ExitCode {
         Command::Serve { listen, db, public_url, tls_cert, tls_key, retention } => {
             let environment_token = std::env::var("ANNEAL_TOKEN").ok();
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
-            runtime.block_on(serve::serve(&listen, &db, public_url, tls, environment_token, retention))
+            let args = serve::ServeArgs { listen, database_url: db, public_url, tls, environment_token, retention };
+            runtime.block_on(serve::serve(args))
         }
         Command::Server { command } => runtime.block_on(client_main(command.into())),
         Command::Stack { command } => runtime.block_on(client_main(command.into())),

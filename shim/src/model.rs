@@ -279,6 +279,10 @@ pub enum ServiceError {
     /// 500 (logged with the chain; the client sees a short message).
     #[error("storage failure")]
     Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// 503 with Retry-After: the database cannot be reached now (restarting, connection lost);
+    /// nothing of the request took effect unless the failure came at its COMMIT.
+    #[error("the database is unavailable; retry later")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// The engine as the HTTP layer sees it. Implemented by `engine::Engine`; tests of the HTTP

@@ -14,54 +14,123 @@ use anneal_shim::api::tls::{self, TlsFiles};
 use anneal_shim::api::{self, ApiConfig};
 use anneal_shim::client::cli::RetentionArgs;
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
-use anneal_shim::store::{self, HistoryRetention, SqliteStore};
+use anneal_shim::store::{self, DatabaseUrl, HistoryRetention, PgStore, SqliteStore, Store};
 use anneal_shim::token;
 use tokio_util::sync::CancellationToken;
 
 use crate::fail;
 
-/// Runs `serve` until SIGTERM/SIGINT; `environment_token` is `ANNEAL_TOKEN` (wins over the file).
-pub async fn serve(
-    listen: &str,
-    database_url: &str,
-    public_url: Option<String>,
-    tls: Option<TlsFiles>,
-    environment_token: Option<String>,
-    retention: RetentionArgs,
-) -> ExitCode {
-    let shutdown = CancellationToken::new();
-    cancel_on_signal(shutdown.clone());
-    let database = match store::parse_database_url(database_url) {
-        Ok(path) => path,
+/// What `serve` reads from the command line and the environment.
+pub struct ServeArgs {
+    pub listen: String,
+    pub database_url: String,
+    pub public_url: Option<String>,
+    pub tls: Option<TlsFiles>,
+    /// `ANNEAL_TOKEN` (wins over the token file; required with PostgreSQL).
+    pub environment_token: Option<String>,
+    pub retention: RetentionArgs,
+}
+
+/// The store and the secrets every request is checked with, however the backend keeps them.
+struct Opened<S> {
+    store: S,
+    key: TokenKey,
+    admin_token: String,
+    /// Where the admin token came from, for the start-up line.
+    token_source: String,
+}
+
+/// Runs `serve` until SIGTERM/SIGINT.
+pub async fn serve(args: ServeArgs) -> ExitCode {
+    let database = match store::parse_database_url(&args.database_url) {
+        Ok(database) => database,
         Err(error) => return fail(2, &error),
     };
-    let directory = database.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    if let Err(error) = check_secret_files(&directory, &database, environment_token.as_deref()) {
-        return fail(1, &error);
+    match database {
+        DatabaseUrl::Sqlite(path) => match open_sqlite(&path, args.environment_token.as_deref()) {
+            Ok(opened) => run(opened, args).await,
+            Err(code) => code,
+        },
+        DatabaseUrl::Postgres(url) => {
+            let environment_token = args.environment_token.clone();
+            let opened = tokio::task::spawn_blocking(move || open_postgres(&url, environment_token.as_deref())).await;
+            match opened {
+                Ok(Ok(opened)) => run(opened, args).await,
+                Ok(Err(code)) => code,
+                Err(error) => fail(1, &error),
+            }
+        }
     }
+}
+
+/// The SQLite file, with `admin.token` and `shim.key` beside it.
+fn open_sqlite(database: &Path, environment_token: Option<&str>) -> Result<Opened<SqliteStore>, ExitCode> {
+    let directory = database.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    check_secret_files(&directory, database, environment_token).map_err(|error| fail(1, &error))?;
     if let Err(error) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&directory) {
         eprintln!("anneal-shim: cannot create {}: {error}", directory.display());
-        return ExitCode::from(1);
+        return Err(ExitCode::from(1));
     }
-    let store = match SqliteStore::open(&database) {
-        Ok(store) => store,
-        Err(error) => return fail(1, &error),
-    };
+    let store = SqliteStore::open(database).map_err(|error| fail(1, &error))?;
     let token_file = directory.join("admin.token");
-    let admin_token = match admin_token(environment_token.as_deref(), &token_file) {
-        Ok(token) => token,
-        Err(error) => {
-            eprintln!("anneal-shim: cannot set up the admin token in {}: {error}", token_file.display());
-            return ExitCode::from(1);
-        }
+    let admin_token = admin_token(environment_token, &token_file).map_err(|error| {
+        eprintln!("anneal-shim: cannot set up the admin token in {}: {error}", token_file.display());
+        ExitCode::from(1)
+    })?;
+    let key = TokenKey::load_or_create(&directory.join("shim.key")).map_err(|error| fail(1, &error))?;
+    let token_source =
+        if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
+    Ok(Opened { store, key, admin_token, token_source })
+}
+
+/// The PostgreSQL database, shared by every replica: the token key lives in it (created once by
+/// the first replica), and the admin token is `ANNEAL_TOKEN`, which every replica must be given
+/// alike (its hash is kept in the database, so a replica given another one refuses to start).
+/// See docs/security.md.
+fn open_postgres(url: &str, environment_token: Option<&str>) -> Result<Opened<PgStore>, ExitCode> {
+    let Some(admin_token) = environment_token.map(str::trim) else {
+        eprintln!(
+            "anneal-shim: with a PostgreSQL database, set ANNEAL_TOKEN to the admin token (the same on every \
+             replica); there is no local token file"
+        );
+        return Err(ExitCode::from(2));
     };
-    let key = match TokenKey::load_or_create(&directory.join("shim.key")) {
-        Ok(key) => key,
-        Err(error) => return fail(1, &error),
-    };
+    token::check_admin_token_length(admin_token).map_err(|error| fail(2, &error))?;
+    let store = PgStore::open(url).map_err(|error| fail(1, &error))?;
+    let fresh_key = token::new_token().map_err(|error| fail(1, &error))?;
+    let key = store.shared_secret(TOKEN_KEY_SECRET, || fresh_key).map_err(|error| fail(1, &error))?;
+    if !token::is_well_formed(&key) {
+        eprintln!("anneal-shim: the token key stored in {} is not 64 hex digits", store.target());
+        return Err(ExitCode::from(1));
+    }
+    let hash = token::hash_token(admin_token);
+    let stored = store.shared_secret(ADMIN_TOKEN_SECRET, || hash.clone()).map_err(|error| fail(1, &error))?;
+    if stored != hash {
+        eprintln!(
+            "anneal-shim: ANNEAL_TOKEN is not the admin token the other replicas of {} use; give every replica \
+             the same one (to change it, stop them all and delete the row '{ADMIN_TOKEN_SECRET}' of \
+             shared_secrets)",
+            store.target()
+        );
+        return Err(ExitCode::from(1));
+    }
+    let token_source = format!("ANNEAL_TOKEN (shared by the replicas of {})", store.target());
+    Ok(Opened { store, key: TokenKey::from_secret(key.as_bytes()), admin_token: admin_token.to_string(), token_source })
+}
+
+/// Names in the PostgreSQL `shared_secrets` table.
+const TOKEN_KEY_SECRET: &str = "token_key";
+const ADMIN_TOKEN_SECRET: &str = "admin_token_hash";
+
+/// Serves with an opened store until SIGTERM/SIGINT.
+async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
+    let Opened { store, key, admin_token, token_source } = opened;
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let listen = args.listen.as_str();
     // TLS (see docs/security.md): the files are read before anything listens.
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let acceptor = match tls.map(|files| tls::start(files, shutdown.clone())).transpose() {
+    let scheme = if args.tls.is_some() { "https" } else { "http" };
+    let acceptor = match args.tls.map(|files| tls::start(files, shutdown.clone())).transpose() {
         Ok(acceptor) => acceptor,
         Err(error) => return fail(1, &error),
     };
@@ -73,20 +142,19 @@ pub async fn serve(
         }
     };
     let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_else(|_| listen.to_string());
-    let public_url = public_url.unwrap_or_else(|| format!("{scheme}://{address}"));
+    let public_url = args.public_url.unwrap_or_else(|| format!("{scheme}://{address}"));
     if let Some(warning) = tls::plain_http_warning(&public_url) {
         tracing::warn!("{warning}");
     }
     let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone() });
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
+    let replication = tokio::spawn(engine::replication::run(engine.clone(), shutdown.clone()));
     let history = tokio::spawn(engine::retention::run(
         engine.clone(),
-        history_retention(retention),
+        history_retention(args.retention),
         engine::retention::RETENTION_INTERVAL,
         shutdown.clone(),
     ));
-    let token_source =
-        if environment_token.is_some() { "ANNEAL_TOKEN".to_string() } else { token_file.display().to_string() };
     println!("anneal-shim listening on {scheme}://{address} (public URL {public_url}); admin token: {token_source}");
     let _ = std::io::stdout().flush();
     let mut config = ApiConfig::new(token::hash_token(&admin_token));
@@ -100,6 +168,7 @@ pub async fn serve(
     let served = api::serve_with_tls(listener, Arc::new(engine), config, acceptor, shutdown.clone()).await;
     shutdown.cancel();
     let _ = sweeper.await;
+    let _ = replication.await;
     let _ = history.await;
     match served {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,8 @@
 //!   hooks dirs, 1 s poll) and starts `anneal-agent run`. `Agent` has the paths, `status()`,
 //!   `stop()`, `crash()`, `start()`, `command(&["once"])`; `Agent::standalone` takes any
 //!   `[[source]]` tables instead of registering with a shim.
+//! - `Postgres::start(fsync)`: a private PostgreSQL server (initdb in a temp dir, a Unix socket
+//!   only), `create_database` → URL, `restart`; stopped when it drops.
 //! - `wait_until` / `eventually`: poll with a deadline.
 //! - `run_command`, `Daemon`: any other process, in its own group, with a deadline.
 //! - `RealHeat::shared()`: a real OpenStack Keystone + Heat (from PyPI, tests/peers/real-heat),
@@ -26,6 +28,7 @@ pub mod binaries;
 pub mod fleet;
 pub mod metadata;
 pub mod peers;
+pub mod postgres;
 pub mod process;
 pub mod real_heat;
 pub mod shim;
@@ -37,6 +40,7 @@ pub use anneal_server::AnnealServer;
 pub use binaries::{BUILD_COMMAND, agent_binary, shim_binary};
 pub use fleet::{Agent, AgentSettings, Fleet, toml_string};
 pub use metadata::read_json;
+pub use postgres::Postgres;
 pub use process::{CommandOutput, Daemon, run_command};
 pub use real_heat::{HeatApi, RealHeat, StackRef};
 pub use shim::{Shim, capability_token};

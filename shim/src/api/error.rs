@@ -47,6 +47,10 @@ pub enum ApiError {
     Service(#[from] ServiceError),
 }
 
+/// Seconds a client waits before retrying a 503 for an unreachable database: a restarting
+/// PostgreSQL takes about that long.
+const UNAVAILABLE_RETRY_AFTER: &str = "2";
+
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
@@ -63,6 +67,7 @@ impl ApiError {
                 ServiceError::Conflict { .. } | ServiceError::InUse { .. } => StatusCode::CONFLICT,
                 ServiceError::Invalid { .. } | ServiceError::Template { .. } => StatusCode::BAD_REQUEST,
                 ServiceError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             },
         }
     }
@@ -101,6 +106,8 @@ impl IntoResponse for ApiError {
         let status = self.status();
         if let ApiError::Service(ServiceError::Store(source)) = &self {
             tracing::error!(error = %error_chain(source.as_ref()), "storage failure while answering a request");
+        } else if let ApiError::Service(ServiceError::Unavailable(source)) = &self {
+            tracing::warn!(error = %error_chain(source.as_ref()), "database unavailable while answering a request");
         } else if status.is_server_error() && !matches!(self, ApiError::Rejected { .. }) {
             // (A `Rejected` 5xx is a refusal chosen on purpose, such as a limit's 503.)
             tracing::error!(error = %self, "internal error while answering a request");
@@ -112,6 +119,9 @@ impl IntoResponse for ApiError {
         let mut response = (status, axum::Json(json!({ "error": error }))).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if matches!(self, ApiError::Service(ServiceError::Unavailable(_))) {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(UNAVAILABLE_RETRY_AFTER));
         }
         response
     }

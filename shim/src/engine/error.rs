@@ -30,6 +30,7 @@ impl From<EngineError> for ServiceError {
             EngineError::InUse { message } => ServiceError::InUse { message },
             EngineError::Invalid { message } => ServiceError::Invalid { message },
             EngineError::Template { problems } => ServiceError::Template { problems },
+            EngineError::Store(error @ StoreError::Unavailable { .. }) => ServiceError::Unavailable(Box::new(error)),
             other => ServiceError::Store(Box::new(other)),
         }
     }

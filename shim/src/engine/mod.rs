@@ -21,6 +21,7 @@ mod mime;
 mod node;
 mod removal;
 mod resources;
+pub mod replication;
 pub mod retention;
 mod secrets;
 mod service;

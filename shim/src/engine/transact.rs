@@ -15,7 +15,7 @@ use super::context::{Context, http_date, now_millis};
 use super::error::EngineError;
 use super::secrets::TokenKey;
 use crate::model::MetadataDocument;
-use crate::store::{ServerRow, Store};
+use crate::store::{ServerRow, Store, Tx};
 
 /// Where agents and operators reach this shim (the base of every URL it hands out).
 #[derive(Debug, Clone)]
@@ -110,6 +110,54 @@ impl<S: Store> Engine<S> {
         }
     }
 
+    /// Brings cached documents up to what the store holds after other processes' commits (the
+    /// replicas sharing a PostgreSQL database): the servers named, or every cached one
+    /// (`None`). A newer stored version is rendered and its watchers woken; a server no longer
+    /// stored is forgotten (its long-polls end). Returns how many documents changed.
+    pub async fn refresh_documents(&self, servers: Option<Vec<String>>) -> Result<usize, EngineError> {
+        let cached: HashMap<String, u64> = {
+            let Ok(documents) = self.inner.documents.lock() else { return Ok(0) };
+            match servers {
+                Some(names) => names
+                    .into_iter()
+                    .filter_map(|name| documents.get(&name).map(|cached| (name, cached.document.version)))
+                    .collect(),
+                None => documents.iter().map(|(name, cached)| (name.clone(), cached.document.version)).collect(),
+            }
+        };
+        if cached.is_empty() {
+            return Ok(0);
+        }
+        let inner = Arc::clone(&self.inner);
+        let joined = tokio::task::spawn_blocking(move || {
+            inner.store.read(|tx| {
+                let stored: HashMap<String, u64> = tx.document_versions()?.into_iter().collect();
+                let mut published = Vec::new();
+                let mut gone = Vec::new();
+                for (name, version) in cached {
+                    match stored.get(&name) {
+                        None => gone.push(name),
+                        Some(newer) if *newer > version => {
+                            let Some(row) = tx.server(&name)? else { continue };
+                            let document = render_document(tx, &inner.key, &row)?;
+                            published.push(Published { server: name, document });
+                        }
+                        Some(_) => {}
+                    }
+                }
+                Ok::<_, EngineError>((published, gone))
+            })
+        })
+        .await;
+        let (published, gone) = joined.map_err(|error| EngineError::Worker { detail: error.to_string() })??;
+        for name in &gone {
+            self.forget_server(name);
+        }
+        let changed = published.len() + gone.len();
+        self.announce(published);
+        Ok(changed)
+    }
+
     fn cached(&self, server: &str) -> Option<(MetadataDocument, watch::Receiver<u64>)> {
         let documents = self.inner.documents.lock().ok()?;
         documents.get(server).map(|cached| (cached.document.clone(), cached.sender.subscribe()))
@@ -128,7 +176,7 @@ impl<S: Store> Engine<S> {
                 let Some(row) = ctx.tx.server(&name)? else {
                     return Err(EngineError::NotFound { what: format!("server {name}") });
                 };
-                render_document(ctx, &row)
+                render_document(ctx.tx, ctx.key, &row)
             })
             .await?;
         self.announce(vec![Published { server: server.to_string(), document: published }]);
@@ -146,7 +194,7 @@ fn publish_documents(ctx: &mut Context<'_>) -> Result<Vec<Published>, EngineErro
         row.published_at = ctx.now;
         // The stored body stays empty: the rendered one carries tokens, which never go to disk.
         ctx.tx.set_server_document(&server, row.metadata_version, "", ctx.now)?;
-        published.push(Published { server: server.clone(), document: render_document(ctx, &row)? });
+        published.push(Published { server: server.clone(), document: render_document(ctx.tx, ctx.key, &row)? });
     }
     Ok(published)
 }
@@ -154,8 +202,8 @@ fn publish_documents(ctx: &mut Context<'_>) -> Result<Vec<Published>, EngineErro
 /// The served document of `row` at its current version, placed tokens substituted. The stored entries
 /// are JSON texts written by `put_entry`; they are joined as they are (a document is rendered on
 /// every change of its server, and parsing each entry only to print it again was most of that).
-fn render_document(ctx: &mut Context<'_>, row: &ServerRow) -> Result<MetadataDocument, EngineError> {
-    let entries = ctx.tx.entry_texts(&row.name)?;
+fn render_document(tx: &mut dyn Tx, key: &TokenKey, row: &ServerRow) -> Result<MetadataDocument, EngineError> {
+    let entries = tx.entry_texts(&row.name)?;
     let trailer = json!({"server": row.name, "version": row.metadata_version}).to_string();
     let mut body =
         String::with_capacity(entries.iter().map(|entry| entry.entry.len() + 1).sum::<usize>() + trailer.len() + 32);
@@ -166,7 +214,7 @@ fn render_document(ctx: &mut Context<'_>, row: &ServerRow) -> Result<MetadataDoc
         }
         // Only the tokens the engine placed in this entry: a placeholder that arrived inside
         // a value (a hook's output, a handle's data) stays text (see docs/security.md).
-        body.push_str(&ctx.key.render(&entry.entry, &entry.tokens));
+        body.push_str(&key.render(&entry.entry, &entry.tokens));
     }
     body.push_str("],\"anneal\":");
     body.push_str(&trailer);

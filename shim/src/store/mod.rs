@@ -9,6 +9,8 @@
 //! Parents are written first: a node, edge, wait signal or deadline needs its stack, an entry its
 //! server and stack (foreign keys, checked per statement).
 
+mod cache;
+mod postgres;
 mod sqlite;
 
 #[cfg(test)]
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::model::{Action, State};
+pub use postgres::PgStore;
 pub use sqlite::{BATCH_LIMIT, SqliteStore};
 
 /// Where a node is in its current traversal. `Init`: written by the plan, not yet activated
@@ -333,6 +336,38 @@ pub enum StoreError {
     Integrity { report: String },
     #[error("cannot use database URL {url}: {reason}")]
     UnsupportedUrl { url: String, reason: &'static str },
+    /// The URL (password masked) is not one PostgreSQL's client accepts.
+    #[error("cannot use database URL {url}")]
+    InvalidUrl {
+        url: String,
+        #[source]
+        source: BackendError,
+    },
+    #[error("cannot connect to PostgreSQL at {target}")]
+    Connect {
+        target: String,
+        #[source]
+        source: BackendError,
+    },
+    /// The database cannot be reached now (connection lost, server restarting, no pooled
+    /// connection in time). Nothing of the call took effect unless it failed at COMMIT; the
+    /// HTTP layer answers 503 with Retry-After.
+    #[error("the database is unavailable")]
+    Unavailable {
+        #[source]
+        source: BackendError,
+    },
+}
+
+/// What a backend shared with other processes reports of their commits (see
+/// `Store::watch_documents`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentNotice {
+    /// These servers' documents (or registrations) changed.
+    Changed(Vec<String>),
+    /// Changes may have been missed (the notification connection was re-made): check every
+    /// cached document.
+    Resync,
 }
 
 /// The reads and writes available inside one transaction. Updates of a row that does not exist
@@ -345,6 +380,9 @@ pub trait Tx {
     fn server_by_token_hash(&mut self, hash: &str) -> Result<Option<ServerRow>, StoreError>;
     /// Ordered by name.
     fn servers(&mut self) -> Result<Vec<ServerRow>, StoreError>;
+    /// Every server's name and document version (one statement: what a replica compares its
+    /// cached documents against).
+    fn document_versions(&mut self) -> Result<Vec<(String, u64)>, StoreError>;
     fn set_server_document(
         &mut self,
         name: &str,
@@ -452,18 +490,40 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Statements executed since open (instrumentation for the benchmarks).
     fn statements(&self) -> u64;
+    /// The document changes other processes commit to this database (replicas on PostgreSQL),
+    /// until `shutdown`; `None` when no other process writes it (SQLite). Spawns on the
+    /// current tokio runtime.
+    fn watch_documents(&self, shutdown: tokio_util::sync::CancellationToken) -> Option<tokio::sync::mpsc::Receiver<DocumentNotice>> {
+        let _ = shutdown;
+        None
+    }
 }
 
-/// `sqlite:///abs/path`, `sqlite://relative/path` or a plain path. PostgreSQL is not supported yet.
-pub fn parse_database_url(url: &str) -> Result<PathBuf, StoreError> {
-    let unsupported = |reason| StoreError::UnsupportedUrl { url: url.to_owned(), reason };
+/// Where the store lives, from `--db`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    Sqlite(PathBuf),
+    /// The whole `postgres://` URL (it may hold a password: not for messages).
+    Postgres(String),
+}
+
+/// `sqlite:///abs/path`, `sqlite://relative/path`, a plain path, or `postgres://...` /
+/// `postgresql://...` (checked when connecting).
+pub fn parse_database_url(url: &str) -> Result<DatabaseUrl, StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Err(unsupported("PostgreSQL is not supported yet"));
+        return Ok(DatabaseUrl::Postgres(url.to_owned()));
     }
+    parse_sqlite_url(url).map(DatabaseUrl::Sqlite)
+}
+
+fn parse_sqlite_url(url: &str) -> Result<PathBuf, StoreError> {
+    let unsupported = |reason| StoreError::UnsupportedUrl { url: url.to_owned(), reason };
     let path = match url.strip_prefix("sqlite://") {
         Some(rest) => rest,
         None if url.starts_with("sqlite:") => return Err(unsupported("expected sqlite://<path>")),
-        None if url.contains("://") => return Err(unsupported("only sqlite:// URLs and plain paths are supported")),
+        None if url.contains("://") => {
+            return Err(unsupported("only sqlite://, postgres:// URLs and plain paths are supported"));
+        }
         None => url,
     };
     if path.is_empty() {

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+use crate::store::cache::RowCache;
 use crate::store::{Store, StoreError, Tx};
 pub use batch::BATCH_LIMIT;
 use batch::Shared;
@@ -181,7 +182,7 @@ impl Store for SqliteStore {
     /// a snapshot of the WAL and takes no write lock; inside an open batch they read through it.
     fn read<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
         let shared = self.lock();
-        work(&mut access::SqliteTx::new(&shared.connection, &self.statements))
+        work(&mut RowCache::new(access::SqliteTx::new(&shared.connection, &self.statements)))
     }
 
     /// Includes the BEGIN, COMMIT and SAVEPOINT statements around the work; excludes opening.

@@ -2,7 +2,6 @@
 //! statement goes through: cached preparation, the statement counter, error context, and the
 //! JSON and integer conversions of columns. Nothing here commits or rolls back.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
@@ -10,24 +9,17 @@ use rusqlite::{Connection, Params, Row, ToSql};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::store::{Action, NodeRow, NodeState, StackRow, State, StoreError};
+use crate::store::{Action, NodeState, State, StoreError};
 
 pub(crate) struct SqliteTx<'transaction> {
     connection: &'transaction Connection,
     statements: &'transaction AtomicU64,
-    /// Stack rows read in this transaction call, kept up to date by this call's own writes
-    /// (nothing else writes while a call holds the connection). A signal reads its stack's row
-    /// several times (the signal, each release, each activation): once is enough.
-    pub(super) stack_rows: HashMap<String, StackRow>,
-    /// Node rows read in this call, by (stack, name), under the same rule: an activation reads
-    /// the config node twice and a group's members each read it again.
-    pub(super) node_rows: HashMap<(String, String), NodeRow>,
 }
 
 impl<'transaction> SqliteTx<'transaction> {
     /// `connection` must be inside a transaction for the life of the value.
     pub(crate) fn new(connection: &'transaction Connection, statements: &'transaction AtomicU64) -> Self {
-        SqliteTx { connection, statements, stack_rows: HashMap::new(), node_rows: HashMap::new() }
+        SqliteTx { connection, statements }
     }
 
     /// Runs a statement that returns no rows; the number of rows it changed.

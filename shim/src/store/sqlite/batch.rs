@@ -16,6 +16,7 @@ use rusqlite::Connection;
 
 use super::SqliteStore;
 use super::access::SqliteTx;
+use crate::store::cache::RowCache;
 use crate::store::{StoreError, Tx};
 
 /// A batch is committed after this many successful calls even if more are queued, which bounds
@@ -75,7 +76,7 @@ pub(super) fn run<T, E: From<StoreError>>(
             return Err(E::from(error));
         }
     };
-    let result = catch_unwind(AssertUnwindSafe(|| work(&mut SqliteTx::new(&shared.connection, &store.statements))));
+    let result = catch_unwind(AssertUnwindSafe(|| work(&mut RowCache::new(SqliteTx::new(&shared.connection, &store.statements)))));
     let kept = matches!(result, Ok(Ok(_)));
     let ended = end_member(store, &mut shared, kept);
     end_batch_if_last(store, &mut shared);

@@ -50,6 +50,12 @@ pub(super) fn all(tx: &SqliteTx<'_>) -> Result<Vec<ServerRow>, StoreError> {
     tx.query_all("list servers", select_servers!("ORDER BY name"), [], server_from_row)
 }
 
+pub(super) fn document_versions(tx: &SqliteTx<'_>) -> Result<Vec<(String, u64)>, StoreError> {
+    tx.query_all("list document versions", "SELECT name, metadata_version FROM servers ORDER BY name", [], |row| {
+        Ok((column(row, 0)?, unsigned_column(row, 1)?))
+    })
+}
+
 pub(super) fn set_document(
     tx: &SqliteTx<'_>,
     name: &str,

@@ -1,4 +1,5 @@
 //! `Tx` for `SqliteTx`: one line per method, handing over to the module that owns the table.
+//! (The row cache every backend shares wraps it: see `store::cache`.)
 
 use super::access::SqliteTx;
 use super::{nodes, records, servers, stacks};
@@ -19,6 +20,9 @@ impl Tx for SqliteTx<'_> {
     }
     fn servers(&mut self) -> Result<Vec<ServerRow>, StoreError> {
         servers::all(self)
+    }
+    fn document_versions(&mut self) -> Result<Vec<(String, u64)>, StoreError> {
+        servers::document_versions(self)
     }
     fn set_server_document(
         &mut self,
@@ -44,8 +48,6 @@ impl Tx for SqliteTx<'_> {
         servers::by_previous_token_hash(self, hash)
     }
     fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
-        // Whatever the deletion cascades to, no node read before it is trusted after it.
-        self.node_rows.clear();
         servers::delete(self, name)
     }
     fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
@@ -64,18 +66,10 @@ impl Tx for SqliteTx<'_> {
         servers::entry_texts(self, server)
     }
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
-        self.stack_rows.remove(&row.name);
         stacks::insert(self, row, template)
     }
     fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError> {
-        if let Some(row) = self.stack_rows.get(name) {
-            return Ok(Some(row.clone()));
-        }
-        let row = stacks::by_name(self, name)?;
-        if let Some(row) = &row {
-            self.stack_rows.insert(name.to_string(), row.clone());
-        }
-        Ok(row)
+        stacks::by_name(self, name)
     }
     fn stack_template(&mut self, name: &str) -> Result<Option<String>, StoreError> {
         stacks::template(self, name)
@@ -87,45 +81,27 @@ impl Tx for SqliteTx<'_> {
         stacks::all(self)
     }
     fn update_stack(&mut self, row: &StackRow) -> Result<(), StoreError> {
-        self.stack_rows.remove(&row.name);
         stacks::update(self, row)
     }
     fn add_pending(&mut self, stack: &str, delta: i64) -> Result<i64, StoreError> {
-        let pending = stacks::add_pending(self, stack, delta)?;
-        if let Some(row) = self.stack_rows.get_mut(stack) {
-            row.pending = pending;
-        }
-        Ok(pending)
+        stacks::add_pending(self, stack, delta)
     }
     fn delete_stack(&mut self, name: &str) -> Result<(), StoreError> {
-        self.stack_rows.remove(name);
-        self.node_rows.retain(|(stack, _), _| stack != name);
         stacks::delete(self, name)
     }
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
-        self.forget_node(&row.stack, &row.name);
         nodes::insert(self, row)
     }
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
-        let key = (stack.to_string(), name.to_string());
-        if let Some(row) = self.node_rows.get(&key) {
-            return Ok(Some(row.clone()));
-        }
-        let row = nodes::by_name(self, stack, name)?;
-        if let Some(row) = &row {
-            self.node_rows.insert(key, row.clone());
-        }
-        Ok(row)
+        nodes::by_name(self, stack, name)
     }
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
         nodes::all(self, stack)
     }
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
-        self.forget_node(&row.stack, &row.name);
         nodes::update(self, row)
     }
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
-        self.forget_node(&row.stack, &row.name);
         nodes::update_if(self, row, generation, state)
     }
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
@@ -138,14 +114,9 @@ impl Tx for SqliteTx<'_> {
         records::is_retired_signal_hash(self, hash)
     }
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
-        let remaining = nodes::decrement_remaining(self, stack, name)?;
-        if let Some(row) = self.node_rows.get_mut(&(stack.to_string(), name.to_string())) {
-            row.remaining = remaining;
-        }
-        Ok(remaining)
+        nodes::decrement_remaining(self, stack, name)
     }
     fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
-        self.forget_node(stack, name);
         nodes::delete(self, stack, name)
     }
     fn insert_edge(&mut self, stack: &str, from: &str, to: &str) -> Result<(), StoreError> {
@@ -190,11 +161,5 @@ impl Tx for SqliteTx<'_> {
     }
     fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError> {
         records::due_deadlines(self, now, limit)
-    }
-}
-
-impl SqliteTx<'_> {
-    fn forget_node(&mut self, stack: &str, name: &str) {
-        self.node_rows.remove(&(stack.to_string(), name.to_string()));
     }
 }

@@ -1,0 +1,222 @@
+//! `RowCache`: the `Tx` every backend's transaction is seen through. It keeps the stack and node
+//! rows read in one transaction call, kept up to date by that call's own writes, and passes
+//! everything else to the backend's `Tx`. A signal reads its stack's row several times (the
+//! signal, each release, each activation) and an activation reads the config node twice and a
+//! group's members each read it again: once is enough. Sound because nothing else writes those
+//! rows while the call runs (SQLite's write lock; PostgreSQL's write lock, see `postgres`).
+
+use std::collections::HashMap;
+
+use crate::store::{
+    DeadlineRow, EntryRow, EntryText, EventRow, HistoryPruned, HistoryRetention, NodeRow, NodeState, ServerRow,
+    StackRow, StoreError, Tx, WaitSignalRow,
+};
+
+pub(crate) struct RowCache<T> {
+    backend: T,
+    stack_rows: HashMap<String, StackRow>,
+    node_rows: HashMap<(String, String), NodeRow>,
+}
+
+impl<T: Tx> RowCache<T> {
+    pub(crate) fn new(backend: T) -> RowCache<T> {
+        RowCache { backend, stack_rows: HashMap::new(), node_rows: HashMap::new() }
+    }
+
+    pub(crate) fn into_backend(self) -> T {
+        self.backend
+    }
+
+    fn forget_node(&mut self, stack: &str, name: &str) {
+        self.node_rows.remove(&(stack.to_string(), name.to_string()));
+    }
+}
+
+impl<T: Tx> Tx for RowCache<T> {
+    fn insert_server(&mut self, row: &ServerRow) -> Result<bool, StoreError> {
+        self.backend.insert_server(row)
+    }
+    fn server(&mut self, name: &str) -> Result<Option<ServerRow>, StoreError> {
+        self.backend.server(name)
+    }
+    fn server_by_token_hash(&mut self, hash: &str) -> Result<Option<ServerRow>, StoreError> {
+        self.backend.server_by_token_hash(hash)
+    }
+    fn servers(&mut self) -> Result<Vec<ServerRow>, StoreError> {
+        self.backend.servers()
+    }
+    fn document_versions(&mut self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.backend.document_versions()
+    }
+    fn set_server_document(
+        &mut self,
+        name: &str,
+        version: u64,
+        body: &str,
+        published_at: u64,
+    ) -> Result<(), StoreError> {
+        self.backend.set_server_document(name, version, body, published_at)
+    }
+    fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError> {
+        self.backend.touch_server(name, at)
+    }
+    fn rotate_server_token(
+        &mut self,
+        name: &str,
+        new_hash: &str,
+        previous_expires_at: u64,
+    ) -> Result<bool, StoreError> {
+        self.backend.rotate_server_token(name, new_hash, previous_expires_at)
+    }
+    fn server_by_previous_token_hash(&mut self, hash: &str) -> Result<Option<(String, u64)>, StoreError> {
+        self.backend.server_by_previous_token_hash(hash)
+    }
+    fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
+        // Whatever the deletion cascades to, no node read before it is trusted after it.
+        self.node_rows.clear();
+        self.backend.delete_server(name)
+    }
+    fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
+        self.backend.stacks_using_server(server)
+    }
+    fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError> {
+        self.backend.put_entry(row)
+    }
+    fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError> {
+        self.backend.remove_entry(server, stack, node)
+    }
+    fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError> {
+        self.backend.entries(server)
+    }
+    fn entry_texts(&mut self, server: &str) -> Result<Vec<EntryText>, StoreError> {
+        self.backend.entry_texts(server)
+    }
+    fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
+        self.stack_rows.remove(&row.name);
+        self.backend.insert_stack(row, template)
+    }
+    fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError> {
+        if let Some(row) = self.stack_rows.get(name) {
+            return Ok(Some(row.clone()));
+        }
+        let row = self.backend.stack(name)?;
+        if let Some(row) = &row {
+            self.stack_rows.insert(name.to_string(), row.clone());
+        }
+        Ok(row)
+    }
+    fn stack_template(&mut self, name: &str) -> Result<Option<String>, StoreError> {
+        self.backend.stack_template(name)
+    }
+    fn set_stack_template(&mut self, name: &str, template: &str) -> Result<(), StoreError> {
+        self.backend.set_stack_template(name, template)
+    }
+    fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError> {
+        self.backend.stacks()
+    }
+    fn update_stack(&mut self, row: &StackRow) -> Result<(), StoreError> {
+        self.stack_rows.remove(&row.name);
+        self.backend.update_stack(row)
+    }
+    fn add_pending(&mut self, stack: &str, delta: i64) -> Result<i64, StoreError> {
+        let pending = self.backend.add_pending(stack, delta)?;
+        if let Some(row) = self.stack_rows.get_mut(stack) {
+            row.pending = pending;
+        }
+        Ok(pending)
+    }
+    fn delete_stack(&mut self, name: &str) -> Result<(), StoreError> {
+        self.stack_rows.remove(name);
+        self.node_rows.retain(|(stack, _), _| stack != name);
+        self.backend.delete_stack(name)
+    }
+    fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        self.forget_node(&row.stack, &row.name);
+        self.backend.insert_node(row)
+    }
+    fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
+        let key = (stack.to_string(), name.to_string());
+        if let Some(row) = self.node_rows.get(&key) {
+            return Ok(Some(row.clone()));
+        }
+        let row = self.backend.node(stack, name)?;
+        if let Some(row) = &row {
+            self.node_rows.insert(key, row.clone());
+        }
+        Ok(row)
+    }
+    fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
+        self.backend.nodes(stack)
+    }
+    fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        self.forget_node(&row.stack, &row.name);
+        self.backend.update_node(row)
+    }
+    fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
+        self.forget_node(&row.stack, &row.name);
+        self.backend.update_node_if(row, generation, state)
+    }
+    fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
+        self.backend.node_by_signal_hash(hash)
+    }
+    fn retire_signal_hash(&mut self, hash: &str, stack: &str, node: &str) -> Result<(), StoreError> {
+        self.backend.retire_signal_hash(hash, stack, node)
+    }
+    fn is_retired_signal_hash(&mut self, hash: &str) -> Result<bool, StoreError> {
+        self.backend.is_retired_signal_hash(hash)
+    }
+    fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
+        let remaining = self.backend.decrement_remaining(stack, name)?;
+        if let Some(row) = self.node_rows.get_mut(&(stack.to_string(), name.to_string())) {
+            row.remaining = remaining;
+        }
+        Ok(remaining)
+    }
+    fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
+        self.forget_node(stack, name);
+        self.backend.delete_node(stack, name)
+    }
+    fn insert_edge(&mut self, stack: &str, from: &str, to: &str) -> Result<(), StoreError> {
+        self.backend.insert_edge(stack, from, to)
+    }
+    fn successors(&mut self, stack: &str, from: &str) -> Result<Vec<String>, StoreError> {
+        self.backend.successors(stack, from)
+    }
+    fn delete_edges(&mut self, stack: &str) -> Result<(), StoreError> {
+        self.backend.delete_edges(stack)
+    }
+    fn upsert_wait_signal(&mut self, row: &WaitSignalRow) -> Result<bool, StoreError> {
+        self.backend.upsert_wait_signal(row)
+    }
+    fn wait_signals(&mut self, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
+        self.backend.wait_signals(stack, handle)
+    }
+    fn wait_signal_success(&mut self, stack: &str, handle: &str, signal_id: &str) -> Result<Option<bool>, StoreError> {
+        self.backend.wait_signal_success(stack, handle, signal_id)
+    }
+    fn append_event(
+        &mut self,
+        stack: &str,
+        time: u64,
+        resource: &str,
+        status: &str,
+        reason: &str,
+    ) -> Result<u64, StoreError> {
+        self.backend.append_event(stack, time, resource, status, reason)
+    }
+    fn events(&mut self, stack: &str) -> Result<Vec<EventRow>, StoreError> {
+        self.backend.events(stack)
+    }
+    fn prune_history(&mut self, retention: &HistoryRetention, now: u64) -> Result<HistoryPruned, StoreError> {
+        self.backend.prune_history(retention, now)
+    }
+    fn put_deadline(&mut self, row: &DeadlineRow) -> Result<(), StoreError> {
+        self.backend.put_deadline(row)
+    }
+    fn delete_deadline(&mut self, stack: &str, node: Option<&str>, generation: u64) -> Result<(), StoreError> {
+        self.backend.delete_deadline(stack, node, generation)
+    }
+    fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError> {
+        self.backend.due_deadlines(now, limit)
+    }
+}

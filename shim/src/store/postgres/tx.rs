@@ -1,0 +1,165 @@
+//! `Tx` for `PgTx`: one line per method, handing over to the module that owns the table.
+//! (The row cache every backend shares wraps it: see `store::cache`.)
+
+use super::access::PgTx;
+use super::{nodes, records, servers, stacks};
+use crate::store::{
+    DeadlineRow, EntryRow, EntryText, EventRow, HistoryPruned, HistoryRetention, NodeRow, NodeState, ServerRow,
+    StackRow, StoreError, Tx, WaitSignalRow,
+};
+
+impl Tx for PgTx<'_, '_> {
+    fn insert_server(&mut self, row: &ServerRow) -> Result<bool, StoreError> {
+        servers::insert(self, row)
+    }
+    fn server(&mut self, name: &str) -> Result<Option<ServerRow>, StoreError> {
+        servers::by_name(self, name)
+    }
+    fn server_by_token_hash(&mut self, hash: &str) -> Result<Option<ServerRow>, StoreError> {
+        servers::by_token_hash(self, hash)
+    }
+    fn servers(&mut self) -> Result<Vec<ServerRow>, StoreError> {
+        servers::all(self)
+    }
+    fn document_versions(&mut self) -> Result<Vec<(String, u64)>, StoreError> {
+        servers::document_versions(self)
+    }
+    fn set_server_document(
+        &mut self,
+        name: &str,
+        version: u64,
+        body: &str,
+        published_at: u64,
+    ) -> Result<(), StoreError> {
+        servers::set_document(self, name, version, body, published_at)
+    }
+    fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError> {
+        servers::touch(self, name, at)
+    }
+    fn rotate_server_token(
+        &mut self,
+        name: &str,
+        new_hash: &str,
+        previous_expires_at: u64,
+    ) -> Result<bool, StoreError> {
+        servers::rotate_token(self, name, new_hash, previous_expires_at)
+    }
+    fn server_by_previous_token_hash(&mut self, hash: &str) -> Result<Option<(String, u64)>, StoreError> {
+        servers::by_previous_token_hash(self, hash)
+    }
+    fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
+        servers::delete(self, name)
+    }
+    fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
+        servers::stacks_using(self, server)
+    }
+    fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError> {
+        servers::put_entry(self, row)
+    }
+    fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError> {
+        servers::remove_entry(self, server, stack, node)
+    }
+    fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError> {
+        servers::entries(self, server)
+    }
+    fn entry_texts(&mut self, server: &str) -> Result<Vec<EntryText>, StoreError> {
+        servers::entry_texts(self, server)
+    }
+    fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
+        stacks::insert(self, row, template)
+    }
+    fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError> {
+        stacks::by_name(self, name)
+    }
+    fn stack_template(&mut self, name: &str) -> Result<Option<String>, StoreError> {
+        stacks::template(self, name)
+    }
+    fn set_stack_template(&mut self, name: &str, template: &str) -> Result<(), StoreError> {
+        stacks::set_template(self, name, template)
+    }
+    fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError> {
+        stacks::all(self)
+    }
+    fn update_stack(&mut self, row: &StackRow) -> Result<(), StoreError> {
+        stacks::update(self, row)
+    }
+    fn add_pending(&mut self, stack: &str, delta: i64) -> Result<i64, StoreError> {
+        stacks::add_pending(self, stack, delta)
+    }
+    fn delete_stack(&mut self, name: &str) -> Result<(), StoreError> {
+        stacks::delete(self, name)
+    }
+    fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        nodes::insert(self, row)
+    }
+    fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
+        nodes::by_name(self, stack, name)
+    }
+    fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
+        nodes::all(self, stack)
+    }
+    fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        nodes::update(self, row)
+    }
+    fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
+        nodes::update_if(self, row, generation, state)
+    }
+    fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
+        nodes::by_signal_hash(self, hash)
+    }
+    fn retire_signal_hash(&mut self, hash: &str, stack: &str, node: &str) -> Result<(), StoreError> {
+        records::retire_signal_hash(self, hash, stack, node)
+    }
+    fn is_retired_signal_hash(&mut self, hash: &str) -> Result<bool, StoreError> {
+        records::is_retired_signal_hash(self, hash)
+    }
+    fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
+        nodes::decrement_remaining(self, stack, name)
+    }
+    fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
+        nodes::delete(self, stack, name)
+    }
+    fn insert_edge(&mut self, stack: &str, from: &str, to: &str) -> Result<(), StoreError> {
+        nodes::insert_edge(self, stack, from, to)
+    }
+    fn successors(&mut self, stack: &str, from: &str) -> Result<Vec<String>, StoreError> {
+        nodes::successors(self, stack, from)
+    }
+    fn delete_edges(&mut self, stack: &str) -> Result<(), StoreError> {
+        nodes::delete_edges(self, stack)
+    }
+    fn upsert_wait_signal(&mut self, row: &WaitSignalRow) -> Result<bool, StoreError> {
+        records::upsert_wait_signal(self, row)
+    }
+    fn wait_signals(&mut self, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
+        records::wait_signals(self, stack, handle)
+    }
+    fn wait_signal_success(&mut self, stack: &str, handle: &str, signal_id: &str) -> Result<Option<bool>, StoreError> {
+        records::wait_signal_success(self, stack, handle, signal_id)
+    }
+    fn append_event(
+        &mut self,
+        stack: &str,
+        time: u64,
+        resource: &str,
+        status: &str,
+        reason: &str,
+    ) -> Result<u64, StoreError> {
+        records::append_event(self, stack, time, resource, status, reason)
+    }
+    fn events(&mut self, stack: &str) -> Result<Vec<EventRow>, StoreError> {
+        records::events(self, stack)
+    }
+    fn prune_history(&mut self, retention: &HistoryRetention, now: u64) -> Result<HistoryPruned, StoreError> {
+        records::prune_history(self, retention, now)
+    }
+    fn put_deadline(&mut self, row: &DeadlineRow) -> Result<(), StoreError> {
+        records::put_deadline(self, row)
+    }
+    fn delete_deadline(&mut self, stack: &str, node: Option<&str>, generation: u64) -> Result<(), StoreError> {
+        records::delete_deadline(self, stack, node, generation)
+    }
+    fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError> {
+        records::due_deadlines(self, now, limit)
+    }
+}
