@@ -274,7 +274,7 @@ fn fixture() -> &'static Fixture {
     FIXTURE.get_or_init(|| {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         let store = SqliteStore::open_in_memory().expect("in-memory store");
-        let config = EngineConfig { public_url: "http://127.0.0.1:9".into() };
+        let config = EngineConfig::new("http://127.0.0.1:9");
         let engine = Engine::new(store, TokenKey::from_secret(b"fuzz key"), config);
         let handle_token = runtime.block_on(async {
             engine.add_server(AddServer { name: "vm1".into(), ..AddServer::default() }).await.expect("add server");

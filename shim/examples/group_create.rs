@@ -14,7 +14,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let servers: usize = std::env::args().nth(1).and_then(|text| text.parse().ok()).unwrap_or(10_000);
     let dir = tempfile::tempdir()?;
     let store = SqliteStore::open(&dir.path().join("shim.db"))?;
-    let config = EngineConfig { public_url: "http://127.0.0.1:1".into() };
+    let config = EngineConfig::new("http://127.0.0.1:1");
     let engine = Engine::new(store, TokenKey::from_secret(b"group_create"), config);
     let names: Vec<String> = (0..servers).map(|index| format!("fleet-{index:05}")).collect();
     for name in &names {

@@ -44,8 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let store = SqliteStore::open(&dir.path().join("shim.db"))?;
-    let engine =
-        Arc::new(Engine::new(store, TokenKey::from_secret(b"measure"), EngineConfig { public_url: base.clone() }));
+    let engine = Arc::new(Engine::new(store, TokenKey::from_secret(b"measure"), EngineConfig::new(base.clone())));
     let shutdown = CancellationToken::new();
     let admin = token::new_token()?;
     let server = tokio::spawn(api::serve(

@@ -39,6 +39,10 @@ pub struct ServerCredentials {
     pub metadata_url: String,
     /// `<base>/v1/metadata/<token>`: for os-collect-config's `request` collector.
     pub request_url: String,
+    /// The metadata URL at every replica the shim knows (`serve --public-url` repeated),
+    /// `metadata_url` first; empty from a shim that predates replicas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metadata_urls: Vec<String>,
 }
 
 /// `POST /v1/servers/{name}/token` body (may be empty: `{}`).

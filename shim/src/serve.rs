@@ -24,7 +24,8 @@ use crate::fail;
 pub struct ServeArgs {
     pub listen: String,
     pub database_url: String,
-    pub public_url: Option<String>,
+    /// `--public-url`, in order: this replica's own first, then the other replicas'.
+    pub public_url: Vec<String>,
     pub tls: Option<TlsFiles>,
     /// `ANNEAL_TOKEN` (wins over the token file; required with PostgreSQL).
     pub environment_token: Option<String>,
@@ -142,11 +143,13 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
         }
     };
     let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_else(|_| listen.to_string());
-    let public_url = args.public_url.unwrap_or_else(|| format!("{scheme}://{address}"));
+    let mut public_urls = args.public_url.into_iter();
+    let public_url = public_urls.next().unwrap_or_else(|| format!("{scheme}://{address}"));
+    let replica_urls: Vec<String> = public_urls.collect();
     if let Some(warning) = tls::plain_http_warning(&public_url) {
         tracing::warn!("{warning}");
     }
-    let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone() });
+    let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone(), replica_urls });
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
     let replication = tokio::spawn(engine::replication::run(engine.clone(), shutdown.clone()));
     let history = tokio::spawn(engine::retention::run(

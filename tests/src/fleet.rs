@@ -114,9 +114,15 @@ impl Agent {
     /// (Re)writes `agent.toml` of a registered agent: the harness's `[agent]` keys, `settings`,
     /// one http source (its metadata URL and token file).
     pub fn write_config(&self, settings: &AgentSettings) {
+        // A shim that knows its replicas lists them all; the agent fails over between them.
+        let replicas: Vec<String> = self.credentials["metadata_urls"]
+            .as_array()
+            .map(|urls| urls.iter().filter_map(Value::as_str).map(toml_string).collect())
+            .unwrap_or_default();
+        let url =
+            if replicas.len() > 1 { format!("[{}]", replicas.join(", ")) } else { toml_string(self.metadata_url()) };
         let source = format!(
-            "[[source]]\nkind = \"http\"\nurl = {}\ntoken_file = {}\n",
-            toml_string(self.metadata_url()),
+            "[[source]]\nkind = \"http\"\nurl = {url}\ntoken_file = {}\n",
             toml_string(&self.token_file().display().to_string()),
         );
         self.write_config_with_sources(settings, &source);
@@ -227,7 +233,7 @@ impl Agent {
     }
 }
 
-/// Several agents in one temp dir, each registered with the same shim and running.
+/// Several agents in one temp dir, each registered with a shim and running.
 pub struct Fleet {
     agents: Vec<Agent>,
     dir: tempfile::TempDir,
@@ -240,6 +246,19 @@ impl Fleet {
         let mut agents = Vec::new();
         for name in names {
             let mut agent = Agent::register(shim, dir.path(), name, settings).await;
+            agent.start();
+            agents.push(agent);
+        }
+        Fleet { agents, dir }
+    }
+
+    /// Registers and starts one agent per name, each with the shim `shims[index % shims.len()]` (replicas
+    /// of one database: each agent's first URL is the replica it was registered with).
+    pub async fn start_across(shims: &[&Shim], names: &[&str], settings: &AgentSettings) -> Fleet {
+        let dir = tempfile::Builder::new().prefix("anneal-fleet-").tempdir().expect("temp dir");
+        let mut agents = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            let mut agent = Agent::register(shims[index % shims.len()], dir.path(), name, settings).await;
             agent.start();
             agents.push(agent);
         }

@@ -1,6 +1,8 @@
 //! `Shim`: a real `anneal-shim serve` on a loopback port with a SQLite database in its own temp
 //! dir, plus its CLI (`anneal-shim <args> --url <url> --token-file <dir>/admin.token`). A restart
-//! binds the same port again, so agents' configs and signal URLs stay valid. Also the stack's
+//! binds the same port again, so agents' configs and signal URLs stay valid. `Shim::start_replica`
+//! starts one of several replicas of a PostgreSQL database instead (see `Replica`); its CLI reads
+//! the shared admin token from a file the harness writes. Also the stack's
 //! views tests read through the CLI (`stack_status`, `stack_outputs`, `settled`, ...) and
 //! `capability_token`, the token a signal or handle URL ends with; `post_stack` for the API.
 
@@ -26,6 +28,20 @@ pub struct Shim {
     /// `ANNEAL_LOG` of the server (`info` unless started with `start_logging`).
     log_filter: String,
     dir: tempfile::TempDir,
+    /// A replica's database and the rest of its command line (`None`: SQLite in `dir`).
+    replica: Option<Replica>,
+}
+
+/// How a replica of a PostgreSQL database is started.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    /// `--db`.
+    pub database_url: String,
+    /// `ANNEAL_TOKEN`, the same for every replica (also written to the replica's token file
+    /// for its CLI).
+    pub admin_token: String,
+    /// `--public-url`, repeated: this replica's own first (empty: the default).
+    pub public_urls: Vec<String>,
 }
 
 impl Shim {
@@ -38,9 +54,19 @@ impl Shim {
     /// `start` with `ANNEAL_LOG=<log_filter>` (e.g. `trace`), kept across restarts.
     pub async fn start_logging(log_filter: &str) -> Shim {
         let dir = crate::private_temp_dir("anneal-shim-");
-        let (daemon, url) = launch(dir.path(), "127.0.0.1:0", log_filter).await;
+        let (daemon, url) = launch(dir.path(), "127.0.0.1:0", log_filter, None).await;
         let listen = url.trim_start_matches("http://").to_string();
-        Shim { daemon: Some(daemon), url, listen, log_filter: log_filter.to_string(), dir }
+        Shim { daemon: Some(daemon), url, listen, log_filter: log_filter.to_string(), dir, replica: None }
+    }
+
+    /// A replica of a PostgreSQL database, listening on `listen` (`127.0.0.1:<port>`, or
+    /// `127.0.0.1:0`), its own temp dir for its logs and its CLI's token file.
+    pub async fn start_replica(listen: &str, replica: Replica) -> Shim {
+        let dir = crate::private_temp_dir("anneal-replica-");
+        std::fs::write(dir.path().join("admin.token"), &replica.admin_token).expect("token file");
+        let (daemon, url) = launch(dir.path(), listen, "info", Some(&replica)).await;
+        let listen = url.trim_start_matches("http://").to_string();
+        Shim { daemon: Some(daemon), url, listen, log_filter: "info".to_string(), dir, replica: Some(replica) }
     }
 
     /// The base URL, e.g. `http://127.0.0.1:41234`.
@@ -167,7 +193,7 @@ impl Shim {
     /// Starts it again on the same database and port (after `stop` or `crash`).
     pub async fn start_again(&mut self) {
         assert!(self.daemon.is_none(), "the shim is still running");
-        let (daemon, url) = launch(self.dir.path(), &self.listen, &self.log_filter).await;
+        let (daemon, url) = launch(self.dir.path(), &self.listen, &self.log_filter, self.replica.as_ref()).await;
         assert_eq!(url, self.url, "the restarted shim listens where it did");
         self.daemon = Some(daemon);
     }
@@ -180,14 +206,21 @@ impl Shim {
 }
 
 /// Starts `serve` in `dir` and waits for the line that gives its URL.
-async fn launch(dir: &Path, listen: &str, log_filter: &str) -> (Daemon, String) {
+async fn launch(dir: &Path, listen: &str, log_filter: &str, replica: Option<&Replica>) -> (Daemon, String) {
     let stdout = dir.join("shim.out");
     let mut command = Command::new(shim_binary());
-    command
-        .args(["serve", "--listen", listen, "--db"])
-        .arg(format!("sqlite://{}", dir.join("shim.db").display()))
-        .env_remove("ANNEAL_TOKEN")
-        .env("ANNEAL_LOG", log_filter);
+    command.args(["serve", "--listen", listen, "--db"]).env("ANNEAL_LOG", log_filter);
+    match replica {
+        None => {
+            command.arg(format!("sqlite://{}", dir.join("shim.db").display())).env_remove("ANNEAL_TOKEN");
+        }
+        Some(replica) => {
+            command.arg(&replica.database_url).env("ANNEAL_TOKEN", &replica.admin_token);
+            for url in &replica.public_urls {
+                command.args(["--public-url", url]);
+            }
+        }
+    }
     let daemon = Daemon::spawn(command, &stdout, &dir.join("shim.log"));
     let what = format!("anneal-shim serve prints its URL (its log: {})", dir.join("shim.log").display());
     let url = wait_until(START_LIMIT, &what, || async {

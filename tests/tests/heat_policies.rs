@@ -159,7 +159,7 @@ async fn a_deletion_policy_from_a_parameter_is_resolved_as_heat() {
         .collect();
     let answers = heat_python("heat_policy.py", &json!({"validate": cases}));
     let store = SqliteStore::open_in_memory().expect("in-memory store");
-    let config = EngineConfig { public_url: "http://127.0.0.1:1".to_string() };
+    let config = EngineConfig::new("http://127.0.0.1:1");
     let engine = Engine::new(store, TokenKey::from_secret(&[7; 32]), config);
     engine.add_server(AddServer { name: "vm1".to_string(), ..AddServer::default() }).await.expect("add vm1");
     for (index, ((version, value), heat)) in

@@ -43,7 +43,7 @@ impl Drop for Served {
 
 async fn serve(adjust: impl FnOnce(&mut ApiConfig)) -> Served {
     let store = SqliteStore::open_in_memory().expect("in-memory store");
-    let config = EngineConfig { public_url: "http://127.0.0.1:1".to_string() };
+    let config = EngineConfig::new("http://127.0.0.1:1");
     let engine = Engine::new(store, TokenKey::from_secret(&[7; 32]), config);
     let credentials =
         engine.add_server(AddServer { name: "vm1".to_string(), ..AddServer::default() }).await.expect("add vm1");

@@ -185,7 +185,7 @@ async fn converge(deployments: usize, limit: Duration) -> BenchResult<Converged>
     let store = SqliteStore::open(&dir.path().join("shim.db"))
         .map_err(|error| BenchError::Failed(format!("open the store: {}", anneal_shim::error_chain(&error))))?;
     // Nothing connects to this URL: it only appears in the signal URLs of the documents.
-    let config = EngineConfig { public_url: "http://127.0.0.1:9".into() };
+    let config = EngineConfig::new("http://127.0.0.1:9");
     let engine = Engine::new(store, TokenKey::from_secret(b"anneal-bench-graph"), config);
     let names: Vec<String> = (0..servers).map(server_name).collect();
     register(&engine, &names).await?;

@@ -42,9 +42,11 @@ pub enum Command {
         #[arg(long, default_value = DEFAULT_DATABASE_URL)]
         db: String,
         /// Base URL agents use to reach this service [default: http://<listen>, https://<listen>
-        /// with --tls-cert].
-        #[arg(long)]
-        public_url: Option<String>,
+        /// with --tls-cert]. Repeat it to name the other replicas of a PostgreSQL database too:
+        /// the first is this replica's own (in the documents it renders), and `server add` lists
+        /// them all in the agent's config, which fails over between them.
+        #[arg(long, value_name = "URL")]
+        public_url: Vec<String>,
         /// Serve HTTPS with this certificate chain (PEM, leaf first); re-read on SIGHUP.
         #[arg(long, value_name = "FILE", requires = "tls_key")]
         tls_cert: Option<PathBuf>,
@@ -434,7 +436,7 @@ mod tests {
         let cli = parse(&["serve", "--log-format", "json"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
         let Command::Serve { listen, db, public_url, retention, .. } = cli.command else { panic!("not serve") };
-        assert_eq!((listen.as_str(), db.as_str(), public_url), (DEFAULT_LISTEN, DEFAULT_DATABASE_URL, None));
+        assert_eq!((listen.as_str(), db.as_str(), public_url), (DEFAULT_LISTEN, DEFAULT_DATABASE_URL, vec![]));
         let defaults = RetentionArgs {
             max_events_per_stack: 1000,
             deleted_stack_events_secs: 30 * 86_400,

@@ -43,7 +43,13 @@ pub fn agent_config(credentials: &ServerCredentials, ca: Option<&TrustedCa>) -> 
     let _ = writeln!(text, "hooks_dirs = [{}]", hooks_dirs.join(", "));
     text.push_str("poll_interval_secs = 30\nhook_timeout_secs = 3600\nparallel = 1\n\n");
     text.push_str("# Metadata from anneal-shim (long-poll).\n[[source]]\nkind = \"http\"\n");
-    let _ = writeln!(text, "url = {}", toml_string(&credentials.metadata_url));
+    if credentials.metadata_urls.len() > 1 {
+        // Replicas: the agent fails over between them, in this order.
+        let urls: Vec<String> = credentials.metadata_urls.iter().map(|url| toml_string(url)).collect();
+        let _ = writeln!(text, "url = [{}]", urls.join(", "));
+    } else {
+        let _ = writeln!(text, "url = {}", toml_string(&credentials.metadata_url));
+    }
     let _ = writeln!(text, "token_file = {}", toml_string(AGENT_TOKEN_PATH));
     if ca.is_some() {
         let _ = writeln!(text, "ca_file = {}", toml_string(AGENT_CA_PATH));

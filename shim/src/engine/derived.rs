@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::secrets::{Purpose, placeholder};
+use super::secrets::{BASE_URL, Purpose, placeholder};
 use crate::model::Action;
 use crate::template::ResourceType;
 
@@ -116,7 +116,6 @@ pub struct Publication<'a> {
     pub stack_path: &'a str,
     pub resource_name: &'a str,
     pub signal_transport: SignalTransport,
-    pub public_url: &'a str,
     pub creation_time: &'a str,
     pub input_values: &'a Map<String, Value>,
     /// StructuredDeployment: the key that marks an input reference (`get_input`), and STRICT checking.
@@ -188,8 +187,7 @@ fn derived_inputs(config: &ConfigDefinition, publication: &Publication<'_>) -> V
         publication.signal_transport.as_str(),
     ));
     if publication.signal_transport != SignalTransport::NoSignal {
-        let url =
-            format!("{}/v1/signals/{}", publication.public_url, placeholder(Purpose::Signal, publication.derived_id));
+        let url = format!("{BASE_URL}/v1/signals/{}", placeholder(Purpose::Signal, publication.derived_id));
         inputs.push(described("deploy_signal_id", "ID of signal to use for signaling output values", &url));
         inputs.push(described("deploy_signal_verb", "HTTP verb to use for signaling output values", "POST"));
     }
@@ -239,7 +237,6 @@ mod tests {
             stack_path: "s/1234",
             resource_name: "app",
             signal_transport: SignalTransport::Cfn,
-            public_url: "http://127.0.0.1:8080",
             creation_time: "2026-01-01T00:00:00Z",
             input_values: values,
             structured,
@@ -278,7 +275,8 @@ mod tests {
         assert_eq!(entry["inputs"][1]["value"], 5);
         assert_eq!(entry["outputs"], json!([{"name": "result", "type": "String", "error_output": false}]));
         let url = entry["inputs"][8]["value"].as_str().unwrap();
-        assert!(url.starts_with("http://127.0.0.1:8080/v1/signals/@@anneal-token:signal:d1@@"), "{url}");
+        // The replica that serves the document puts its own URL in place of the base.
+        assert_eq!(url, "@@anneal-token:base@@/v1/signals/@@anneal-token:signal:d1@@");
         let parsed: anneal_protocol::Deployment = serde_json::from_value(entry.clone()).unwrap();
         assert_eq!(parsed.id, "d1");
     }

@@ -58,7 +58,7 @@ mod tests {
                 Ok::<_, crate::store::StoreError>(())
             })
             .unwrap();
-        let engine = Engine::new(store, TokenKey::from_secret(b"k"), EngineConfig { public_url: "http://h".into() });
+        let engine = Engine::new(store, TokenKey::from_secret(b"k"), EngineConfig::new("http://h"));
         let retention =
             HistoryRetention { max_events_per_stack: Some(2), deleted_stack_events_ms: None, retired_signals_ms: None };
         let shutdown = CancellationToken::new();

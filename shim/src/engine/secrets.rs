@@ -19,6 +19,11 @@ use crate::token;
 
 const PLACEHOLDER_PREFIX: &str = "@@anneal-token:";
 const PLACEHOLDER_SUFFIX: &str = "@@";
+/// Stands for the public URL of the replica that renders the value (`serve --public-url`), in
+/// the URLs the engine places (a deployment's signal URL, a handle's endpoint): a document served
+/// by a replica names that replica, which answered, rather than the one that published the
+/// deployment, which may have died since. Not a secret: rendered wherever it appears.
+pub const BASE_URL: &str = "@@anneal-token:base@@";
 /// What supplied text's placeholder prefix becomes: readable, and never a placeholder.
 const NEUTRALISED_PREFIX: &str = "@@anneal-token(neutralised):";
 
@@ -92,12 +97,22 @@ impl TokenKey {
     }
 
     /// Replaces each placeholder in `text` that `placed` lists with its token; any other
-    /// placeholder, and anything that only looks like one, is left as it is.
+    /// placeholder, and anything that only looks like one, is left as it is (`BASE_URL` too).
     pub fn render(&self, text: &str, placed: &[String]) -> String {
+        self.render_at(text, placed, None)
+    }
+
+    /// `render`, and every `BASE_URL` replaced by `base_url` when given.
+    pub fn render_at(&self, text: &str, placed: &[String], base_url: Option<&str>) -> String {
         let mut rendered = String::with_capacity(text.len());
         let mut rest = text;
         while let Some(start) = rest.find(PLACEHOLDER_PREFIX) {
             rendered.push_str(&rest[..start]);
+            if let (Some(base_url), Some(after)) = (base_url, rest[start..].strip_prefix(BASE_URL)) {
+                rendered.push_str(base_url);
+                rest = after;
+                continue;
+            }
             let after = &rest[start + PLACEHOLDER_PREFIX.len()..];
             match parse_placeholder(after).filter(|(purpose, id, _)| is_placed(placed, *purpose, id)) {
                 Some((purpose, id, consumed)) => {
@@ -170,6 +185,16 @@ mod tests {
         assert_eq!(key.render(&stored, &abc), format!("curl -X POST http://h/v1/signals/{signal}"));
         assert_eq!(key.token_hash(Purpose::Signal, "abc"), token::hash_token(&signal));
         assert_eq!(key.render("a @@anneal-token:bogus:x@@ b", &abc), "a @@anneal-token:bogus:x@@ b");
+        let placed_url = format!("{BASE_URL}/v1/signals/{}", placeholder(Purpose::Signal, "abc"));
+        assert_eq!(key.render(&placed_url, &abc), format!("{BASE_URL}/v1/signals/{signal}"), "no base given");
+        assert_eq!(
+            key.render_at(&placed_url, &abc, Some("https://replica-2:8080")),
+            format!("https://replica-2:8080/v1/signals/{signal}")
+        );
+        assert_eq!(
+            key.render_at(&placed_url, &[], Some("http://b")),
+            format!("http://b/v1/signals/{}", placeholder(Purpose::Signal, "abc"))
+        );
         assert_eq!(
             key.render("@@anneal-token:handle:h1@@@@anneal-token:", &[placed(Purpose::Handle, "h1")]),
             format!("{}@@anneal-token:", key.token(Purpose::Handle, "h1"))

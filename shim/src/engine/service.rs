@@ -164,7 +164,8 @@ fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
                 // Only the handles this output reads: supplied values never render a token.
                 let placed: Vec<String> =
                     ctx.placed_handles.iter().map(|id| secrets::placed(Purpose::Handle, id)).collect();
-                (serde_json::from_str(&ctx.key.render(&value.to_string(), &placed)).unwrap_or(value), None)
+                let rendered = ctx.key.render_at(&value.to_string(), &placed, Some(ctx.public_url));
+                (serde_json::from_str(&rendered).unwrap_or(value), None)
             }
             Err(EvalError::NotReady { resource, .. }) => (Value::Null, Some(format!("{resource} is not complete"))),
             Err(EvalError::Invalid { message }) => (Value::Null, Some(message)),
@@ -172,6 +173,25 @@ fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
         outputs.push(StackOutput { name: name.clone(), description: output.description.clone(), value, error });
     }
     outputs
+}
+
+impl<S: Store> Engine<S> {
+    /// What an agent needs to reach this shim as server `name`: its URLs here and at every
+    /// other replica the shim was told of.
+    fn credentials(&self, name: String, token: String) -> ServerCredentials {
+        let base = &self.inner.public_url;
+        let metadata_url = format!("{base}/v1/servers/{name}/metadata");
+        let mut metadata_urls = vec![metadata_url.clone()];
+        metadata_urls
+            .extend(self.inner.replica_urls.iter().map(|replica| format!("{replica}/v1/servers/{name}/metadata")));
+        ServerCredentials {
+            request_url: format!("{base}/v1/metadata/{token}"),
+            metadata_url,
+            metadata_urls,
+            name,
+            token,
+        }
+    }
 }
 
 /// Runs a lookup with `Store::read` on the blocking pool: no write transaction, no group commit.
@@ -209,13 +229,7 @@ impl<S: Store> Service for Engine<S> {
         // A server of this name may have been removed while one of its documents was being
         // loaded into the cache; the new registration must not be served that old document.
         self.forget_server(&request.name);
-        let base = &self.inner.public_url;
-        Ok(ServerCredentials {
-            metadata_url: format!("{base}/v1/servers/{}/metadata", request.name),
-            request_url: format!("{base}/v1/metadata/{token}"),
-            name: request.name,
-            token,
-        })
+        Ok(self.credentials(request.name, token))
     }
 
     async fn list_servers(&self) -> Result<Vec<ServerSummary>, ServiceError> {
@@ -278,13 +292,7 @@ impl<S: Store> Service for Engine<S> {
             .await?
             .ok_or_else(|| ServiceError::NotFound { what: format!("server {name}") })?;
         tracing::info!(server = %name, grace_secs, "server token rotated");
-        let base = &self.inner.public_url;
-        let credentials = ServerCredentials {
-            metadata_url: format!("{base}/v1/servers/{name}/metadata"),
-            request_url: format!("{base}/v1/metadata/{token}"),
-            name: name.to_string(),
-            token,
-        };
+        let credentials = self.credentials(name.to_string(), token);
         Ok(RotatedCredentials { credentials, previous_token_expires_at: rfc3339(expires_at) })
     }
 

@@ -76,7 +76,7 @@ outputs:
 
 pub(super) fn engine_at(path: &Path) -> Engine<SqliteStore> {
     let store = SqliteStore::open(path).unwrap();
-    Engine::new(store, TokenKey::from_secret(b"test key"), EngineConfig { public_url: "http://127.0.0.1:9".into() })
+    Engine::new(store, TokenKey::from_secret(b"test key"), EngineConfig::new("http://127.0.0.1:9"))
 }
 
 pub(super) async fn register(engine: &Engine<SqliteStore>, names: &[&str]) -> Vec<String> {

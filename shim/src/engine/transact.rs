@@ -21,6 +21,16 @@ use crate::store::{ServerRow, Store, Tx};
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub public_url: String,
+    /// The public URLs of the other replicas sharing this one's database, listed after
+    /// `public_url` in the agent configs `server add` prints (the agent fails over between them).
+    pub replica_urls: Vec<String>,
+}
+
+impl EngineConfig {
+    /// One shim, reached at `public_url`.
+    pub fn new(public_url: impl Into<String>) -> EngineConfig {
+        EngineConfig { public_url: public_url.into(), replica_urls: Vec::new() }
+    }
 }
 
 /// The engine; cheap to clone (shared state behind an `Arc`).
@@ -38,6 +48,7 @@ pub(super) struct Inner<S> {
     store: S,
     key: TokenKey,
     pub(super) public_url: String,
+    pub(super) replica_urls: Vec<String>,
     pub(super) documents: Mutex<HashMap<String, Cached>>,
     /// Last poll per server, kept in memory: a poll must not cost a store write.
     pub(super) last_seen: Mutex<HashMap<String, u64>>,
@@ -57,7 +68,9 @@ struct Published {
 impl<S: Store> Engine<S> {
     pub fn new(store: S, key: TokenKey, config: EngineConfig) -> Engine<S> {
         let public_url = config.public_url.trim_end_matches('/').to_string();
-        let inner = Inner { store, key, public_url, documents: Mutex::default(), last_seen: Mutex::default() };
+        let replica_urls = config.replica_urls.iter().map(|url| url.trim_end_matches('/').to_string()).collect();
+        let inner =
+            Inner { store, key, public_url, replica_urls, documents: Mutex::default(), last_seen: Mutex::default() };
         Engine { inner: Arc::new(inner) }
     }
 
@@ -139,7 +152,7 @@ impl<S: Store> Engine<S> {
                         None => gone.push(name),
                         Some(newer) if *newer > version => {
                             let Some(row) = tx.server(&name)? else { continue };
-                            let document = render_document(tx, &inner.key, &row)?;
+                            let document = render_document(tx, &inner.key, &inner.public_url, &row)?;
                             published.push(Published { server: name, document });
                         }
                         Some(_) => {}
@@ -176,7 +189,7 @@ impl<S: Store> Engine<S> {
                 let Some(row) = ctx.tx.server(&name)? else {
                     return Err(EngineError::NotFound { what: format!("server {name}") });
                 };
-                render_document(ctx.tx, ctx.key, &row)
+                render_document(ctx.tx, ctx.key, ctx.public_url, &row)
             })
             .await?;
         self.announce(vec![Published { server: server.to_string(), document: published }]);
@@ -194,7 +207,10 @@ fn publish_documents(ctx: &mut Context<'_>) -> Result<Vec<Published>, EngineErro
         row.published_at = ctx.now;
         // The stored body stays empty: the rendered one carries tokens, which never go to disk.
         ctx.tx.set_server_document(&server, row.metadata_version, "", ctx.now)?;
-        published.push(Published { server: server.clone(), document: render_document(ctx.tx, ctx.key, &row)? });
+        published.push(Published {
+            server: server.clone(),
+            document: render_document(ctx.tx, ctx.key, ctx.public_url, &row)?,
+        });
     }
     Ok(published)
 }
@@ -202,7 +218,12 @@ fn publish_documents(ctx: &mut Context<'_>) -> Result<Vec<Published>, EngineErro
 /// The served document of `row` at its current version, placed tokens substituted. The stored entries
 /// are JSON texts written by `put_entry`; they are joined as they are (a document is rendered on
 /// every change of its server, and parsing each entry only to print it again was most of that).
-fn render_document(tx: &mut dyn Tx, key: &TokenKey, row: &ServerRow) -> Result<MetadataDocument, EngineError> {
+fn render_document(
+    tx: &mut dyn Tx,
+    key: &TokenKey,
+    base_url: &str,
+    row: &ServerRow,
+) -> Result<MetadataDocument, EngineError> {
     let entries = tx.entry_texts(&row.name)?;
     let trailer = json!({"server": row.name, "version": row.metadata_version}).to_string();
     let mut body =
@@ -214,7 +235,7 @@ fn render_document(tx: &mut dyn Tx, key: &TokenKey, row: &ServerRow) -> Result<M
         }
         // Only the tokens the engine placed in this entry: a placeholder that arrived inside
         // a value (a hook's output, a handle's data) stays text (see docs/security.md).
-        body.push_str(&key.render(&entry.entry, &entry.tokens));
+        body.push_str(&key.render_at(&entry.entry, &entry.tokens, Some(base_url)));
     }
     body.push_str("],\"anneal\":");
     body.push_str(&trailer);

@@ -145,6 +145,7 @@ impl Service for FakeService {
             request_url: format!("{base}/metadata/{UNKNOWN_TOKEN}"),
             name: request.name,
             token: UNKNOWN_TOKEN.to_string(),
+            metadata_urls: Vec::new(),
         })
     }
 
@@ -183,6 +184,7 @@ impl Service for FakeService {
             request_url: format!("{base}/metadata/{UNKNOWN_TOKEN}"),
             name: name.to_string(),
             token: UNKNOWN_TOKEN.to_string(),
+            metadata_urls: Vec::new(),
         };
         Ok(RotatedCredentials { credentials, previous_token_expires_at: "2026-11-21T06:00:00Z".to_string() })
     }

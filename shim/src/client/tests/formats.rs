@@ -28,6 +28,7 @@ fn credentials(metadata_url: &str) -> ServerCredentials {
         token: "srv_tok-123".to_string(),
         metadata_url: metadata_url.to_string(),
         request_url: "http://shim:8080/v1/metadata/srv_tok-123".to_string(),
+        metadata_urls: Vec::new(),
     }
 }
 
@@ -73,6 +74,17 @@ fn toml_is_a_complete_agent_config_then_the_token_note() {
     assert_eq!(string(&source, "url"), "http://shim:8080/v1/servers/web1/metadata");
     assert!(text.ends_with("\n# token: write srv_tok-123 to /etc/anneal/token (mode 0600)\n"), "{text}");
     assert_eq!(text.matches("srv_tok-123").count(), 1, "the token appears only in the note");
+}
+
+#[test]
+fn replicas_are_listed_in_order_as_the_sources_url_list() {
+    let mut credentials = credentials("http://a:8080/v1/servers/web1/metadata");
+    credentials.metadata_urls =
+        vec![credentials.metadata_url.clone(), "http://b:8080/v1/servers/web1/metadata\"x".to_string()];
+    let source = check_agent_config(&agent_config(&credentials, None));
+    let Some(TomlValue::Array(urls)) = source.get("url") else { panic!("url is not a list: {source:?}") };
+    let urls: Vec<&str> = urls.iter().filter_map(TomlValue::as_str).collect();
+    assert_eq!(urls, ["http://a:8080/v1/servers/web1/metadata", "http://b:8080/v1/servers/web1/metadata\"x"]);
 }
 
 #[test]

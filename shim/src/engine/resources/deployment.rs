@@ -197,7 +197,6 @@ fn build(
         stack_path: &stack_path,
         resource_name,
         signal_transport: transport,
-        public_url: ctx.public_url,
         creation_time: &creation_time,
         input_values,
         structured,

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::engine::context::Context;
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released};
+use crate::engine::secrets::BASE_URL;
 use crate::model::AGENT_TOKEN_PATH;
 use crate::store::{NodeRecord, NodeRow, StackRow};
 use crate::template::ServerAddresses;
@@ -60,7 +61,7 @@ pub fn activate_deployed_server(
         return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing);
     };
     let mut attributes = ServerAddresses::from_stored(&row.addresses).attributes(&server);
-    attributes.insert("os_collect_config".to_owned(), os_collect_config(ctx.public_url, &server));
+    attributes.insert("os_collect_config".to_owned(), os_collect_config(&server));
     node.record = NodeRecord { id: Some(server.clone()), ..NodeRecord::default() };
     node.attributes = Value::Object(attributes);
     node::complete(ctx, stack, node, "state changed")
@@ -70,11 +71,11 @@ pub fn activate_deployed_server(
 /// (`collectors` and one section per collector), here for the `request` collector pointed at the
 /// server's metadata URL, plus the `token_file` `server add` has the agent read its bearer token
 /// from. No credential: the shim keeps only a hash of the server's token (docs/templates.md).
-fn os_collect_config(public_url: &str, server: &str) -> Value {
+fn os_collect_config(server: &str) -> Value {
     json!({
         "collectors": ["request", "local"],
         "request": {
-            "metadata_url": format!("{public_url}/v1/servers/{server}/metadata"),
+            "metadata_url": format!("{BASE_URL}/v1/servers/{server}/metadata"),
             "token_file": AGENT_TOKEN_PATH,
         },
     })

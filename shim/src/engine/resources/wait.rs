@@ -8,7 +8,7 @@ use crate::engine::context::Context;
 use crate::engine::deadlines::Deadline;
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released, status};
-use crate::engine::secrets::{Purpose, placeholder};
+use crate::engine::secrets::{BASE_URL, Purpose, placeholder};
 use crate::store::{NodeRecord, NodeRow, NodeState, StackRow};
 use crate::template::ResourceType;
 
@@ -18,7 +18,7 @@ const DEFAULT_TIMEOUT_SECS: u64 = 43_200;
 pub fn activate_handle(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow) -> Result<Released, EngineError> {
     let id = node::stable_id(&node);
     let token = placeholder(Purpose::Handle, &id);
-    let endpoint = format!("{}/v1/waitconditions/{token}", ctx.public_url);
+    let endpoint = format!("{BASE_URL}/v1/waitconditions/{token}");
     let curl_cli =
         format!("curl -i -X POST -H 'Content-Type: application/json' -H 'Accept: application/json' {endpoint}");
     let signal = json!({"alarm_url": endpoint}).to_string();
