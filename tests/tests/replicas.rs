@@ -1,0 +1,142 @@
+//! Several `anneal-shim serve` replicas on one PostgreSQL database (no load balancer): any
+//! replica takes any call, a commit on one wakes the long-polls held by the others, a killed
+//! replica (kill -9) loses nothing and the stack completes through the others, and a replica
+//! restarted with an empty memory catches up. Agents list every replica (`server add` prints
+//! them) and fail over between them; each deployment runs exactly once (the scripts' runs log).
+
+mod replicas_support;
+
+use std::time::Duration;
+
+use anneal_tests::{AgentSettings, Fleet, wait_until};
+use replicas_support::{Cluster, STACK, chain_result, chain_template, runs, write};
+
+const CONVERGE_LIMIT: Duration = Duration::from_secs(120);
+
+fn settings(log: &std::path::Path) -> AgentSettings {
+    AgentSettings::default().hook_env("RUNS_LOG", &log.display().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_serves_and_commits_wake_the_others() {
+    let cluster = Cluster::start(3).await;
+    let names: Vec<String> = (0..6).map(|index| format!("vm{index}")).collect();
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let log = cluster.replicas[0].dir().join("runs.log");
+    // vm0 polls replica 0, vm1 replica 1, ...: every step of the chain crosses replicas.
+    let fleet = Fleet::start_across(&cluster.shims(), &name_refs, &settings(&log)).await;
+    let template = write(cluster.replicas[2].dir(), "chain.yaml", &chain_template(&names, "0"));
+    let created = cluster.replicas[2]
+        .cli(&["stack", "create", STACK, "--template", template.to_str().unwrap(), "--wait", "--timeout", "60"])
+        .await;
+    assert_eq!(created.code, 0, "stack create --wait through replica 2: {created:?}\n{}", fleet.logs());
+    for replica in &cluster.replicas {
+        assert_eq!(replica.stack_status(STACK).await, "CREATE_COMPLETE");
+        assert_eq!(replica.stack_outputs(STACK).await["result"], chain_result(&names));
+        let servers = replica.cli_json(&["server", "list", "--json"]).await;
+        assert_eq!(servers.as_array().map(Vec::len), Some(6), "every replica sees every server: {servers}");
+    }
+    let counts = runs(&log);
+    assert_eq!(counts.len(), 6, "{counts:?}");
+    assert!(counts.values().all(|count| *count == 1), "each deployment ran once: {counts:?}");
+    // An agent's document names the replica that served it in its signal URL.
+    let status = fleet.agent("vm1").status().await;
+    assert!(!status.is_empty(), "vm1 ran its deployment");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_replicas_lose_nothing_and_a_restarted_one_catches_up() {
+    let mut cluster = Cluster::start(3).await;
+    // 30 servers; replica 0 gets the most long-polls (every other server, then a third of the rest).
+    let names: Vec<String> = (0..30).map(|index| format!("vm{index:02}")).collect();
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let log = cluster.replicas[0].dir().join("runs.log");
+    let (first, rest) = name_refs.split_at(12);
+    let shims = cluster.shims();
+    let fleet = Fleet::start_across(&[shims[0]], first, &settings(&log)).await;
+    let others = Fleet::start_across(&[shims[1], shims[2]], rest, &settings(&log)).await;
+    let template = write(cluster.replicas[1].dir(), "chain.yaml", &chain_template(&names, "0.3"));
+    // Created through replica 1, without --wait: the test kills replicas while it runs.
+    let created = cluster.replicas[1].cli(&["stack", "create", STACK, "--template", template.to_str().unwrap()]).await;
+    assert_eq!(created.code, 0, "stack create through replica 1: {created:?}");
+
+    wait_for_runs(&log, 8).await;
+    cluster.replicas[0].crash().await; // the one holding the most long-polls
+    wait_for_runs(&log, 16).await;
+    cluster.replicas[1].crash().await; // the one that created the stack
+    wait_for_runs(&log, 22).await;
+    cluster.replicas[0].start_again().await; // empty memory
+
+    let survivor = &cluster.replicas[2];
+    let settled = survivor.settled(STACK, CONVERGE_LIMIT).await;
+    let logs = format!("{}{}", fleet.logs(), others.logs());
+    assert_eq!(settled["status"], "CREATE_COMPLETE", "{settled}\n{logs}");
+    assert_eq!(survivor.stack_outputs(STACK).await["result"], chain_result(&names));
+    let counts = runs(&log);
+    assert_eq!(counts.len(), 30, "{counts:?}");
+    assert!(counts.values().all(|count| *count == 1), "each deployment ran exactly once: {counts:?}");
+
+    // The restarted replica answers as the survivor does, documents included.
+    let restarted = &cluster.replicas[0];
+    assert_eq!(restarted.stack_status(STACK).await, "CREATE_COMPLETE");
+    let agent = fleet.agent("vm00");
+    let through_restarted = metadata_version(restarted.url(), agent).await;
+    let through_survivor = metadata_version(survivor.url(), agent).await;
+    assert_eq!(through_restarted, through_survivor, "the restarted replica serves the current document");
+}
+
+async fn wait_for_runs(log: &std::path::Path, count: usize) {
+    let what = format!("{count} deployments ran");
+    wait_until(CONVERGE_LIMIT, &what, || async { (runs(log).len() >= count).then_some(()) }).await;
+}
+
+/// The document version a replica serves to the agent's server.
+async fn metadata_version(base: &str, agent: &anneal_tests::Agent) -> u64 {
+    let token = std::fs::read_to_string(agent.token_file()).expect("token");
+    let response = reqwest::Client::new()
+        .get(format!("{base}/v1/servers/{}/metadata", agent.name()))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .expect("GET metadata");
+    assert!(response.status().is_success(), "{}", response.status());
+    let text = response.text().await.expect("a body");
+    let document: serde_json::Value = serde_json::from_str(&text).expect("a JSON document");
+    document["anneal"]["version"].as_u64().expect("a version")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_mid_traversal_loses_no_acknowledged_write() {
+    let mut cluster = Cluster::start(2).await;
+    let names: Vec<String> = (0..10).map(|index| format!("vm{index}")).collect();
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let log = cluster.replicas[0].dir().join("runs.log");
+    let fleet = Fleet::start_across(&cluster.shims(), &name_refs, &settings(&log)).await;
+    let template = write(cluster.replicas[0].dir(), "chain.yaml", &chain_template(&names, "0.3"));
+    let created = cluster.replicas[0].cli(&["stack", "create", STACK, "--template", template.to_str().unwrap()]).await;
+    assert_eq!(created.code, 0, "{created:?}");
+    wait_for_runs(&log, 3).await;
+
+    cluster.postgres.stop_fast();
+    // An admin call while the database is down is answered, 503 with Retry-After, not held.
+    let started = std::time::Instant::now();
+    let token = std::fs::read_to_string(cluster.replicas[1].token_file()).expect("token");
+    let response = reqwest::Client::new()
+        .get(format!("{}/v1/stacks", cluster.replicas[1].url()))
+        .bearer_auth(token.trim())
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("an answer while the database is down");
+    let retry_after = response.headers().get("retry-after").cloned();
+    assert_eq!(response.status().as_u16(), 503, "{:?}", response.text().await);
+    assert!(retry_after.is_some(), "a 503 says when to retry");
+    assert!(started.elapsed() < Duration::from_secs(15), "answered in {:?}", started.elapsed());
+    cluster.postgres.start_again();
+
+    let settled = cluster.replicas[1].settled(STACK, CONVERGE_LIMIT).await;
+    assert_eq!(settled["status"], "CREATE_COMPLETE", "{settled}\n{}", fleet.logs());
+    assert_eq!(cluster.replicas[0].stack_outputs(STACK).await["result"], chain_result(&names));
+    let counts = runs(&log);
+    assert!(counts.len() == 10 && counts.values().all(|count| *count == 1), "each ran once: {counts:?}");
+}
