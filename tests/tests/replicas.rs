@@ -9,12 +9,17 @@ mod replicas_support;
 use std::time::Duration;
 
 use anneal_tests::{AgentSettings, Fleet, wait_until};
-use replicas_support::{Cluster, STACK, chain_result, chain_template, runs, write};
+use replicas_support::{
+    Cluster, STACK, WAIT_TIMEOUT_TEMPLATE, chain_result, chain_template, runs, unanswered_deployment_template,
+    with_extra_deployment, with_wait_condition, write,
+};
 
 const CONVERGE_LIMIT: Duration = Duration::from_secs(120);
 
 fn settings(log: &std::path::Path) -> AgentSettings {
-    AgentSettings::default().hook_env("RUNS_LOG", &log.display().to_string())
+    AgentSettings::default()
+        .hook_env("RUNS_LOG", &log.display().to_string())
+        .hook_env("ANNEAL_AGENT", &anneal_tests::agent_binary().display().to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,9 +60,12 @@ async fn killed_replicas_lose_nothing_and_a_restarted_one_catches_up() {
     let shims = cluster.shims();
     let fleet = Fleet::start_across(&[shims[0]], first, &settings(&log)).await;
     let others = Fleet::start_across(&[shims[1], shims[2]], rest, &settings(&log)).await;
-    let template = write(cluster.replicas[1].dir(), "chain.yaml", &chain_template(&names, "0.3"));
+    // A wait condition in the middle of the chain, and a stack timeout that must not fire.
+    let chain = with_wait_condition(&chain_template(&names, "0.3"), 5, "vm05");
+    let template = write(cluster.replicas[1].dir(), "chain.yaml", &chain);
     // Created through replica 1, without --wait: the test kills replicas while it runs.
-    let created = cluster.replicas[1].cli(&["stack", "create", STACK, "--template", template.to_str().unwrap()]).await;
+    let arguments = ["stack", "create", STACK, "--template", template.to_str().unwrap(), "--timeout", "300"];
+    let created = cluster.replicas[1].cli(&arguments).await;
     assert_eq!(created.code, 0, "stack create through replica 1: {created:?}");
 
     wait_for_runs(&log, 8).await;
@@ -71,9 +79,11 @@ async fn killed_replicas_lose_nothing_and_a_restarted_one_catches_up() {
     let settled = survivor.settled(STACK, CONVERGE_LIMIT).await;
     let logs = format!("{}{}", fleet.logs(), others.logs());
     assert_eq!(settled["status"], "CREATE_COMPLETE", "{settled}\n{logs}");
-    assert_eq!(survivor.stack_outputs(STACK).await["result"], chain_result(&names));
+    let outputs = survivor.stack_outputs(STACK).await;
+    assert_eq!(outputs["result"], chain_result(&names));
+    assert_eq!(outputs["waited"], r#"{"one": "ready"}"#, "the wait condition's signal");
     let counts = runs(&log);
-    assert_eq!(counts.len(), 30, "{counts:?}");
+    assert_eq!(counts.len(), 31, "the chain and notify: {counts:?}");
     assert!(counts.values().all(|count| *count == 1), "each deployment ran exactly once: {counts:?}");
 
     // The restarted replica answers as the survivor does, documents included.
@@ -85,6 +95,65 @@ async fn killed_replicas_lose_nothing_and_a_restarted_one_catches_up() {
     assert_eq!(through_restarted, through_survivor, "the restarted replica serves the current document");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_update_racing_signals_on_other_replicas_completes_once() {
+    let cluster = Cluster::start(3).await;
+    let names: Vec<String> = (0..9).map(|index| format!("vm{index}")).collect();
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let log = cluster.replicas[0].dir().join("runs.log");
+    let fleet = Fleet::start_across(&cluster.shims(), &name_refs, &settings(&log)).await;
+    let chain = chain_template(&names, "0.3");
+    let template = write(cluster.replicas[0].dir(), "chain.yaml", &chain);
+    let created = cluster.replicas[0].cli(&["stack", "create", STACK, "--template", template.to_str().unwrap()]).await;
+    assert_eq!(created.code, 0, "{created:?}");
+    wait_for_runs(&log, 3).await;
+    // The update goes through replica 2 while the signals of the create reach replicas 0 and 1.
+    let updated = write(cluster.replicas[2].dir(), "chain2.yaml", &with_extra_deployment(&chain, "vm4"));
+    let update = cluster.replicas[2]
+        .cli(&["stack", "update", STACK, "--template", updated.to_str().unwrap(), "--wait", "--timeout", "90"])
+        .await;
+    assert_eq!(update.code, 0, "stack update --wait: {update:?}\n{}", fleet.logs());
+    assert_eq!(cluster.replicas[1].stack_status(STACK).await, "UPDATE_COMPLETE");
+    assert_eq!(cluster.replicas[1].stack_outputs(STACK).await["result"], chain_result(&names));
+    let counts = runs(&log);
+    assert_eq!(counts.len(), 10, "the chain and the extra deployment: {counts:?}");
+    assert!(counts.values().all(|count| *count == 1), "each deployment ran exactly once: {counts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_fire_once_whichever_replica_is_alive() {
+    let mut cluster = Cluster::start(3).await;
+    // A registered server without an agent: its deployment is never signalled.
+    cluster.replicas[0].cli_ok(&["server", "add", "silent", "--format", "json"]).await;
+    let waiting = write(cluster.replicas[0].dir(), "wait.yaml", WAIT_TIMEOUT_TEMPLATE);
+    let unanswered = write(cluster.replicas[0].dir(), "silent.yaml", &unanswered_deployment_template("silent"));
+    let creator = &cluster.replicas[0];
+    creator.cli_ok(&["stack", "create", "waiting", "--template", waiting.to_str().unwrap()]).await;
+    creator.cli_ok(&["stack", "create", "silent", "--template", unanswered.to_str().unwrap(), "--timeout", "4"]).await;
+    // The replica that wrote both deadlines dies before they fall due; the others fire them.
+    cluster.replicas[0].crash().await;
+    let survivor = &cluster.replicas[1];
+    for stack in ["waiting", "silent"] {
+        let settled = survivor.settled(stack, CONVERGE_LIMIT).await;
+        assert_eq!(settled["status"], "CREATE_FAILED", "{stack}: {settled}");
+    }
+    // Give every sweeper (each runs every 500 ms) time to fire a second time if it could.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Each failure is one event of the resource that timed out (the stack's own event quotes it).
+    let failures = |events: &serde_json::Value, resource: &str, needle: &str| {
+        let events = events.as_array().expect("events");
+        events
+            .iter()
+            .filter(|event| event["resource"] == resource && event["status"] == "CREATE_FAILED")
+            .filter(|event| event["reason"].as_str().unwrap_or_default().contains(needle))
+            .count()
+    };
+    let events = survivor.cli_json(&["stack", "events", "waiting", "--json"]).await;
+    assert_eq!(failures(&events, "wait", "WaitConditionTimeout"), 1, "the wait condition timed out once: {events}");
+    let events = cluster.replicas[2].cli_json(&["stack", "events", "silent", "--json"]).await;
+    assert_eq!(failures(&events, "silent", "Timed out"), 1, "the stack timed out once: {events}");
+}
+
 async fn wait_for_runs(log: &std::path::Path, count: usize) {
     let what = format!("{count} deployments ran");
     wait_until(CONVERGE_LIMIT, &what, || async { (runs(log).len() >= count).then_some(()) }).await;
@@ -93,7 +162,7 @@ async fn wait_for_runs(log: &std::path::Path, count: usize) {
 /// The document version a replica serves to the agent's server.
 async fn metadata_version(base: &str, agent: &anneal_tests::Agent) -> u64 {
     let token = std::fs::read_to_string(agent.token_file()).expect("token");
-    let response = reqwest::Client::new()
+    let response = http_client()
         .get(format!("{base}/v1/servers/{}/metadata", agent.name()))
         .bearer_auth(token.trim())
         .send()
@@ -121,7 +190,7 @@ async fn a_database_restart_mid_traversal_loses_no_acknowledged_write() {
     // An admin call while the database is down is answered, 503 with Retry-After, not held.
     let started = std::time::Instant::now();
     let token = std::fs::read_to_string(cluster.replicas[1].token_file()).expect("token");
-    let response = reqwest::Client::new()
+    let response = http_client()
         .get(format!("{}/v1/stacks", cluster.replicas[1].url()))
         .bearer_auth(token.trim())
         .timeout(Duration::from_secs(30))
@@ -139,4 +208,10 @@ async fn a_database_restart_mid_traversal_loses_no_acknowledged_write() {
     assert_eq!(cluster.replicas[0].stack_outputs(STACK).await["result"], chain_result(&names));
     let counts = runs(&log);
     assert!(counts.len() == 10 && counts.values().all(|count| *count == 1), "each ran once: {counts:?}");
+}
+
+/// A plain HTTP client (reqwest is built without a default TLS provider).
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
