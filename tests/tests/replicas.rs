@@ -76,9 +76,8 @@ async fn killed_replicas_lose_nothing_and_a_restarted_one_catches_up() {
     cluster.replicas[0].start_again().await; // empty memory
 
     let survivor = &cluster.replicas[2];
-    let settled = survivor.settled(STACK, CONVERGE_LIMIT).await;
-    let logs = format!("{}{}", fleet.logs(), others.logs());
-    assert_eq!(settled["status"], "CREATE_COMPLETE", "{settled}\n{logs}");
+    let settled = settle_or_explain(&cluster, STACK, &[&fleet, &others], &log).await;
+    assert_eq!(settled["status"], "CREATE_COMPLETE", "{settled}");
     let outputs = survivor.stack_outputs(STACK).await;
     assert_eq!(outputs["result"], chain_result(&names));
     assert_eq!(outputs["waited"], r#"{"one": "ready"}"#, "the wait condition's signal");
@@ -152,6 +151,55 @@ async fn deadlines_fire_once_whichever_replica_is_alive() {
     assert_eq!(failures(&events, "wait", "WaitConditionTimeout"), 1, "the wait condition timed out once: {events}");
     let events = cluster.replicas[2].cli_json(&["stack", "events", "silent", "--json"]).await;
     assert_eq!(failures(&events, "silent", "Timed out"), 1, "the stack timed out once: {events}");
+}
+
+/// Waits for the stack to settle on the last replica; when it does not in time, panics with
+/// what explains it: the resources still in progress, the runs so far, the replicas' logs and
+/// the logs of the agents whose deployments are unfinished.
+async fn settle_or_explain(
+    cluster: &Cluster,
+    stack: &str,
+    fleets: &[&Fleet],
+    log: &std::path::Path,
+) -> serde_json::Value {
+    let survivor = cluster.replicas.last().expect("a replica");
+    let deadline = std::time::Instant::now() + CONVERGE_LIMIT;
+    loop {
+        let show = survivor.stack_show(stack).await;
+        if !show["status"].as_str().unwrap_or_default().ends_with("IN_PROGRESS") {
+            return show;
+        }
+        if std::time::Instant::now() > deadline {
+            let unfinished: Vec<&serde_json::Value> = show["resources"]
+                .as_array()
+                .map(|resources| resources.iter().filter(|resource| resource["status"] != "CREATE_COMPLETE").collect())
+                .unwrap_or_default();
+            let mut report = format!(
+                "stack {stack} did not settle in {CONVERGE_LIMIT:?}\nunfinished: {unfinished:#?}\nruns: {:?}\n",
+                runs(log)
+            );
+            for (index, replica) in cluster.replicas.iter().enumerate() {
+                report.push_str(&format!("--- replica {index} ---\n{}\n", tail(&replica.log_text(), 40)));
+            }
+            for fleet in fleets {
+                for agent in fleet.agents() {
+                    let text = agent.log_text();
+                    if unfinished.iter().any(|resource| resource.to_string().contains(agent.name()))
+                        || text.contains("WARN")
+                    {
+                        report.push_str(&format!("--- agent {} ---\n{}\n", agent.name(), tail(&text, 30)));
+                    }
+                }
+            }
+            panic!("{report}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 async fn wait_for_runs(log: &std::path::Path, count: usize) {
