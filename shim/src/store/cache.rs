@@ -1,8 +1,9 @@
-//! `RowCache`: the `Tx` every backend's transaction is seen through. It keeps the stack and node
-//! rows read in one transaction call, kept up to date by that call's own writes, and passes
-//! everything else to the backend's `Tx`. A signal reads its stack's row several times (the
-//! signal, each release, each activation) and an activation reads the config node twice and a
-//! group's members each read it again: once is enough. Sound because nothing else writes those
+//! `RowCache`: the `Tx` every backend's transaction is seen through. It keeps the stack, node
+//! and server rows read in one transaction call, kept up to date by that call's own writes, and
+//! passes everything else to the backend's `Tx`. A signal reads its stack's row several times
+//! (the signal, each release, each activation), an activation reads the config node twice and a
+//! group's members each read it again, and a release reads its server's row to activate the
+//! deployment and again to publish the document: once is enough. Sound because nothing else writes those
 //! rows while the call runs (SQLite's write lock; PostgreSQL's write lock, see `postgres`).
 
 use std::collections::HashMap;
@@ -16,11 +17,12 @@ pub(crate) struct RowCache<T> {
     backend: T,
     stack_rows: HashMap<String, StackRow>,
     node_rows: HashMap<(String, String), NodeRow>,
+    server_rows: HashMap<String, ServerRow>,
 }
 
 impl<T: Tx> RowCache<T> {
     pub(crate) fn new(backend: T) -> RowCache<T> {
-        RowCache { backend, stack_rows: HashMap::new(), node_rows: HashMap::new() }
+        RowCache { backend, stack_rows: HashMap::new(), node_rows: HashMap::new(), server_rows: HashMap::new() }
     }
 
     pub(crate) fn into_backend(self) -> T {
@@ -34,10 +36,18 @@ impl<T: Tx> RowCache<T> {
 
 impl<T: Tx> Tx for RowCache<T> {
     fn insert_server(&mut self, row: &ServerRow) -> Result<bool, StoreError> {
+        self.server_rows.remove(&row.name);
         self.backend.insert_server(row)
     }
     fn server(&mut self, name: &str) -> Result<Option<ServerRow>, StoreError> {
-        self.backend.server(name)
+        if let Some(row) = self.server_rows.get(name) {
+            return Ok(Some(row.clone()));
+        }
+        let row = self.backend.server(name)?;
+        if let Some(row) = &row {
+            self.server_rows.insert(name.to_string(), row.clone());
+        }
+        Ok(row)
     }
     fn server_by_token_hash(&mut self, hash: &str) -> Result<Option<ServerRow>, StoreError> {
         self.backend.server_by_token_hash(hash)
@@ -55,10 +65,20 @@ impl<T: Tx> Tx for RowCache<T> {
         body: &str,
         published_at: u64,
     ) -> Result<(), StoreError> {
-        self.backend.set_server_document(name, version, body, published_at)
+        self.backend.set_server_document(name, version, body, published_at)?;
+        if let Some(row) = self.server_rows.get_mut(name) {
+            row.metadata_version = version;
+            body.clone_into(&mut row.metadata_body);
+            row.published_at = published_at;
+        }
+        Ok(())
     }
     fn touch_server(&mut self, name: &str, at: u64) -> Result<(), StoreError> {
-        self.backend.touch_server(name, at)
+        self.backend.touch_server(name, at)?;
+        if let Some(row) = self.server_rows.get_mut(name) {
+            row.last_seen = Some(at);
+        }
+        Ok(())
     }
     fn rotate_server_token(
         &mut self,
@@ -66,6 +86,7 @@ impl<T: Tx> Tx for RowCache<T> {
         new_hash: &str,
         previous_expires_at: u64,
     ) -> Result<bool, StoreError> {
+        self.server_rows.remove(name);
         self.backend.rotate_server_token(name, new_hash, previous_expires_at)
     }
     fn server_by_previous_token_hash(&mut self, hash: &str) -> Result<Option<(String, u64)>, StoreError> {
@@ -74,6 +95,7 @@ impl<T: Tx> Tx for RowCache<T> {
     fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
         // Whatever the deletion cascades to, no node read before it is trusted after it.
         self.node_rows.clear();
+        self.server_rows.remove(name);
         self.backend.delete_server(name)
     }
     fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
@@ -157,7 +179,12 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.update_node_if(row, generation, state)
     }
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
-        self.backend.node_by_signal_hash(hash)
+        let row = self.backend.node_by_signal_hash(hash)?;
+        // The signal's own node is read again when its successors resolve their inputs.
+        if let Some(row) = &row {
+            self.node_rows.insert((row.stack.clone(), row.name.clone()), row.clone());
+        }
+        Ok(row)
     }
     fn retire_signal_hash(&mut self, hash: &str, stack: &str, node: &str) -> Result<(), StoreError> {
         self.backend.retire_signal_hash(hash, stack, node)
