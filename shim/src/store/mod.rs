@@ -493,7 +493,10 @@ pub trait Store: Send + Sync + 'static {
     /// The document changes other processes commit to this database (replicas on PostgreSQL),
     /// until `shutdown`; `None` when no other process writes it (SQLite). Spawns on the
     /// current tokio runtime.
-    fn watch_documents(&self, shutdown: tokio_util::sync::CancellationToken) -> Option<tokio::sync::mpsc::Receiver<DocumentNotice>> {
+    fn watch_documents(
+        &self,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Option<tokio::sync::mpsc::Receiver<DocumentNotice>> {
         let _ = shutdown;
         None
     }

@@ -125,10 +125,8 @@ impl PgStore {
     }
 
     pub(crate) fn open_with_migrations(url: &str, migrations: &[Migration]) -> Result<PgStore, StoreError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(|source| StoreError::InvalidUrl {
-            url: redact(url),
-            source: Box::new(source),
-        })?;
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|source| StoreError::InvalidUrl { url: redact(url), source: Box::new(source) })?;
         if config.get_application_name().is_none() {
             config.application_name("anneal-shim");
         }
@@ -192,7 +190,10 @@ impl PgStore {
     }
 
     /// BEGIN, then the write lock.
-    fn begin_write<'connection>(&self, client: &'connection mut Client) -> Result<Transaction<'connection>, StoreError> {
+    fn begin_write<'connection>(
+        &self,
+        client: &'connection mut Client,
+    ) -> Result<Transaction<'connection>, StoreError> {
         self.count_statement();
         let mut transaction = client.transaction().map_err(|error| query_error("begin a transaction", error))?;
         self.count_statement();
@@ -224,8 +225,14 @@ impl Store for PgStore {
         let mut cache = RowCache::new(PgTx::new(&mut transaction, prepared, &self.statements));
         // An Err (or a panic) drops the transaction, which rolls it back.
         let value = work(&mut cache)?;
-        let changed = cache.into_backend().changed_servers;
-        notify(&mut transaction, &changed, &self.statements)?;
+        let PgTx { changed_servers, failed, .. } = cache.into_backend();
+        if failed {
+            // The work went on past a failed statement (SQLite would have undone only that
+            // statement). PostgreSQL has aborted the transaction: its COMMIT would roll back
+            // and report success, so the call's writes would be acknowledged and lost.
+            return Err(StoreError::RolledBack.into());
+        }
+        notify(&mut transaction, &changed_servers, &self.statements)?;
         self.commit(transaction)?;
         Ok(value)
     }
@@ -233,11 +240,8 @@ impl Store for PgStore {
     fn read<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
         let mut connection = self.checkout()?;
         let PgConnection { client, prepared } = &mut *connection;
-        let mut transaction = client
-            .build_transaction()
-            .read_only(true)
-            .start()
-            .map_err(|error| query_error("begin a read", error))?;
+        let mut transaction =
+            client.build_transaction().read_only(true).start().map_err(|error| query_error("begin a read", error))?;
         let value = work(&mut RowCache::new(PgTx::new(&mut transaction, prepared, &self.statements)))?;
         transaction.commit().map_err(|error| query_error("end a read", error))?;
         Ok(value)
@@ -254,14 +258,19 @@ impl Store for PgStore {
 
 /// Announces the servers whose documents changed, delivered by PostgreSQL only if the
 /// transaction commits, in commit order.
-fn notify(transaction: &mut Transaction<'_>, servers: &BTreeSet<String>, statements: &AtomicU64) -> Result<(), StoreError> {
+fn notify(
+    transaction: &mut Transaction<'_>,
+    servers: &BTreeSet<String>,
+    statements: &AtomicU64,
+) -> Result<(), StoreError> {
     let mut payload: Vec<&str> = Vec::new();
     let mut size = 0;
     for (index, server) in servers.iter().enumerate() {
         payload.push(server);
         size += server.len() + 4;
         if size >= NOTIFY_PAYLOAD_LIMIT || index + 1 == servers.len() {
-            let text = serde_json::to_string(&payload).map_err(|source| StoreError::Encode { column: "notify", source })?;
+            let text =
+                serde_json::to_string(&payload).map_err(|source| StoreError::Encode { column: "notify", source })?;
             statements.fetch_add(1, Ordering::Relaxed);
             transaction
                 .execute("SELECT pg_notify($1, $2)", &[&DOCUMENTS_CHANNEL, &text])

@@ -23,6 +23,10 @@ pub(crate) struct PgTx<'call, 'connection> {
     /// Servers whose document this transaction changed: announced to the other replicas at
     /// COMMIT (see `postgres::notify`).
     pub(crate) changed_servers: BTreeSet<String>,
+    /// Whether a statement failed. PostgreSQL then aborts the whole transaction (SQLite undoes
+    /// only the statement), and a COMMIT of it rolls back yet reports success: the caller
+    /// must refuse to commit when its work went on past the error (see `Store::transaction`).
+    pub(crate) failed: bool,
 }
 
 impl<'call, 'connection> PgTx<'call, 'connection> {
@@ -31,7 +35,7 @@ impl<'call, 'connection> PgTx<'call, 'connection> {
         prepared: &'call mut HashMap<&'static str, Statement>,
         statements: &'call AtomicU64,
     ) -> Self {
-        PgTx { transaction, prepared, statements, changed_servers: BTreeSet::new() }
+        PgTx { transaction, prepared, statements, changed_servers: BTreeSet::new(), failed: false }
     }
 
     /// The statement for `sql`, prepared once per connection (a statement is a server-side
@@ -40,9 +44,15 @@ impl<'call, 'connection> PgTx<'call, 'connection> {
         if let Some(statement) = self.prepared.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.transaction.prepare(sql).map_err(|error| query_error(action, error))?;
+        let statement = self.transaction.prepare(sql).map_err(|error| self.failure(action, error))?;
         self.prepared.insert(sql, statement.clone());
         Ok(statement)
+    }
+
+    /// A failed statement's error, remembering that the transaction is now aborted.
+    fn failure(&mut self, action: &'static str, error: postgres::Error) -> StoreError {
+        self.failed = true;
+        query_error(action, error)
     }
 
     /// Runs a statement that returns no rows; the number of rows it changed.
@@ -54,7 +64,8 @@ impl<'call, 'connection> PgTx<'call, 'connection> {
     ) -> Result<u64, StoreError> {
         let statement = self.statement(action, sql)?;
         self.statements.fetch_add(1, Ordering::Relaxed);
-        self.transaction.execute(&statement, parameters).map_err(|error| query_error(action, error))
+        let result = self.transaction.execute(&statement, parameters);
+        result.map_err(|error| self.failure(action, error))
     }
 
     /// The first row a statement returns (also for `UPDATE ... RETURNING`), mapped by `map`.
@@ -67,7 +78,8 @@ impl<'call, 'connection> PgTx<'call, 'connection> {
     ) -> Result<Option<T>, StoreError> {
         let statement = self.statement(action, sql)?;
         self.statements.fetch_add(1, Ordering::Relaxed);
-        let row = self.transaction.query_opt(&statement, parameters).map_err(|error| query_error(action, error))?;
+        let row = self.transaction.query_opt(&statement, parameters);
+        let row = row.map_err(|error| self.failure(action, error))?;
         row.as_ref().map(map).transpose()
     }
 
@@ -81,7 +93,8 @@ impl<'call, 'connection> PgTx<'call, 'connection> {
     ) -> Result<Vec<T>, StoreError> {
         let statement = self.statement(action, sql)?;
         self.statements.fetch_add(1, Ordering::Relaxed);
-        let rows = self.transaction.query(&statement, parameters).map_err(|error| query_error(action, error))?;
+        let rows = self.transaction.query(&statement, parameters);
+        let rows = rows.map_err(|error| self.failure(action, error))?;
         rows.iter().map(map).collect()
     }
 }
@@ -119,7 +132,8 @@ pub(crate) fn column<'row, T: postgres::types::FromSql<'row>>(row: &'row Row, in
 /// Reads a BIGINT column holding a `u64`.
 pub(crate) fn unsigned_column(row: &Row, index: usize) -> Result<u64, StoreError> {
     let value: i64 = column(row, index)?;
-    u64::try_from(value).map_err(|source| StoreError::Query { action: "read a stored number", source: Box::new(source) })
+    u64::try_from(value)
+        .map_err(|source| StoreError::Query { action: "read a stored number", source: Box::new(source) })
 }
 
 /// Reads a nullable BIGINT column holding a `u64`.

@@ -72,11 +72,7 @@ pub(super) fn wait_signal_success(
     )
 }
 
-pub(super) fn wait_signals(
-    tx: &mut PgTx<'_, '_>,
-    stack: &str,
-    handle: &str,
-) -> Result<Vec<WaitSignalRow>, StoreError> {
+pub(super) fn wait_signals(tx: &mut PgTx<'_, '_>, stack: &str, handle: &str) -> Result<Vec<WaitSignalRow>, StoreError> {
     tx.query_all(
         "list wait condition signals",
         "SELECT stack, handle, signal_id, success, reason, data, received_at FROM wait_signals
@@ -100,7 +96,10 @@ pub(super) fn append_event(
         &[&stack, &signed(time)?, &free_text(resource), &status, &free_text(reason)],
         |row| unsigned_column(row, 0),
     )?
-    .ok_or_else(|| StoreError::Query { action: "append an event", source: "INSERT ... RETURNING returned no row".into() })
+    .ok_or_else(|| StoreError::Query {
+        action: "append an event",
+        source: "INSERT ... RETURNING returned no row".into(),
+    })
 }
 
 pub(super) fn events(tx: &mut PgTx<'_, '_>, stack: &str) -> Result<Vec<EventRow>, StoreError> {

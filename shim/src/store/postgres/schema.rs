@@ -180,7 +180,8 @@ pub(crate) fn migrate(client: &mut Client, migrations: &[Migration]) -> Result<(
         if migration.version <= current {
             continue;
         }
-        let failed = |source: postgres::Error| StoreError::Migration { version: migration.version, source: Box::new(source) };
+        let failed =
+            |source: postgres::Error| StoreError::Migration { version: migration.version, source: Box::new(source) };
         transaction.batch_execute(migration.sql).map_err(failed)?;
         let version = i32::try_from(migration.version).unwrap_or(i32::MAX);
         transaction

@@ -3,9 +3,7 @@
 
 use postgres::Row;
 
-use super::access::{
-    PgTx, column, json_column, optional_unsigned_column, signed, to_json_text, unsigned_column,
-};
+use super::access::{PgTx, column, json_column, optional_unsigned_column, signed, to_json_text, unsigned_column};
 use crate::store::{EntryRow, EntryText, ServerRow, StoreError};
 
 /// `SELECT <the ServerRow columns> FROM servers <tail>` as one literal.
@@ -98,15 +96,15 @@ pub(super) fn rotate_token(
          ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, expires_at = excluded.expires_at",
         &[&name, &signed(previous_expires_at)?],
     )?;
-    let changed =
-        tx.execute("replace a server's token", "UPDATE servers SET token_hash = $2 WHERE name = $1", &[&name, &new_hash])?;
+    let changed = tx.execute(
+        "replace a server's token",
+        "UPDATE servers SET token_hash = $2 WHERE name = $1",
+        &[&name, &new_hash],
+    )?;
     Ok(changed == 1)
 }
 
-pub(super) fn by_previous_token_hash(
-    tx: &mut PgTx<'_, '_>,
-    hash: &str,
-) -> Result<Option<(String, u64)>, StoreError> {
+pub(super) fn by_previous_token_hash(tx: &mut PgTx<'_, '_>, hash: &str) -> Result<Option<(String, u64)>, StoreError> {
     tx.query_optional(
         "find a server by its previous token",
         "SELECT name, expires_at FROM server_previous_tokens WHERE token_hash = $1",

@@ -4,8 +4,8 @@
 use postgres::Row;
 
 use super::access::{
-    PgTx, action_column, column, free_text, json_column, optional_unsigned_column, signed, state_column,
-    to_json_text, unsigned_column,
+    PgTx, action_column, column, free_text, json_column, optional_unsigned_column, signed, state_column, to_json_text,
+    unsigned_column,
 };
 use crate::store::{StackRow, StoreError};
 

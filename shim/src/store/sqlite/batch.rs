@@ -76,7 +76,9 @@ pub(super) fn run<T, E: From<StoreError>>(
             return Err(E::from(error));
         }
     };
-    let result = catch_unwind(AssertUnwindSafe(|| work(&mut RowCache::new(SqliteTx::new(&shared.connection, &store.statements)))));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        work(&mut RowCache::new(SqliteTx::new(&shared.connection, &store.statements)))
+    }));
     let kept = matches!(result, Ok(Ok(_)));
     let ended = end_member(store, &mut shared, kept);
     end_batch_if_last(store, &mut shared);

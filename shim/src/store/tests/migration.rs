@@ -103,6 +103,41 @@ fn version_5_lists_each_entrys_own_signal_and_its_stacks_handles() {
     assert_eq!(tokens, [vec!["signal:d-1".to_owned(), "handle:h-app".to_owned()], vec!["handle:h-other".to_owned()]]);
 }
 
+const DAY_MS: u64 = 86_400_000;
+
+/// The wall clock, which SQLite's `retired_at` follows.
+fn now_millis() -> u64 {
+    let elapsed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    u64::try_from(elapsed.as_millis()).unwrap()
+}
+
+/// Version 7 dates the hashes retired before it as retired at the migration, so none is pruned
+/// at once.
+#[test]
+fn version_7_dates_earlier_retired_hashes_now() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let previous: Vec<Migration> = MIGRATIONS
+        .iter()
+        .filter(|migration| migration.version < 7)
+        .map(|migration| Migration { version: migration.version, sql: migration.sql })
+        .collect();
+    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    raw_connection(&path)
+        .execute_batch("INSERT INTO retired_signals (hash, stack, node) VALUES ('old', 'app', 'deploy')")
+        .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert!(schema_versions(&path).contains(&7), "version 7 ran");
+    let now = now_millis();
+    let retention = HistoryRetention {
+        retired_signals_ms: Some(DAY_MS),
+        max_events_per_stack: None,
+        deleted_stack_events_ms: None,
+    };
+    assert_eq!(run(&store, |tx| tx.prune_history(&retention, now)).retired_signals, 0);
+    assert_eq!(run(&store, |tx| tx.prune_history(&retention, now + 2 * DAY_MS)).retired_signals, 1);
+}
+
 /// Version 8 gives every server registered before it an empty set of addresses.
 #[test]
 fn version_8_gives_existing_servers_no_addresses() {

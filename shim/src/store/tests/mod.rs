@@ -1,16 +1,14 @@
-//! Tests of the store: fixtures here, then opening, durability and the transaction boundary;
-//! `tables` covers every `Tx` method, `concurrency` the atomic counters under contention,
-//! `batching` the group commit.
+//! Tests of what only the SQLite backend has: fixtures here, then opening, pragmas, durability,
+//! statement counts, integrity checks and query plans; `batching` the group commit, `migration`
+//! the SQLite migrations of stored rows. What every backend must do (each `Tx` method, the
+//! transaction boundary, contention, retention) is the store conformance suite's, which runs it
+//! on SQLite and PostgreSQL alike: tests/tests/store_conformance.rs.
 
 mod batching;
-mod concurrency;
 mod migration;
-mod retention;
-mod tables;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -74,16 +72,6 @@ pub(super) fn node_row(stack: &str, name: &str) -> NodeRow {
 /// Runs `work` in a transaction that must succeed.
 pub(super) fn run<T>(store: &SqliteStore, work: impl FnOnce(&mut dyn Tx) -> Result<T, StoreError>) -> T {
     store.transaction(work).unwrap()
-}
-
-/// A store with server `web1` and stack `app`, the parents most rows need.
-pub(super) fn store_with_stack() -> SqliteStore {
-    let store = SqliteStore::open_in_memory().unwrap();
-    run(&store, |tx| {
-        tx.insert_server(&server_row("web1"))?;
-        tx.insert_stack(&stack_row("app"), TEMPLATE)
-    });
-    store
 }
 
 fn database_path(directory: &Path) -> PathBuf {
@@ -212,89 +200,6 @@ fn failed_migration_leaves_previous_version() {
 }
 
 #[test]
-fn error_in_work_rolls_everything_back() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let result: Result<(), StoreError> = store.transaction(|tx| {
-        tx.insert_server(&server_row("web1"))?;
-        tx.insert_stack(&stack_row("app"), TEMPLATE)?;
-        tx.append_event("app", 1, "app", "CREATE_IN_PROGRESS", "")?;
-        Err(StoreError::NotFound { kind: "test", key: "rollback".to_owned() })
-    });
-    assert!(matches!(result, Err(StoreError::NotFound { kind: "test", .. })));
-    let (servers, stacks, events) = run(&store, |tx| Ok((tx.servers()?, tx.stacks()?, tx.events("app")?)));
-    assert!(servers.is_empty() && stacks.is_empty() && events.is_empty());
-}
-
-#[derive(Debug)]
-enum CallerError {
-    Store(StoreError),
-    Refused,
-}
-
-impl From<StoreError> for CallerError {
-    fn from(error: StoreError) -> Self {
-        CallerError::Store(error)
-    }
-}
-
-#[test]
-fn caller_error_type_rolls_back_and_store_errors_convert() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let refused = store.transaction(|tx| {
-        tx.insert_server(&server_row("web1"))?;
-        Err::<(), _>(CallerError::Refused)
-    });
-    assert!(matches!(refused, Err(CallerError::Refused)));
-    let missing = store.transaction(|tx| -> Result<(), CallerError> { Ok(tx.touch_server("web1", 5)?) });
-    assert!(matches!(missing, Err(CallerError::Store(StoreError::NotFound { kind: "server", .. }))), "{missing:?}");
-}
-
-#[test]
-fn panic_in_work_rolls_back_and_store_stays_usable() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        store.transaction(|tx| -> Result<(), StoreError> {
-            tx.insert_server(&server_row("web1"))?;
-            panic!("work panicked on purpose")
-        })
-    }));
-    assert!(outcome.is_err());
-    assert!(run(&store, |tx| tx.server("web1")).is_none());
-    assert!(run(&store, |tx| tx.insert_server(&server_row("web1"))));
-}
-
-#[test]
-fn foreign_key_violation_fails_the_call() {
-    // Checked per statement (not at the shared COMMIT): a node of a missing stack.
-    let store = SqliteStore::open_in_memory().unwrap();
-    let result = store.transaction(|tx| {
-        tx.insert_server(&server_row("web1"))?;
-        tx.insert_node(&node_row("ghost", "deploy"))
-    });
-    assert!(matches!(result, Err(StoreError::Query { action: "insert a node", .. })), "{result:?}");
-    let orphan_entry = EntryRow {
-        server: "nobody".to_owned(),
-        stack: "ghost".to_owned(),
-        node: "deploy".to_owned(),
-        sort_key: String::new(),
-        entry: json!({}),
-        tokens: Vec::new(),
-    };
-    assert!(store.transaction(|tx| tx.put_entry(&orphan_entry)).is_err());
-    assert!(run(&store, |tx| tx.server("web1")).is_none());
-    assert!(run(&store, |tx| tx.insert_stack(&stack_row("app"), TEMPLATE)));
-}
-
-#[test]
-fn out_of_range_integer_fails_instead_of_wrapping() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let mut server = server_row("web1");
-    server.created_at = u64::MAX;
-    let result = store.transaction(|tx| tx.insert_server(&server));
-    assert!(matches!(result, Err(StoreError::Query { action: "insert a server", .. })), "{result:?}");
-}
-
-#[test]
 fn statements_are_counted() {
     let store = SqliteStore::open_in_memory().unwrap();
     assert_eq!(store.statements(), 0);
@@ -394,21 +299,6 @@ fn debug_output_hides_secrets() {
         tokens: Vec::new(),
     };
     assert!(!format!("{entry:?}").contains("SECRET"));
-}
-
-#[test]
-fn retired_signal_hashes_are_remembered_idempotently() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    store
-        .transaction(|tx| {
-            assert!(!tx.is_retired_signal_hash("hash")?);
-            tx.retire_signal_hash("hash", "app", "deploy")?;
-            tx.retire_signal_hash("hash", "app", "deploy")?;
-            assert!(tx.is_retired_signal_hash("hash")?);
-            assert!(!tx.is_retired_signal_hash("other")?);
-            Ok::<_, StoreError>(())
-        })
-        .unwrap();
 }
 
 #[test]
