@@ -79,7 +79,8 @@ pub enum Command {
         /// A PEM bundle of extra trust roots for an https URL, added to the system's (repeatable).
         #[arg(long = "ca-file", value_name = "FILE")]
         ca_files: Vec<PathBuf>,
-        /// Also trust the ca_file of every http source of this agent config.
+        /// Also trust the ca_file of every http source of this agent config, and retry a failing
+        /// handle on the next replica of the http source whose origin it has.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },

@@ -13,8 +13,10 @@ use std::time::Duration;
 use anneal_protocol::env::is_valid_env_name;
 use serde::Deserialize;
 
+mod http_urls;
 mod openstack;
 
+pub use http_urls::MAX_HTTP_URLS;
 pub use openstack::{
     CfnSourceConfig, ClientConfig, ConfigDriveSourceConfig, DEFAULT_CONFIG_DRIVE_LABEL, DEFAULT_EC2_METADATA_URL,
     Ec2SourceConfig, HeatSourceConfig, KeystoneConfig, ZaqarSourceConfig,
@@ -111,7 +113,10 @@ impl SourceConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpSourceConfig {
-    pub url: String,
+    /// Never empty: `url` as given, or its list (or `urls`), in fail-over order. The URLs are
+    /// replicas of one service: the source reads the first and moves on when it fails (see
+    /// `source::http::rotation`); a signal to one of their origins may go to the others.
+    pub urls: Vec<String>,
     pub token_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
     pub connect_timeout: Duration,
@@ -233,7 +238,10 @@ enum RawSource {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawHttpSource {
-    url: String,
+    /// A URL or a list of URLs (checked by `http_urls`, which names the key when it is neither).
+    url: Option<toml::Value>,
+    /// The same as a list of `url`; giving both is an error.
+    urls: Option<toml::Value>,
     token_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
     connect_timeout_secs: Option<u64>,
@@ -330,7 +338,7 @@ fn in_source(index: usize, kind: &'static str) -> impl Fn(Problem) -> Problem {
 }
 
 fn validate_http(raw: RawHttpSource) -> Result<HttpSourceConfig, Problem> {
-    check_url(&raw.url).map_err(|reason| ("url".to_string(), reason))?;
+    let urls = http_urls::validate(raw.url, raw.urls)?;
     for (name, file) in [("token_file", &raw.token_file), ("ca_file", &raw.ca_file)] {
         if let Some(file) = file {
             absolute(file).map_err(|reason| (name.to_string(), reason))?;
@@ -341,7 +349,7 @@ fn validate_http(raw: RawHttpSource) -> Result<HttpSourceConfig, Problem> {
     let read_timeout =
         at_least(raw.read_timeout_secs.unwrap_or(30), 1).map_err(|reason| ("read_timeout_secs".to_string(), reason))?;
     Ok(HttpSourceConfig {
-        url: raw.url,
+        urls,
         token_file: raw.token_file,
         ca_file: raw.ca_file,
         connect_timeout,

@@ -6,7 +6,9 @@
 //! the polling tasks rebuilt around them (see docs/openstack.md), the journal left as it is.
 //! The outbox and the executor tell the polling tasks when the engine may have moved (a signal
 //! delivered, a NO_SIGNAL deployment finished) through one shared `EngineMoved`, so sources
-//! that cannot long-poll fast-follow (docs/metadata.md, "Polling").
+//! that cannot long-poll fast-follow (docs/metadata.md, "Polling"). Each new view of the metadata
+//! also tells the outbox's `SignalRouter` which signal URL each deployment has now, so a queued
+//! signal follows a newer document's URL.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,7 @@ use crate::httpclient::{CaFileError, TrustRoots};
 use crate::journal::{Journal, JournalError};
 use crate::selfconfig::Tracker;
 use crate::signal::outbox::{Outbox, OutboxSummary};
+use crate::signal::route::{Replicas, SignalRouter};
 use crate::signal::send::SignalSender;
 use crate::source::SourceError;
 use crate::source::collector::Collector;
@@ -86,6 +89,8 @@ struct Parts {
     tracker: Tracker,
     /// The trust roots, for a collector rebuilt when the self-configured sources change.
     roots: TrustRoots,
+    /// Where HTTP signals go: the outbox reads it, each new view of the metadata updates it.
+    router: Arc<SignalRouter>,
 }
 
 fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, DaemonError> {
@@ -108,7 +113,11 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
     )?;
     // One set of roots for every client: a signal goes to the engine the metadata came from.
     let roots = TrustRoots::from_config(config)?;
-    let outbox = Arc::new(Outbox::new(journal, SignalSender::new(roots.clone()), moved.clone()));
+    // A signal to one replica of a source may go to the others (docs/configuration.md).
+    let router = Arc::new(SignalRouter::new(Replicas::from_config(config)));
+    let outbox = Arc::new(
+        Outbox::new(journal, SignalSender::new(roots.clone()), moved.clone()).with_router(Arc::clone(&router)),
+    );
     let mut tracker = Tracker::load(&settings.state_dir);
     let collector = Collector::with_self_config(config, tracker.current(), &roots)?;
     // With sources persisted, the keys of the cached documents were acted on before: only a
@@ -116,7 +125,7 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
     if tracker.current().is_some() {
         tracker.prime(&collector.collected().self_config_keys);
     }
-    Ok(Parts { executor, outbox, wake_outbox, moved, collector, tracker, roots })
+    Ok(Parts { executor, outbox, wake_outbox, moved, collector, tracker, roots, router })
 }
 
 /// The hook runner's settings: directories under `state_dir`, the environment `main` built.
@@ -140,7 +149,8 @@ pub async fn once(
     base_env: Vec<(String, String)>,
     shutdown: CancellationToken,
 ) -> Result<OnceReport, DaemonError> {
-    let Parts { mut executor, outbox, collector: mut sources, mut tracker, roots, .. } = build(config, base_env)?;
+    let Parts { mut executor, outbox, collector: mut sources, mut tracker, roots, router, .. } =
+        build(config, base_env)?;
     let mut collected = sources.collect_once(&shutdown).await;
     // New self-configured sources are fetched in the same cycle (once: the key is not
     // looked at again, so this cannot loop).
@@ -166,6 +176,7 @@ pub async fn once(
     if let Some(client_ready) = client_ready {
         let _ = client_ready.await;
     }
+    router.observe(&collected.deployments);
     let signals = outbox.flush(ONCE_SIGNAL_ATTEMPTS, &shutdown).await?;
     Ok(OnceReport { counts: executor.counts().clone(), waiting, signals })
 }
@@ -184,7 +195,8 @@ pub async fn run(
     shutdown: CancellationToken,
     ready: impl FnOnce(),
 ) -> Result<(), DaemonError> {
-    let Parts { mut executor, outbox, wake_outbox, moved, collector, mut tracker, roots } = build(config, base_env)?;
+    let Parts { mut executor, outbox, wake_outbox, moved, collector, mut tracker, roots, router } =
+        build(config, base_env)?;
     ready();
     info!(state_dir = %config.agent.state_dir.display(), sources = ?collector.source_names(), "agent running");
     let outbox_task = tokio::spawn({
@@ -197,6 +209,7 @@ pub async fn run(
     let moved = config.agent.fast_follow.then_some(moved);
     let mut polling = Polling::start(collector, config.agent.poll_interval, moved.clone(), &shutdown);
     let mut current: Arc<Collected> = polling.updates.borrow_and_update().clone();
+    route_signals(&router, &current, &wake_outbox);
     // Hooks may appear without a metadata change (another package installs one): look again.
     let mut recheck = tokio::time::interval(config.agent.poll_interval);
     let mut retry_after_error = false;
@@ -218,6 +231,7 @@ pub async fn run(
                 }
                 log_collected(&current);
                 prune(&mut executor, &current, config);
+                route_signals(&router, &current, &wake_outbox);
             }
             Some(finished) = executor.finish_next(), if !executor.is_idle() => {
                 if let Err(error) = finished {
@@ -229,14 +243,28 @@ pub async fn run(
         }
     }
     info!("shutting down: stopping running hooks");
+    stop_hooks(&mut executor).await;
+    let _ = outbox_task.await;
+    info!("agent stopped");
+    Ok(())
+}
+
+/// Waits for every running hook (its group stopped by the shutdown token) and journals how it
+/// ended.
+async fn stop_hooks(executor: &mut Executor) {
     while let Some(finished) = executor.finish_next().await {
         if let Err(error) = finished {
             error!(error = %error_chain(&error), "cannot record a hook result during shutdown");
         }
     }
-    let _ = outbox_task.await;
-    info!("agent stopped");
-    Ok(())
+}
+
+/// Gives the router the signal URLs of a new view of the metadata; when one changed, the outbox
+/// is woken, so a queued signal whose URL a newer document replaced goes there now.
+fn route_signals(router: &SignalRouter, collected: &Collected, wake_outbox: &Notify) {
+    if router.observe(&collected.deployments) {
+        wake_outbox.notify_one();
+    }
 }
 
 /// The polling tasks of one collector: their own token (a child of shutdown), so a switch of

@@ -72,12 +72,17 @@ async fn dispatch(command: Command) -> ExitCode {
         Command::Status { config, json, sources: true } => show_sources(&config, json),
         Command::Bootstrap { from_metadata, config } => bootstrap(&from_metadata, &config),
         Command::Signal { url, status, reason, data, id, aws, retry_for_secs, ca_files, config } => {
-            let roots = match signal_roots(config.as_deref(), &ca_files) {
+            let config = match config.as_deref().map(load_config).transpose() {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            let roots = match signal_roots(config.as_ref(), &ca_files) {
                 Ok(roots) => roots,
                 Err(code) => return code,
             };
             let signal = WaitSignal { url, status: status.into(), reason, data, id, aws };
-            match send_wait_signal(&signal, Duration::from_secs(retry_for_secs), &roots, &shutdown).await {
+            let retry_for = Duration::from_secs(retry_for_secs);
+            match send_wait_signal(&signal, retry_for, &roots, config.as_ref(), &shutdown).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(error) => fail(1, &error),
             }
@@ -126,9 +131,9 @@ async fn once(path: &Path, shutdown: CancellationToken) -> ExitCode {
 
 /// The trust roots of `signal`: the `ca_file`s of `config`'s sources, then `--ca-file`s; a file
 /// that cannot be used is a config error.
-fn signal_roots(config: Option<&Path>, ca_files: &[PathBuf]) -> Result<TrustRoots, ExitCode> {
+fn signal_roots(config: Option<&Config>, ca_files: &[PathBuf]) -> Result<TrustRoots, ExitCode> {
     let roots = match config {
-        Some(path) => TrustRoots::from_config(&load_config(path)?),
+        Some(config) => TrustRoots::from_config(config),
         None => Ok(TrustRoots::default()),
     };
     roots.and_then(|roots| roots.with_files("--ca-file", ca_files)).map_err(|error| fail(2, &error))

@@ -158,7 +158,7 @@ pub fn self_configured_rows(derived: &SelfConfig, default_poll_secs: u64) -> Vec
 
 fn source_row(name: String, origin: &'static str, source: &SourceConfig, poll_interval_secs: u64) -> SourceRow {
     let (location, user) = match source {
-        SourceConfig::Http(http) => (redact_url(&http.url), None),
+        SourceConfig::Http(http) => (http.urls.iter().map(|url| redact_url(url)).collect::<Vec<_>>().join(", "), None),
         SourceConfig::Local(local) => (local.path.display().to_string(), None),
         SourceConfig::HeatLocal(heat_local) => (heat_local.path.display().to_string(), None),
         SourceConfig::Heat(heat) => (

@@ -3,7 +3,9 @@
 //! handle expects, sends it to the URL unchanged, and retries transient failures with jittered
 //! backoff until the handle answers or `retry_for` runs out. Unlike cfn-signal it fails loudly on a
 //! refusal, and it never asks a metadata service for the instance id. The URL's query string (its
-//! credentials) never reaches a log line or an error.
+//! credentials) never reaches a log line or an error. Given the agent's config (`--config`), a
+//! handle whose origin is one of an `http` source's goes to the next replica's origin after its
+//! host failed, as the outbox's signals do (see `signal::route`).
 
 use std::time::Duration;
 
@@ -16,10 +18,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::SIGNAL_RETRY;
+use crate::config::Config;
 use crate::httpclient::{self, TrustRoots};
 use crate::secret::redact_url;
 use crate::signal::outcome::DeliveryOutcome;
-use crate::signal::send::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, check_url, classify_error, read_outcome};
+use crate::signal::route::Replicas;
+use crate::signal::send::{Attempt, CONNECT_TIMEOUT, REQUEST_TIMEOUT, check_url, read_attempt};
 
 /// cfn-signal's defaults for the AWS style.
 pub(crate) const AWS_DEFAULT_REASON: &str = "Configuration Complete";
@@ -66,15 +70,19 @@ pub enum WaitSignalError {
 /// Sends `signal`, retrying transient failures (408, 429, 5xx, connection errors, timeouts) until
 /// `retry_for` has elapsed; returns the handle's 2xx status. A refusal (other 4xx, 3xx) fails at
 /// once with the status and an excerpt of the response body. The client is the agent's one kind,
-/// trusting `roots` besides the system's.
+/// trusting `roots` besides the system's. With `config`, a retry after the host failed goes to
+/// the next replica of the `http` source whose origin the URL has, if any.
 pub async fn send_wait_signal(
     signal: &WaitSignal,
     retry_for: Duration,
     roots: &TrustRoots,
+    config: Option<&Config>,
     shutdown: &CancellationToken,
 ) -> Result<u16, WaitSignalError> {
     let url = redact_url(&signal.url);
-    let parsed = check_url(&signal.url).map_err(|reason| WaitSignalError::InvalidUrl { url: url.clone(), reason })?;
+    let mut parsed =
+        check_url(&signal.url).map_err(|reason| WaitSignalError::InvalidUrl { url: url.clone(), reason })?;
+    let replicas = config.map(Replicas::from_config).unwrap_or_default();
     let (method, body) = request_for(signal)?;
     let client = httpclient::build(CONNECT_TIMEOUT, Some(REQUEST_TIMEOUT), roots)
         .map_err(|source| WaitSignalError::Client { source })?;
@@ -87,12 +95,9 @@ pub async fn send_wait_signal(
             .request(method.clone(), parsed.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .body(body.clone());
-        let outcome = tokio::select! {
+        let Attempt { outcome, host_failed } = tokio::select! {
             () = shutdown.cancelled() => return Err(WaitSignalError::Cancelled { url }),
-            sent = request.send() => match sent {
-                Ok(response) => read_outcome(response).await,
-                Err(error) => classify_error(error),
-            },
+            sent = request.send() => read_attempt(sent).await,
         };
         let last_error = match outcome {
             DeliveryOutcome::Delivered { status } => {
@@ -104,6 +109,9 @@ pub async fn send_wait_signal(
             }
             DeliveryOutcome::Transient { error } => error,
         };
+        if host_failed {
+            fail_over(&replicas, &mut parsed);
+        }
         let remaining = retry_for.saturating_sub(started.elapsed());
         if remaining.is_zero() {
             return Err(WaitSignalError::GaveUp { url, attempts, elapsed: started.elapsed(), last_error });
@@ -116,6 +124,23 @@ pub async fn send_wait_signal(
             () = shutdown.cancelled() => return Err(WaitSignalError::Cancelled { url }),
             () = tokio::time::sleep(delay) => {}
         }
+    }
+}
+
+/// Points `url` at the next replica's origin when its origin is a source's (logged, redacted).
+fn fail_over(replicas: &Replicas, url: &mut reqwest::Url) {
+    let Some(next) = replicas.next_url(url.as_str()) else { return };
+    match check_url(&next) {
+        Ok(parsed) => {
+            let (from, to) = (redact_url(url.as_str()), redact_url(&next));
+            tracing::warn!(
+                url = from,
+                next_url = to,
+                "wait-condition handle failing; the next attempt goes to the next replica"
+            );
+            *url = parsed;
+        }
+        Err(error) => tracing::warn!(error, "cannot fail over the wait-condition signal; retrying its URL"),
     }
 }
 
@@ -203,8 +228,9 @@ mod tests {
         full.reason = Some("disk full \u{e9}".into());
         full.data = Some("{\"a\": 1}".into());
         full.id = Some("web-1".into());
-        let status =
-            send_wait_signal(&full, Duration::ZERO, &TrustRoots::default(), &CancellationToken::new()).await.unwrap();
+        let status = send_wait_signal(&full, Duration::ZERO, &TrustRoots::default(), None, &CancellationToken::new())
+            .await
+            .unwrap();
         assert_eq!(status, 200);
         let (verb, content_type, body) = body_of_only_request(&server).await;
         assert_eq!((verb.as_str(), content_type.as_str()), ("POST", "application/json"));
@@ -221,7 +247,7 @@ mod tests {
         let mut aws = signal(format!("{}/v1/waitcondition/arn?Signature=x", server.uri()));
         aws.aws = true;
         aws.id = Some("i-1".into());
-        send_wait_signal(&aws, Duration::ZERO, &TrustRoots::default(), &CancellationToken::new()).await.unwrap();
+        send_wait_signal(&aws, Duration::ZERO, &TrustRoots::default(), None, &CancellationToken::new()).await.unwrap();
         let (verb, content_type, body) = body_of_only_request(&server).await;
         assert_eq!((verb.as_str(), content_type.as_str()), ("PUT", "application/json"));
         assert_eq!(
@@ -252,6 +278,7 @@ mod tests {
             &signal(server.uri()),
             Duration::from_secs(10),
             &TrustRoots::default(),
+            None,
             &CancellationToken::new(),
         )
         .await
@@ -270,6 +297,7 @@ mod tests {
             &signal(url),
             Duration::from_millis(1_200),
             &TrustRoots::default(),
+            None,
             &CancellationToken::new(),
         )
         .await
@@ -293,6 +321,7 @@ mod tests {
             &signal(server.uri()),
             Duration::from_secs(30),
             &TrustRoots::default(),
+            None,
             &CancellationToken::new(),
         )
         .await
@@ -307,10 +336,34 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/h", listener.local_addr().unwrap());
         drop(listener);
-        let error = send_wait_signal(&signal(url), Duration::ZERO, &TrustRoots::default(), &CancellationToken::new())
-            .await
-            .unwrap_err();
+        let error =
+            send_wait_signal(&signal(url), Duration::ZERO, &TrustRoots::default(), None, &CancellationToken::new())
+                .await
+                .unwrap_err();
         assert!(matches!(error, WaitSignalError::GaveUp { attempts: 1, .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_failing_replica_is_retried_on_the_next_origin_of_the_configs_source() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dead = format!("http://{}", listener.local_addr().unwrap());
+        drop(listener);
+        let live = MockServer::start().await;
+        let token = "0123456789abcdef".repeat(4);
+        Mock::given(path(format!("/v1/waitconditions/{token}")))
+            .respond_with(ResponseTemplate::new(200))
+            .expect(1)
+            .mount(&live)
+            .await;
+        let text = format!("[[source]]\nkind = \"http\"\nurl = [\"{dead}/m\", \"{}/m\"]\n", live.uri());
+        let config = crate::config::parse(&text, std::path::Path::new("/etc/anneal/agent.toml")).unwrap();
+        let handle = signal(format!("{dead}/v1/waitconditions/{token}"));
+        let retry_for = Duration::from_secs(10);
+        let shutdown = CancellationToken::new();
+        let sent = send_wait_signal(&handle, retry_for, &TrustRoots::default(), Some(&config), &shutdown).await;
+        assert_eq!(sent.unwrap(), 200);
+        let without = send_wait_signal(&handle, Duration::ZERO, &TrustRoots::default(), None, &shutdown).await;
+        assert!(matches!(without, Err(WaitSignalError::GaveUp { attempts: 1, .. })), "{without:?}");
     }
 
     #[tokio::test]
@@ -326,9 +379,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
             canceller.cancel();
         });
-        let error = send_wait_signal(&signal(server.uri()), Duration::from_secs(60), &TrustRoots::default(), &shutdown)
-            .await
-            .unwrap_err();
+        let error =
+            send_wait_signal(&signal(server.uri()), Duration::from_secs(60), &TrustRoots::default(), None, &shutdown)
+                .await
+                .unwrap_err();
         assert!(matches!(error, WaitSignalError::Cancelled { .. }), "{error}");
     }
 
@@ -338,6 +392,7 @@ mod tests {
             &signal("mock://x?k=secret".into()),
             Duration::ZERO,
             &TrustRoots::default(),
+            None,
             &CancellationToken::new(),
         )
         .await

@@ -73,7 +73,7 @@ fn full_config_parses_in_order() {
     assert_eq!(keep_all.agent.journal_retention, None, "0 keeps every entry");
     assert_eq!(config.agent.hook_env.get("http_proxy").map(String::as_str), Some("http://proxy:3128"));
     let http = HttpSourceConfig {
-        url: "https://shim.example:8080/v1/servers/web1/metadata".to_string(),
+        urls: vec!["https://shim.example:8080/v1/servers/web1/metadata".to_string()],
         token_file: Some(PathBuf::from("/etc/anneal/token")),
         ca_file: Some(PathBuf::from("/etc/anneal/ca.pem")),
         connect_timeout: Duration::from_secs(3),
@@ -299,4 +299,60 @@ fn a_config_holding_a_password_must_be_private() {
     assert!(error.contains("holds a password or secret key") && error.contains("chmod 600"), "{error}");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
     load(&path).unwrap();
+}
+
+fn http_source(keys: &str) -> String {
+    format!("[[source]]\nkind = \"local\"\npath = \"/l\"\n[[source]]\nkind = \"http\"\n{keys}\n")
+}
+
+fn http_urls(keys: &str) -> Vec<String> {
+    let config = parse_text(&http_source(keys)).unwrap();
+    let SourceConfig::Http(http) = &config.sources[1] else { panic!("not http") };
+    http.urls.clone()
+}
+
+#[test]
+fn http_url_is_a_string_or_a_list_and_urls_is_a_list() {
+    let (a, b) = ("http://a.example:8080/v1/servers/vm/metadata", "https://b.example/v1/servers/vm/metadata");
+    assert_eq!(http_urls(&format!("url = \"{a}\"")), [a]);
+    assert_eq!(http_urls(&format!("url = [\"{a}\", \"{b}\"]")), [a, b], "in the order given");
+    assert_eq!(http_urls(&format!("urls = [\"{b}\", \"{a}\"]")), [b, a]);
+    assert_eq!(http_urls(&format!("url = [\"{a}\"]")), [a], "a list of one is one URL");
+    let many: Vec<String> = (0..MAX_HTTP_URLS).map(|port| format!("\"http://h:{}/m\"", port + 1)).collect();
+    assert_eq!(http_urls(&format!("urls = [{}]", many.join(", "))).len(), MAX_HTTP_URLS);
+}
+
+#[test]
+fn http_url_lists_are_validated() {
+    let both = http_source("url = \"http://a/m\"\nurls = [\"http://b/m\"]");
+    check_invalid(&both, "source[1] (http) url", "`url` and `urls` are both given");
+    check_invalid(&http_source("url = []"), "source[1] (http) url", "the list is empty");
+    check_invalid(&http_source("urls = []"), "source[1] (http) urls", "the list is empty");
+    let bad = http_source("url = [\"http://a/m\", \"ftp://b/m?sig=SECRET\"]");
+    check_invalid(&bad, "source[1] (http) url[1]", "scheme must be http or https");
+    assert!(!error_text(&bad).contains("SECRET"), "{}", error_text(&bad));
+    check_invalid(&http_source("urls = [\"not a url\"]"), "source[1] (http) urls[0]", "not a valid URL");
+    let twice = http_source("url = [\"http://a/m\", \"http://b/m\", \"http://a/m\"]");
+    check_invalid(&twice, "source[1] (http) url[2]", "the same URL as url[0]");
+    let many: Vec<String> = (0..=MAX_HTTP_URLS).map(|port| format!("\"http://h:{}/m\"", port + 1)).collect();
+    check_invalid(
+        &http_source(&format!("urls = [{}]", many.join(", "))),
+        "source[1] (http) urls",
+        "at most 16 URLs, got 17",
+    );
+    check_invalid(&http_source("token_file = \"/t\""), "source[1] (http) url", "missing field `url`");
+}
+
+#[test]
+fn http_url_of_the_wrong_kind_names_the_key() {
+    check_invalid(&http_source("url = 3"), "source[1] (http) url", "must be a URL or a list of URLs, got an integer");
+    check_invalid(&http_source("url = [\"http://a/m\", 3]"), "source[1] (http) url[1]", "must be a URL (a string)");
+    check_invalid(
+        &http_source("urls = \"http://a/m\""),
+        "source[1] (http) urls",
+        "must be a list of URLs, got a string",
+    );
+    check_invalid(&http_source("url = { a = 1 }"), "source[1] (http) url", "got a table");
+    let message = error_text(&http_source("url = \"http://a/m\"\nurll = \"x\""));
+    assert!(message.contains("unknown field `urll`"), "{message}");
 }

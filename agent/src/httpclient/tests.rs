@@ -13,7 +13,7 @@ fn ca_pem() -> String {
 
 fn http(ca_file: Option<PathBuf>) -> SourceConfig {
     SourceConfig::Http(HttpSourceConfig {
-        url: "https://127.0.0.1:9/m".to_string(),
+        urls: vec!["https://127.0.0.1:9/m".to_string()],
         token_file: None,
         ca_file,
         connect_timeout: Duration::from_secs(2),

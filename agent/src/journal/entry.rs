@@ -39,6 +39,15 @@ pub(crate) struct SignalRecord {
     pub(crate) permanent_failure: Option<String>,
     /// The `X-Anneal-Signal-Id` an HTTP signal carries.
     pub(crate) signal_id: Option<String>,
+    /// An HTTP signal's URL from a newer document that lists the same deployment (same id and
+    /// action) with another `deploy_signal_id` than the one it was first seen with (see
+    /// `signal::route`). Absent from entries written before it existed, and when not needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) document_url: Option<String>,
+    /// Where the next HTTP attempt goes when that is not the document's URL: the same path and
+    /// query on the next replica's origin, after the last one failed (see `signal::route`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) target_url: Option<String>,
 }
 
 /// Everything the agent records about one derived deployment id.
@@ -83,6 +92,8 @@ impl SignalRecord {
             delivered_at: None,
             permanent_failure: None,
             signal_id,
+            document_url: None,
+            target_url: None,
         }
     }
 }

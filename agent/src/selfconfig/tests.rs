@@ -81,11 +81,11 @@ fn cfn_zaqar_and_request_sections() {
     let url = "http://127.0.0.1:8080/v1/AUTH_x/c/o?temp_url_sig=abc&temp_url_expires=2147483647";
     let derived = derive(&request_key(url)).unwrap();
     assert_eq!(derived.source_names(), ["os-collect-config request"]);
-    let SourceConfig::Http(HttpSourceConfig { url: derived_url, long_poll, token_file, .. }) = &derived.sources[0].1
+    let SourceConfig::Http(HttpSourceConfig { urls: derived_urls, long_poll, token_file, .. }) = &derived.sources[0].1
     else {
         panic!("{derived:?}")
     };
-    assert_eq!(derived_url, url);
+    assert_eq!(derived_urls, &[url]);
     assert_eq!(*long_poll, Duration::ZERO, "a temp URL does not long-poll");
     assert_eq!(*token_file, None);
 }
@@ -222,7 +222,11 @@ fn a_file_others_could_read_or_that_was_edited_is_refused() {
             "[[source]]\nkind = \"http\"\nurl = \"http://h/\"\n[[source]]\nkind = \"http\"\nurl = \"http://i/\"\n",
             "different one",
         ),
-        ("[[source]]\nkind = \"http\"\nurl = 5\n", "[[source]]: the tables do not parse as agent.toml"),
+        ("[[source]]\nkind = \"http\"\nurl = 5\n", "request.url: must be a URL or a list of URLs, got an integer"),
+        (
+            "[[source]]\nkind = \"http\"\nurl = \"http://h/\"\nport = 5\n",
+            "[[source]]: the tables do not parse as agent.toml",
+        ),
     ] {
         fs::write(&path, text).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();

@@ -6,7 +6,10 @@
 //! automatically, and `status` shows them. It reads only the entries the journal's index of
 //! undelivered signals names (see `journal::index`), never the whole journal on each pass. Each
 //! delivery raises `EngineMoved`, so the polling tasks look for what the engine released next (a
-//! NO_SIGNAL deployment owes no signal: the executor raises it when one finishes).
+//! NO_SIGNAL deployment owes no signal: the executor raises it when one finishes). Where an HTTP
+//! signal goes is `route`'s choice: a newer document's URL for the deployment, and the next
+//! replica after its receiver failed as a host; an entry whose URL a newer document replaced is
+//! attempted at once, whatever its backoff said.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,11 +21,13 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::outcome::DeliveryOutcome;
-use super::send::SignalSender;
+use super::route::{self, SignalRouter};
+use super::send::{Attempt, SignalSender};
 use crate::backoff::FLUSH_RETRY;
 use crate::clock::{millis, now_millis};
 use crate::failpoint::{self, Failpoint};
 use crate::journal::{Entry, Journal, JournalError, Owed};
+use crate::secret::redact_url;
 use crate::source::pace::EngineMoved;
 
 /// How many entries `flush` delivers at once.
@@ -47,6 +52,7 @@ pub(crate) struct Outbox {
     journal: Arc<Journal>,
     sender: SignalSender,
     moved: EngineMoved,
+    router: Arc<SignalRouter>,
 }
 
 /// Where one entry ended up after `flush` tried it.
@@ -57,9 +63,15 @@ enum Delivery {
 }
 
 impl Outbox {
-    /// `moved` is raised after every delivery (see `source::pace`).
+    /// `moved` is raised after every delivery (see `source::pace`). Until `with_router`, every
+    /// signal goes where its deployment says.
     pub(crate) fn new(journal: Arc<Journal>, sender: SignalSender, moved: EngineMoved) -> Outbox {
-        Outbox { journal, sender, moved }
+        Outbox { journal, sender, moved, router: Arc::default() }
+    }
+
+    /// Sends HTTP signals where `router` says (see `route`); the daemon keeps it up to date.
+    pub(crate) fn with_router(self, router: Arc<SignalRouter>) -> Outbox {
+        Outbox { router, ..self }
     }
 
     /// Builds the signal client in the background (see `SignalSender::warm_up`).
@@ -131,7 +143,9 @@ impl Outbox {
     async fn deliver_due(&self, shutdown: &CancellationToken) -> Result<Option<u64>, JournalError> {
         let mut next_due: Option<u64> = None;
         for mut entry in self.journal.load_undelivered(Owed::Signal)? {
-            if entry.delivery_due(now_millis()) && self.attempt(&mut entry, shutdown).await?.is_none() {
+            // A newer document's URL is tried at once: the backoff was the old URL's.
+            let due = self.adopt_current(&mut entry) || entry.delivery_due(now_millis());
+            if due && self.attempt(&mut entry, shutdown).await?.is_none() {
                 return Ok(None);
             }
             if entry.awaits_delivery() {
@@ -175,14 +189,18 @@ impl Outbox {
         entry: &mut Entry,
         shutdown: &CancellationToken,
     ) -> Result<Option<DeliveryOutcome>, JournalError> {
-        let outcome = tokio::select! {
+        self.adopt_current(entry);
+        let Attempt { outcome, host_failed } = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
-            outcome = send_entry(&self.sender, entry) => outcome,
+            attempt = attempt_entry(&self.sender, entry) => attempt,
         };
         if matches!(outcome, DeliveryOutcome::Delivered { .. }) {
             failpoint::hit(Failpoint::AfterSignalAck);
         }
         entry.delivery_attempted(outcome.clone(), now_millis());
+        if host_failed && entry.awaits_delivery() {
+            self.fail_over(entry);
+        }
         self.record(entry).await?;
         log_attempt(entry, &outcome);
         if matches!(outcome, DeliveryOutcome::Delivered { .. }) {
@@ -190,6 +208,30 @@ impl Outbox {
             self.moved.raise();
         }
         Ok(Some(outcome))
+    }
+
+    /// Takes the current document's signal URL for `entry` when it is a newer one; true when it
+    /// did (the entry is written with the next attempt).
+    fn adopt_current(&self, entry: &mut Entry) -> bool {
+        let adopted = self.router.adopt_current(entry);
+        if adopted {
+            let url = route::current_url(entry).map(|url| redact_url(&url)).unwrap_or_default();
+            tracing::info!(deployment_id = %entry.id, url, "a newer document gives the signal another URL; using it");
+        }
+        adopted
+    }
+
+    /// Points `entry`'s next attempt at the next replica, when its URL's origin is a source's.
+    fn fail_over(&self, entry: &mut Entry) {
+        let failed = route::current_url(entry).map(|url| redact_url(&url)).unwrap_or_default();
+        if let Some(next) = self.router.fail_over(entry) {
+            tracing::warn!(
+                deployment_id = %entry.id,
+                url = failed,
+                next_url = %redact_url(&next),
+                "signal receiver failing; the next attempt goes to the next replica"
+            );
+        }
     }
 
     /// Writes the attempt on a blocking thread: its fsync then holds up neither the other
@@ -201,13 +243,19 @@ impl Outbox {
     }
 }
 
-/// Sends `entry`'s stored result once over its deployment's transport; an entry without a result
-/// has nothing to send, for good.
-pub(super) async fn send_entry(sender: &SignalSender, entry: &Entry) -> DeliveryOutcome {
+/// Sends `entry`'s stored result once over its deployment's transport, an HTTP signal to the URL
+/// `route` chose; an entry without a result has nothing to send, for good.
+pub(super) async fn attempt_entry(sender: &SignalSender, entry: &Entry) -> Attempt {
     let Some(result) = &entry.result else {
-        return DeliveryOutcome::Permanent { error: "no result recorded for this deployment".into() };
+        return DeliveryOutcome::Permanent { error: "no result recorded for this deployment".into() }.into();
     };
-    sender.send(&entry.id, entry.deployment.signal_transport(), result).await
+    sender.send(&entry.id, route::transport_of(entry), result).await
+}
+
+/// [`attempt_entry`]'s outcome alone, for the sender's tests.
+#[cfg(test)]
+pub(super) async fn send_entry(sender: &SignalSender, entry: &Entry) -> DeliveryOutcome {
+    attempt_entry(sender, entry).await.outcome
 }
 
 /// A delivery or journal-writer task that did not finish (a panic; with `panic = "abort"` in
@@ -240,5 +288,7 @@ async fn sleep_or_forever(duration: Option<Duration>) {
     }
 }
 
+#[cfg(test)]
+mod route_tests;
 #[cfg(test)]
 mod tests;

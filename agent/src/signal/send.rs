@@ -30,6 +30,21 @@ pub(crate) const BODY_EXCERPT_CHARS: usize = 200;
 /// Bytes of a response body read for the excerpt; the rest is never downloaded.
 const BODY_READ_LIMIT: usize = 4096;
 
+/// What one attempt became, and whether its receiver failed as a host (no connection, a timeout,
+/// a 5xx): the outbox then sends the next attempt to the same path on the next replica, when the
+/// URL's origin is one of a source's (see `route`). Only HTTP signals set `host_failed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    pub(crate) outcome: DeliveryOutcome,
+    pub(crate) host_failed: bool,
+}
+
+impl From<DeliveryOutcome> for Attempt {
+    fn from(outcome: DeliveryOutcome) -> Attempt {
+        Attempt { outcome, host_failed: false }
+    }
+}
+
 /// Why the signal client could not be built (reported as a transient delivery failure: the
 /// next attempt builds it again).
 #[derive(Debug, thiserror::Error)]
@@ -95,22 +110,24 @@ impl SignalSender {
     }
 
     /// Sends deployment `id`'s `result` once over `transport`.
-    pub(crate) async fn send(&self, id: &str, transport: SignalTransport, result: &HookResult) -> DeliveryOutcome {
+    pub(crate) async fn send(&self, id: &str, transport: SignalTransport, result: &HookResult) -> Attempt {
         match transport {
             SignalTransport::Http { url, verb } => self.send_http(id, &url, verb, result).await,
-            SignalTransport::Zaqar { keystone, queue_id } => self.send_zaqar(id, &keystone, &queue_id, result).await,
+            SignalTransport::Zaqar { keystone, queue_id } => {
+                self.send_zaqar(id, &keystone, &queue_id, result).await.into()
+            }
             SignalTransport::HeatApi { keystone, stack_id, resource_name } => {
-                self.send_heat(id, &keystone, &stack_id, &resource_name, result).await
+                self.send_heat(id, &keystone, &stack_id, &resource_name, result).await.into()
             }
             // NO_SIGNAL: the engine is not waiting, so there is nothing to deliver.
-            SignalTransport::None => DeliveryOutcome::Delivered { status: 0 },
+            SignalTransport::None => DeliveryOutcome::Delivered { status: 0 }.into(),
         }
     }
 
-    async fn send_http(&self, id: &str, url: &str, verb: HttpVerb, result: &HookResult) -> DeliveryOutcome {
+    async fn send_http(&self, id: &str, url: &str, verb: HttpVerb, result: &HookResult) -> Attempt {
         let parsed = match check_url(url) {
             Ok(parsed) => parsed,
-            Err(error) => return DeliveryOutcome::Permanent { error },
+            Err(error) => return DeliveryOutcome::Permanent { error }.into(),
         };
         let body = signal_body(result, MAX_SIGNAL_CHARS);
         let signal_id = signal_id(id, &body);
@@ -120,7 +137,7 @@ impl SignalSender {
         };
         let client = match self.client() {
             Ok(client) => client,
-            Err(error) => return DeliveryOutcome::Transient { error: crate::error_chain(&error) },
+            Err(error) => return DeliveryOutcome::Transient { error: crate::error_chain(&error) }.into(),
         };
         tracing::debug!(deployment_id = id, %method, url = %redact_url(url), %signal_id, "sending signal");
         crate::failpoint::hit_mid_signal(&parsed, method.as_str(), &signal_id, &body);
@@ -129,12 +146,9 @@ impl SignalSender {
             .header(header::CONTENT_TYPE, "application/json")
             .header(SIGNAL_ID_HEADER, signal_id)
             .body(body);
-        let outcome = match request.send().await {
-            Ok(response) => read_outcome(response).await,
-            Err(error) => classify_error(error),
-        };
-        tracing::debug!(deployment_id = id, url = %redact_url(url), ?outcome, "signal attempt finished");
-        outcome
+        let attempt = read_attempt(request.send().await).await;
+        tracing::debug!(deployment_id = id, url = %redact_url(url), ?attempt, "signal attempt finished");
+        attempt
     }
 }
 
@@ -154,6 +168,23 @@ pub(crate) fn check_url(url: &str) -> Result<Url, String> {
         );
     }
     Ok(parsed)
+}
+
+/// Classifies what a sent request became (the response, or why there is none), and whether the
+/// receiving host failed: a 5xx, or any failure on the way (connect, timeout, reset, a connection
+/// closed without an answer).
+pub(crate) async fn read_attempt(sent: Result<reqwest::Response, reqwest::Error>) -> Attempt {
+    match sent {
+        Ok(response) => {
+            let host_failed = response.status().is_server_error();
+            Attempt { outcome: read_outcome(response).await, host_failed }
+        }
+        Err(error) => {
+            let outcome = classify_error(error);
+            let host_failed = matches!(outcome, DeliveryOutcome::Transient { .. });
+            Attempt { outcome, host_failed }
+        }
+    }
 }
 
 /// Classifies a response: 2xx delivered; 408, 429 and 5xx transient; everything else (3xx and

@@ -2,12 +2,15 @@
 //! plain web server). Conditional requests (`If-None-Match` / `If-Modified-Since`), long-poll
 //! when the server advertises it (`X-Anneal-Long-Poll`), a bearer token from a file, a body size
 //! limit; the client is the agent's one kind (`httpclient`: the configured CA files, no proxy, no
-//! redirects). The token and the URL's query string never reach a log.
+//! redirects). The token and the URL's query string never reach a log. A source may list several
+//! URLs, replicas of one service: `rotation` picks the one each request goes to.
+
+mod rotation;
 
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{AUTHORIZATION, ETAG, HeaderMap, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
 use reqwest::{Client, Response, StatusCode};
@@ -18,6 +21,7 @@ use super::{Fetched, MAX_DOCUMENT_BYTES, SourceError, Validators, parse_document
 use crate::config::HttpSourceConfig;
 use crate::httpclient::{self, TrustRoots};
 use crate::secret::{Secret, redact_url};
+use rotation::{Answer, Rotation, Switch};
 
 /// Response header by which a server (the shim) says it holds `?wait=N` requests, up to N seconds.
 pub(crate) const LONG_POLL_HEADER: &str = "x-anneal-long-poll";
@@ -25,9 +29,12 @@ pub(crate) const LONG_POLL_HEADER: &str = "x-anneal-long-poll";
 /// An http metadata source with its client and the validators of the last document.
 pub(crate) struct HttpSource {
     name: String,
-    url: String,
-    /// The URL without query string or userinfo, for messages.
-    redacted_url: String,
+    /// The configured URLs, in fail-over order (never empty).
+    urls: Vec<String>,
+    /// Each URL without query string, userinfo or token-like path segments, for messages.
+    redacted: Vec<String>,
+    /// Which URL the next request goes to.
+    rotation: Rotation,
     client: Client,
     token_file: Option<PathBuf>,
     /// The whole `Authorization` header value, marked sensitive.
@@ -45,7 +52,8 @@ impl fmt::Debug for HttpSource {
         formatter
             .debug_struct("HttpSource")
             .field("name", &self.name)
-            .field("url", &self.redacted_url)
+            .field("urls", &self.redacted)
+            .field("active", &self.rotation.active())
             .field("authorization", &self.authorization)
             .field("server_long_poll", &self.server_long_poll)
             .field("validators", &self.validators)
@@ -64,8 +72,9 @@ impl HttpSource {
             None => None,
         };
         Ok(HttpSource {
-            redacted_url: redact_url(&config.url),
-            url: config.url.clone(),
+            redacted: config.urls.iter().map(|url| redact_url(url)).collect(),
+            urls: config.urls.clone(),
+            rotation: Rotation::new(config.urls.len()),
             name,
             client,
             token_file: config.token_file.clone(),
@@ -82,9 +91,11 @@ impl HttpSource {
         &self.name
     }
 
-    /// The configured URL, query string included: never log it (use `redact_url`).
-    pub(super) fn url(&self) -> &str {
-        &self.url
+    /// What the source reads, for `Source::identity`: `http URL`, the URLs of a list on one line
+    /// each (a one-URL source keeps the identity, and so the cache, it had before lists existed).
+    /// Query strings included: never log it.
+    pub(super) fn described(&self) -> String {
+        format!("http {}", self.urls.join("\n"))
     }
 
     pub(crate) fn validators(&self) -> &Validators {
@@ -114,20 +125,75 @@ impl HttpSource {
         }
     }
 
+    /// The URLs `rotation` plans, the second only when the first failed as a replica (see
+    /// `rotation`: a retry of URL 0 that fails falls back to the URL in use).
     async fn fetch_now(&mut self, wait: bool) -> Result<Fetched, SourceError> {
-        let wait_secs = if wait { self.long_poll_wait() } else { None };
-        let mut response = self.send(wait_secs).await?;
-        // The token may have been rotated on disk; one retry with the new one.
-        if response.status() == StatusCode::UNAUTHORIZED && self.reload_token() {
-            response = self.send(wait_secs).await?;
+        let plan = self.rotation.plan(Instant::now());
+        let result = self.fetch_from(plan.first, wait).await;
+        match (plan.fallback, &result) {
+            (Some(fallback), Err(error)) if is_replica_failure(error) => {
+                tracing::debug!(
+                    source = %self.name,
+                    url = %self.redacted[plan.first],
+                    error = %super::error_chain(error),
+                    "the first metadata URL still fails; staying on the current one"
+                );
+                self.fetch_from(fallback, wait).await
+            }
+            _ => result,
         }
-        self.handle(response).await
     }
 
-    async fn send(&self, wait_secs: Option<u64>) -> Result<Response, SourceError> {
+    /// One conditional GET to URL `index`, whose outcome `rotation` records.
+    async fn fetch_from(&mut self, index: usize, wait: bool) -> Result<Fetched, SourceError> {
+        let started = Instant::now();
+        let wait_secs = if wait { self.long_poll_wait() } else { None };
+        let result = self.request(index, wait_secs).await;
+        let answer = match &result {
+            Err(error) if is_replica_failure(error) => Answer::Failed,
+            _ => Answer::Answered,
+        };
+        let switch = self.rotation.record(index, answer, started);
+        self.log_switch(switch, &result);
+        result
+    }
+
+    async fn request(&mut self, index: usize, wait_secs: Option<u64>) -> Result<Fetched, SourceError> {
+        let mut response = self.send(index, wait_secs).await?;
+        // The token may have been rotated on disk; one retry with the new one.
+        if response.status() == StatusCode::UNAUTHORIZED && self.reload_token() {
+            response = self.send(index, wait_secs).await?;
+        }
+        self.handle(index, response).await
+    }
+
+    fn log_switch(&self, switch: Option<Switch>, result: &Result<Fetched, SourceError>) {
+        match switch {
+            Some(Switch::FailedOver { from, to }) => {
+                let error = result.as_ref().err().map(|error| super::error_chain(error)).unwrap_or_default();
+                tracing::warn!(
+                    source = %self.name,
+                    url = %self.redacted[from],
+                    next_url = %self.redacted[to],
+                    error,
+                    "metadata URL failing; the next attempt uses the next one"
+                );
+            }
+            Some(Switch::Returned { from }) => tracing::info!(
+                source = %self.name,
+                url = %self.redacted[0],
+                from_url = %self.redacted[from],
+                "the first metadata URL answers again; using it"
+            ),
+            None => {}
+        }
+    }
+
+    async fn send(&self, index: usize, wait_secs: Option<u64>) -> Result<Response, SourceError> {
+        let base = &self.urls[index];
         let (url, timeout) = match wait_secs {
-            Some(secs) => (with_wait(&self.url, secs), self.read_timeout + Duration::from_secs(secs)),
-            None => (self.url.clone(), self.read_timeout),
+            Some(secs) => (with_wait(base, secs), self.read_timeout + Duration::from_secs(secs)),
+            None => (base.clone(), self.read_timeout),
         };
         let mut request = self.client.get(url).timeout(timeout);
         if let Some(authorization) = &self.authorization {
@@ -142,11 +208,13 @@ impl HttpSource {
         if let Some(since) = last_modified.and_then(|since| HeaderValue::from_str(since).ok()) {
             request = request.header(IF_MODIFIED_SINCE, since);
         }
-        tracing::debug!(source = %self.name, url = %self.redacted_url, wait = ?wait_secs, "fetching metadata");
-        request.send().await.map_err(|source| request_error(&self.name, &self.redacted_url, source))
+        let redacted = &self.redacted[index];
+        tracing::debug!(source = %self.name, url = %redacted, wait = ?wait_secs, "fetching metadata");
+        request.send().await.map_err(|source| request_error(&self.name, redacted, source))
     }
 
-    async fn handle(&mut self, response: Response) -> Result<Fetched, SourceError> {
+    async fn handle(&mut self, index: usize, response: Response) -> Result<Fetched, SourceError> {
+        let redacted = self.redacted[index].clone();
         let status = response.status();
         if status.is_success() || status == StatusCode::NOT_MODIFIED {
             self.server_long_poll =
@@ -159,23 +227,17 @@ impl HttpSource {
                     etag: header_text(response.headers(), ETAG.as_str()),
                     last_modified: header_text(response.headers(), LAST_MODIFIED.as_str()),
                 };
-                let body = read_limited(&self.name, &self.redacted_url, response, self.body_limit).await?;
-                let document = parse_document(&self.name, &self.redacted_url, &body)?;
+                let body = read_limited(&self.name, &redacted, response, self.body_limit).await?;
+                let document = parse_document(&self.name, &redacted, &body)?;
                 self.validators = validators;
                 tracing::debug!(source = %self.name, bytes = body.len(), "fetched metadata");
                 Ok(Fetched::Document(document))
             }
-            404 => Err(SourceError::NotFound { source_name: self.name.clone(), url: self.redacted_url.clone() }),
-            300..=399 => Err(SourceError::Redirect {
-                source_name: self.name.clone(),
-                url: self.redacted_url.clone(),
-                status: status.as_u16(),
-            }),
-            _ => Err(SourceError::Status {
-                source_name: self.name.clone(),
-                url: self.redacted_url.clone(),
-                status: status.as_u16(),
-            }),
+            404 => Err(SourceError::NotFound { source_name: self.name.clone(), url: redacted }),
+            300..=399 => {
+                Err(SourceError::Redirect { source_name: self.name.clone(), url: redacted, status: status.as_u16() })
+            }
+            _ => Err(SourceError::Status { source_name: self.name.clone(), url: redacted, status: status.as_u16() }),
         }
     }
 
@@ -201,6 +263,11 @@ impl HttpSource {
     fn set_body_limit(&mut self, limit: usize) {
         self.body_limit = limit;
     }
+
+    #[cfg(test)]
+    fn make_primary_retry_due(&mut self) {
+        self.rotation.make_primary_retry_due();
+    }
 }
 
 /// Reads and trims the bearer token; returns the whole `Authorization` value, marked sensitive.
@@ -225,6 +292,18 @@ fn read_token(name: &str, path: &Path) -> Result<Secret<HeaderValue>, SourceErro
     Ok(Secret::new(value))
 }
 
+/// Whether `error` says the replica behind the URL is down or failing (no connection, a timeout,
+/// a body cut short, a 5xx), so the source moves to its next URL. Other answers, 4xx included,
+/// come from a replica that is up: they are the service's answer, which another replica of the
+/// same service would give too.
+fn is_replica_failure(error: &SourceError) -> bool {
+    match error {
+        SourceError::Request { .. } => true,
+        SourceError::Status { status, .. } => *status >= 500,
+        _ => false,
+    }
+}
+
 /// `url` with `wait=<secs>` added to its query string (any fragment is dropped: it is never sent).
 fn with_wait(url: &str, secs: u64) -> String {
     let base = url.split_once('#').map_or(url, |(base, _)| base);
@@ -240,5 +319,7 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_string)
 }
 
+#[cfg(test)]
+mod failover_tests;
 #[cfg(test)]
 mod tests;

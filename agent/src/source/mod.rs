@@ -283,7 +283,7 @@ impl Source {
     /// different URL or path is ignored. Hashed because a URL may carry a credential.
     pub(crate) fn identity(&self) -> String {
         let described = match self {
-            Source::Http(source) => format!("http {}", source.url()),
+            Source::Http(source) => source.described(),
             Source::Local(source) => format!("local {}", source.path().display()),
             Source::HeatLocal(source) => format!("heat-local {}", source.path().display()),
             Source::Cfn(source) => source.described(),
@@ -334,7 +334,7 @@ mod tests {
 
     fn http_config(url: &str) -> SourceConfig {
         SourceConfig::Http(HttpSourceConfig {
-            url: url.to_string(),
+            urls: vec![url.to_string()],
             token_file: None,
             ca_file: None,
             connect_timeout: Duration::from_secs(1),

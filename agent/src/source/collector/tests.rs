@@ -27,7 +27,7 @@ fn ids(collected: &Collected) -> Vec<&str> {
 
 fn http(url: &str) -> SourceConfig {
     SourceConfig::Http(HttpSourceConfig {
-        url: url.to_string(),
+        urls: vec![url.to_string()],
         token_file: None,
         ca_file: None,
         connect_timeout: Duration::from_secs(2),

@@ -8,7 +8,7 @@ use super::*;
 
 fn config(url: &str) -> HttpSourceConfig {
     HttpSourceConfig {
-        url: url.to_string(),
+        urls: vec![url.to_string()],
         token_file: None,
         ca_file: None,
         connect_timeout: Duration::from_secs(2),
@@ -147,7 +147,7 @@ async fn too_large_bodies_are_refused_naming_the_limit() {
     source.set_body_limit(2);
     let server = MockServer::start().await;
     serve(&server, ResponseTemplate::new(200).set_body_string("{\"a\":1}")).await;
-    source.url = format!("{}/m", server.uri());
+    source.urls = vec![format!("{}/m", server.uri())];
     assert!(matches!(fetch(&mut source, false).await, Err(SourceError::TooLarge { limit: 2, .. })));
 }
 
@@ -260,7 +260,7 @@ async fn long_poll_disabled_by_config_or_missing_header() {
     let mut source = source(&format!("{}/m", server.uri()));
     fetch(&mut source, true).await.unwrap();
     assert!(source.can_long_poll());
-    source.url = format!("{}/m", plain.uri());
+    source.urls = vec![format!("{}/m", plain.uri())];
     fetch(&mut source, true).await.unwrap();
     assert!(!source.can_long_poll(), "a server that stops advertising is no longer long-polled");
 }
