@@ -25,6 +25,8 @@ mod orderings;
 mod postgres_only;
 #[path = "store_conformance/records.rs"]
 mod records;
+#[path = "store_conformance/row_cache.rs"]
+mod row_cache;
 #[path = "store_conformance/servers.rs"]
 mod servers;
 #[path = "store_conformance/transactions.rs"]

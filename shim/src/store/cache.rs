@@ -16,15 +16,37 @@ use crate::store::{
 pub(crate) struct RowCache<T> {
     backend: T,
     stack_rows: HashMap<String, StackRow>,
-    node_rows: HashMap<(String, String), NodeRow>,
+    /// `None`: read and found absent (a group's expansion asks before it inserts each member).
+    node_rows: HashMap<(String, String), Option<NodeRow>>,
     server_rows: HashMap<String, ServerRow>,
+    /// Changes of a cached stack's pending count not yet written: a signal that releases k
+    /// successors changes it k + 1 times, and one UPDATE at the end (`finish`) is enough.
+    pending_deltas: HashMap<String, i64>,
 }
 
 impl<T: Tx> RowCache<T> {
     pub(crate) fn new(backend: T) -> RowCache<T> {
-        RowCache { backend, stack_rows: HashMap::new(), node_rows: HashMap::new(), server_rows: HashMap::new() }
+        RowCache {
+            backend,
+            stack_rows: HashMap::new(),
+            node_rows: HashMap::new(),
+            server_rows: HashMap::new(),
+            pending_deltas: HashMap::new(),
+        }
     }
 
+    /// Writes what the cache still holds back (the pending counts); the backend calls it after
+    /// the work succeeded and before it commits.
+    pub(crate) fn finish(&mut self) -> Result<(), StoreError> {
+        for (stack, delta) in std::mem::take(&mut self.pending_deltas) {
+            if delta != 0 {
+                self.backend.add_pending(&stack, delta)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The backend, once `finish` has run.
     pub(crate) fn into_backend(self) -> T {
         self.backend
     }
@@ -53,7 +75,12 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.server_by_token_hash(hash)
     }
     fn servers(&mut self) -> Result<Vec<ServerRow>, StoreError> {
-        self.backend.servers()
+        let rows = self.backend.servers()?;
+        // A group over every server lists them, then reads each member's: once is enough.
+        for row in &rows {
+            self.server_rows.insert(row.name.clone(), row.clone());
+        }
+        Ok(rows)
     }
     fn document_versions(&mut self) -> Result<Vec<(String, u64)>, StoreError> {
         self.backend.document_versions()
@@ -115,6 +142,7 @@ impl<T: Tx> Tx for RowCache<T> {
     }
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
         self.stack_rows.remove(&row.name);
+        self.pending_deltas.remove(&row.name);
         self.backend.insert_stack(row, template)
     }
     fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError> {
@@ -134,37 +162,47 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.set_stack_template(name, template)
     }
     fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError> {
+        // The listing is read from the backend: it must hold every count first.
+        self.finish()?;
         self.backend.stacks()
     }
     fn update_stack(&mut self, row: &StackRow) -> Result<(), StoreError> {
+        // The row written carries its own pending count (as it replaced whatever the backend
+        // held): the deltas not yet written are part of it or overwritten by it, as they were
+        // when every delta was written at once.
         self.stack_rows.remove(&row.name);
+        self.pending_deltas.remove(&row.name);
         self.backend.update_stack(row)
     }
     fn add_pending(&mut self, stack: &str, delta: i64) -> Result<i64, StoreError> {
-        let pending = self.backend.add_pending(stack, delta)?;
+        // Exact under the write lock: nothing else changes the count before `finish`.
         if let Some(row) = self.stack_rows.get_mut(stack) {
-            row.pending = pending;
+            row.pending += delta;
+            *self.pending_deltas.entry(stack.to_string()).or_insert(0) += delta;
+            return Ok(row.pending);
         }
-        Ok(pending)
+        self.backend.add_pending(stack, delta)
     }
     fn delete_stack(&mut self, name: &str) -> Result<(), StoreError> {
         self.stack_rows.remove(name);
+        self.pending_deltas.remove(name);
         self.node_rows.retain(|(stack, _), _| stack != name);
         self.backend.delete_stack(name)
     }
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
         self.forget_node(&row.stack, &row.name);
-        self.backend.insert_node(row)
+        self.backend.insert_node(row)?;
+        // The stored row is the row written (its `seq` is not part of it): no need to read it.
+        self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
+        Ok(())
     }
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
         let key = (stack.to_string(), name.to_string());
         if let Some(row) = self.node_rows.get(&key) {
-            return Ok(Some(row.clone()));
+            return Ok(row.clone());
         }
         let row = self.backend.node(stack, name)?;
-        if let Some(row) = &row {
-            self.node_rows.insert(key, row.clone());
-        }
+        self.node_rows.insert(key, row.clone());
         Ok(row)
     }
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
@@ -172,17 +210,23 @@ impl<T: Tx> Tx for RowCache<T> {
     }
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
         self.forget_node(&row.stack, &row.name);
-        self.backend.update_node(row)
+        self.backend.update_node(row)?;
+        self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
+        Ok(())
     }
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
         self.forget_node(&row.stack, &row.name);
-        self.backend.update_node_if(row, generation, state)
+        let written = self.backend.update_node_if(row, generation, state)?;
+        if written {
+            self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
+        }
+        Ok(written)
     }
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
         let row = self.backend.node_by_signal_hash(hash)?;
         // The signal's own node is read again when its successors resolve their inputs.
         if let Some(row) = &row {
-            self.node_rows.insert((row.stack.clone(), row.name.clone()), row.clone());
+            self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
         }
         Ok(row)
     }
@@ -194,7 +238,7 @@ impl<T: Tx> Tx for RowCache<T> {
     }
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
         let remaining = self.backend.decrement_remaining(stack, name)?;
-        if let Some(row) = self.node_rows.get_mut(&(stack.to_string(), name.to_string())) {
+        if let Some(Some(row)) = self.node_rows.get_mut(&(stack.to_string(), name.to_string())) {
             row.remaining = remaining;
         }
         Ok(remaining)

@@ -225,6 +225,7 @@ impl Store for PgStore {
         let mut cache = RowCache::new(PgTx::new(&mut transaction, prepared, &self.statements));
         // An Err (or a panic) drops the transaction, which rolls it back.
         let value = work(&mut cache)?;
+        cache.finish()?;
         let PgTx { changed_servers, failed, .. } = cache.into_backend();
         if failed {
             // The work went on past a failed statement (SQLite would have undone only that

@@ -77,7 +77,10 @@ pub(super) fn run<T, E: From<StoreError>>(
         }
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
-        work(&mut RowCache::new(SqliteTx::new(&shared.connection, &store.statements)))
+        let mut cache = RowCache::new(SqliteTx::new(&shared.connection, &store.statements));
+        let value = work(&mut cache)?;
+        cache.finish()?;
+        Ok(value)
     }));
     let kept = matches!(result, Ok(Ok(_)));
     let ended = end_member(store, &mut shared, kept);

@@ -1,0 +1,92 @@
+//! What a call sees of its own writes through the row cache every backend's `Tx` is wrapped in
+//! (shim/src/store/cache.rs): a stack's pending count changed several times in one call is
+//! written once at its end, yet every read of the call (the row, the listing) sees each change;
+//! a row written is read back as written; a row found absent and then inserted is found; and
+//! none of it outlives a call whose work failed.
+
+use anneal_shim::store::{NodeRow, NodeState, Store, StoreError};
+
+use crate::fixtures::{node_row, run, stack_row, with_stack};
+
+crate::conformance!(one store:
+    pending_counts_changed_in_a_call_are_seen_by_it_and_stored_once_at_its_end,
+    a_stack_written_whole_overrides_the_counts_changed_before,
+    a_failed_call_leaves_no_count_behind,
+    rows_written_in_a_call_read_back_as_written,
+);
+
+fn pending_counts_changed_in_a_call_are_seen_by_it_and_stored_once_at_its_end<S: Store>(store: &S) {
+    with_stack(store);
+    let seen = run(store, |tx| {
+        let before = tx.stack("app")?.expect("the stack").pending;
+        let first = tx.add_pending("app", 3)?;
+        let second = tx.add_pending("app", -1)?;
+        let row = tx.stack("app")?.expect("the stack").pending;
+        let listed = tx.stacks()?.into_iter().find(|stack| stack.name == "app").expect("listed").pending;
+        let third = tx.add_pending("app", 1)?;
+        Ok((before, first, second, row, listed, third))
+    });
+    assert_eq!(seen, (0, 3, 2, 2, 2, 3), "every read of the call sees each change");
+    assert_eq!(run(store, |tx| tx.stack("app")).expect("the stack").pending, 3, "stored at the end");
+    // Without a cached row the count goes to the backend at once, and still adds up.
+    assert_eq!(run(store, |tx| tx.add_pending("app", 2)), 5);
+    assert_eq!(store.read(|tx| tx.stack("app")).unwrap().expect("the stack").pending, 5);
+}
+
+fn a_stack_written_whole_overrides_the_counts_changed_before<S: Store>(store: &S) {
+    with_stack(store);
+    run(store, |tx| {
+        let mut row = tx.stack("app")?.expect("the stack");
+        tx.add_pending("app", 4)?;
+        row.pending = 7;
+        row.generation += 1;
+        tx.update_stack(&row)?;
+        tx.add_pending("app", 1)
+    });
+    let stored = run(store, |tx| tx.stack("app")).expect("the stack");
+    assert_eq!((stored.pending, stored.generation), (8, stack_row("app").generation + 1));
+}
+
+fn a_failed_call_leaves_no_count_behind<S: Store>(store: &S) {
+    with_stack(store);
+    let failed: Result<(), StoreError> = store.transaction(|tx| {
+        tx.stack("app")?;
+        tx.add_pending("app", 5)?;
+        Err(StoreError::NotFound { kind: "test", key: "abandon".into() })
+    });
+    assert!(failed.is_err());
+    assert_eq!(run(store, |tx| tx.stack("app")).expect("the stack").pending, 0);
+}
+
+fn rows_written_in_a_call_read_back_as_written<S: Store>(store: &S) {
+    with_stack(store);
+    let read_back = run(store, |tx| {
+        let absent = tx.node("app", "web")?;
+        let row = node_row("app", "web");
+        tx.insert_node(&row)?;
+        let inserted = tx.node("app", "web")?;
+        let updated = NodeRow { state: NodeState::Complete, remaining: 0, ..row.clone() };
+        tx.update_node(&updated)?;
+        let after_update = tx.node("app", "web")?;
+        let stale = NodeRow { status_reason: "stale".into(), ..updated.clone() };
+        let written = tx.update_node_if(&stale, row.generation, NodeState::InProgress)?;
+        let after_refusal = tx.node("app", "web")?;
+        let remaining = tx.decrement_remaining("app", "web")?;
+        tx.delete_node("app", "web")?;
+        let deleted = tx.node("app", "web")?;
+        Ok((
+            absent,
+            inserted == Some(row),
+            after_update == Some(updated.clone()),
+            written,
+            after_refusal,
+            remaining,
+            deleted,
+        ))
+    });
+    let (absent, inserted, updated, written, after_refusal, remaining, deleted) = read_back;
+    assert!(absent.is_none() && inserted && updated, "absent, then as inserted, then as updated");
+    assert!(!written, "the conditional write saw the stored state, not the one it was given");
+    assert_eq!(after_refusal.map(|row| row.status_reason), Some(String::new()), "a refused write changes nothing");
+    assert_eq!((remaining, deleted), (-1, None));
+}
