@@ -10,6 +10,7 @@
 //! server and stack (foreign keys, checked per statement).
 
 mod cache;
+mod dispatch;
 mod postgres;
 mod sqlite;
 
