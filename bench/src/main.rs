@@ -22,6 +22,7 @@ use clap::Parser;
 use crate::binaries::Binaries;
 use crate::peers::Peers;
 use crate::results::{Machine, Run};
+use crate::scenarios::backend::Database;
 use crate::scenarios::{Context, Scenario};
 
 #[derive(Debug, Parser)]
@@ -32,6 +33,10 @@ struct Cli {
     /// Use the binaries next to this executable as they are (do not run `cargo build` first).
     #[arg(long, global = true)]
     no_build: bool,
+    /// The stores scenarios 5 (fleet), 6 (graph) and 7 (throughput) measure, side by side:
+    /// SQLite, PostgreSQL with 1 and with 3 replicas, or all of them.
+    #[arg(long = "db", value_enum, global = true, default_value_t = Database::All)]
+    database: Database,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -68,8 +73,12 @@ async fn run(cli: Cli, cargo: Option<&Path>) -> anyhow::Result<()> {
         Mode::Run { scenario } => (vec![*scenario], false, format!("run {scenario:?}").to_lowercase()),
     };
     let release = if binaries.profile == "release" { " --release" } else { "" };
-    let command = format!("cargo run{release} -p anneal-bench -- {label}");
-    let context = Context { binaries, peers: Peers::locate(), smoke };
+    let database = match cli.database {
+        Database::All => String::new(),
+        chosen => format!(" --db {}", chosen.name()),
+    };
+    let command = format!("cargo run{release} -p anneal-bench -- {label}{database}");
+    let context = Context::new(binaries, Peers::locate(), smoke, cli.database);
     let mut record = Run {
         date: results::today(),
         command,

@@ -1,27 +1,33 @@
-//! Scenario 5, the fleet: 10,000 agents long-polling one shim at once, simulated by one load
-//! generator in this process (`load`: one HTTP connection per server, the agent's exact
-//! protocol), not by 10,000 processes. The real `anneal-shim serve` runs as a child. Once the
-//! shim itself reports every long-poll arrived (each server's `last_seen` moved past a second
-//! boundary taken after the first polls), two things are timed, each from just before the
-//! create request was sent until the long-poll's answer with the new document was read:
-//! a few one-deployment stacks on extra "probe" servers, one at a time, with every other
-//! long-poll still parked; then one stack with a SoftwareDeploymentGroup over every fleet
-//! server, which wakes them all at once. Also the shim's RSS and CPU time (`procfs`) and the
-//! number of connections it held.
+//! Scenario 5, the fleet: 10,000 agents long-polling at once, simulated by one load generator
+//! in this process (`load`: one HTTP connection per server, the agent's exact protocol), not by
+//! 10,000 processes. The real `anneal-shim serve` runs as a child. Once the shims themselves
+//! report every long-poll arrived (each server's `last_seen` moved past a second boundary taken
+//! after the first polls), two things are timed, each from just before the create request was
+//! sent until the long-poll's answer with the new document was read: a few one-deployment
+//! stacks on extra "probe" servers, one at a time, with every other long-poll still parked;
+//! then one stack with a SoftwareDeploymentGroup over every fleet server, which wakes them all
+//! at once. Also the shims' RSS and CPU time (`procfs`) and the number of connections they
+//! held. On each store of `--db`, side by side: one shim on SQLite, one replica on PostgreSQL,
+//! and three replicas of one PostgreSQL database with server k polling replica k mod 3 while
+//! every stack is created through the first, so most wake-ups cross replicas (NOTIFY at commit,
+//! re-read, re-render).
 
+mod figures;
 mod load;
 mod procfs;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anneal_tests::Shim;
 use serde_json::{Map, Value, json};
 
+use self::figures::Figures;
 use self::load::{Admin, Member, Outcome, Parked};
+use super::backend::{Backend, side_by_side};
+use super::shims::Shims;
 use super::{Context, millis};
-use crate::children::tail;
-use crate::error::{BenchError, BenchResult, file_error};
-use crate::report::{Measurement, ScenarioReport, percentile};
+use crate::error::{BenchError, BenchResult};
+use crate::report::ScenarioReport;
 
 /// Requests in flight while registering servers and while fetching first documents.
 const SETUP_CONCURRENCY: usize = 32;
@@ -31,57 +37,35 @@ const STAGGER: Duration = Duration::from_micros(200);
 const PARK_LIMIT: Duration = Duration::from_secs(90);
 const WAKE_LIMIT: Duration = Duration::from_secs(50);
 
-/// What one run measured.
-struct Figures {
-    servers: usize,
-    registration: Duration,
-    parked_by_shim: usize,
-    established: usize,
-    parked_resident_kib: u64,
-    park_cpu_seconds: f64,
-    /// Per probe, milliseconds from just before its one-deployment stack's create request was
-    /// sent until its long-poll answered, with every other long-poll parked.
-    single_change: Vec<f64>,
-    template_bytes: usize,
-    request_bytes: usize,
-    create_request: Duration,
-    /// Per server, milliseconds from just before the create request was sent.
-    from_sent: Vec<f64>,
-    /// Per server, milliseconds from the create response (negative: woken before it came).
-    from_response: Vec<f64>,
-    wake_cpu_seconds: f64,
-    peak_resident_kib: u64,
-}
-
 pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
     let (servers, probes) = if context.smoke { (50, 5) } else { (10_000, 50) };
+    let backends = context.database.backends();
     let mut report = ScenarioReport::new(
         "fleet",
-        "5. Fleet: 10,000 agents long-polling one shim",
+        "5. Fleet: 10,000 agents long-polling the shim",
         "none (Heat's os-collect-config polls; nothing to hold a long-poll against)",
     );
     // Each long-poll is a socket here and one in the shim (which inherits this limit).
     let open_files = procfs::raise_open_file_limit(servers as u64 + 1024)?;
-    let shim = Shim::start().await;
-    let token_file = shim.token_file();
-    let token = std::fs::read_to_string(&token_file).map_err(file_error(&token_file))?.trim().to_string();
-    let admin = Admin { base: shim.url().to_string(), token, http: reqwest::Client::new() };
-    report.command("anneal-shim serve --listen 127.0.0.1:0 --db sqlite://$TMP/shim.db");
-    report.command(&format!("POST /v1/servers {{name}} x {} ({SETUP_CONCURRENCY} at a time)", servers + probes));
-    report.command("GET /v1/servers/<name>/metadata (Bearer), then GET ...?wait=N with If-None-Match, per server");
-    report
-        .command(&format!("POST /v1/stacks {{name, template: one SoftwareDeployment on a probe}} x {probes}, in turn"));
-    report.command("POST /v1/stacks {name, template: one SoftwareDeploymentGroup over every fleet server}");
-    let figures = measure(&shim, &admin, servers, probes).await;
-    let figures =
-        figures.map_err(|error| BenchError::Failed(format!("{error}\nshim log: {}", tail(&shim.log_text()))))?;
-    report.measurements = measurements(&figures);
+    commands(&mut report, &backends, servers + probes, probes);
+    let postgres = context.postgres(&backends).await?;
+    let mut per_backend = Vec::with_capacity(backends.len());
+    for &backend in &backends {
+        eprintln!("anneal-bench: fleet on {} ...", backend.label());
+        let shims = Shims::start(backend, postgres, &backend.database_name("fleet", None)).await?;
+        let figures = measure(backend, &shims, servers, probes)
+            .await
+            .map_err(|error| BenchError::Failed(format!("{}: {error}\n{}", backend.label(), shims.log_tails())))?;
+        per_backend.push(figures.measurements());
+        report.notes.push(figures.note(probes));
+    }
+    report.measurements = side_by_side(per_backend);
     report.notes.push(format!(
-        "{} fleet servers + {probes} probes; open-file limit {open_files}; registration took {:.1} s; template {} KiB, request body {} KiB",
-        figures.servers,
-        figures.registration.as_secs_f64(),
-        figures.template_bytes / 1024,
-        figures.request_bytes / 1024,
+        "open-file limit {open_files}; the load generator's agents connect from {} loopback addresses in turn \
+         (127.0.0.1-{}), as a fleet's come from many: from one, the shim's cap of 1024 active connections per \
+         address refused some first long-polls on PostgreSQL",
+        load::SOURCE_ADDRESSES,
+        load::SOURCE_ADDRESSES
     ));
     report.notes.push(
         "wake-up = from just before POST /v1/stacks was sent until the long-poll's 200 with the new \
@@ -95,45 +79,68 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
          group_create -- 10000`"
             .into(),
     );
+    if let Some(postgres) = postgres {
+        report.notes.push(format!(
+            "{}; its CPU time is not in the shim CPU rows; with 3 replicas the servers are registered and \
+             every stack is created through the first replica, and server k long-polls replica k mod 3",
+            postgres.describe()
+        ));
+    }
     Ok(report)
 }
 
-async fn measure(shim: &Shim, admin: &Admin, servers: usize, probes: usize) -> BenchResult<Figures> {
-    let pid = shim.pid().ok_or_else(|| BenchError::Failed("the shim is not running".into()))?;
-    let port = shim
-        .url()
-        .rsplit_once(':')
-        .and_then(|(_, port)| port.trim_end_matches('/').parse::<u16>().ok())
-        .ok_or_else(|| BenchError::Failed(format!("no port in {}", shim.url())))?;
+fn commands(report: &mut ScenarioReport, backends: &[Backend], registered: usize, probes: usize) {
+    for &backend in backends {
+        for command in Shims::commands(backend) {
+            report.command(&command);
+        }
+    }
+    report.command(&format!("POST /v1/servers {{name}} x {registered} ({SETUP_CONCURRENCY} at a time)"));
+    report.command("GET /v1/servers/<name>/metadata (Bearer), then GET ...?wait=N with If-None-Match, per server");
+    report
+        .command(&format!("POST /v1/stacks {{name, template: one SoftwareDeployment on a probe}} x {probes}, in turn"));
+    report.command("POST /v1/stacks {name, template: one SoftwareDeploymentGroup over every fleet server}");
+}
+
+async fn measure(backend: Backend, shims: &Shims, servers: usize, probes: usize) -> BenchResult<Figures> {
+    let (pids, ports) = (shims.pids()?, shims.ports()?);
+    let admins: Vec<Admin> = shims
+        .all()
+        .iter()
+        .map(|shim| Admin {
+            base: shim.url().to_string(),
+            token: shims.admin_token().to_string(),
+            http: reqwest::Client::new(),
+        })
+        .collect();
+    let admin = &admins[0];
     let names: Vec<String> = (0..servers).map(|index| format!("fleet-{index:05}")).collect();
     let probe_names: Vec<String> = (0..probes).map(|index| format!("probe-{index:03}")).collect();
     let started = Instant::now();
     let registered = admin.register([names.clone(), probe_names.clone()].concat(), SETUP_CONCURRENCY).await?;
     let registration = started.elapsed();
+    let registered = spread(shims, registered)?;
 
-    let agents = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(usize::MAX)
-        .build()
-        .map_err(|error| BenchError::Failed(format!("cannot build the load generator's client: {error}")))?;
-    let park_cpu_before = procfs::cpu_seconds(pid)?;
+    let agents = load::clients()?;
+    let park_cpu_before = cpu_seconds(&pids)?;
     let (members, wait_secs) = load::first_polls(&agents, registered, SETUP_CONCURRENCY).await?;
-    let ParkedFleet { mut long_polls, by_shim } = park(admin, &agents, members, wait_secs).await?;
-    let established = procfs::established_connections(port)?;
-    let parked_resident_kib = procfs::status_kib(pid, "VmRSS")?;
-    let park_cpu_seconds = procfs::cpu_seconds(pid)? - park_cpu_before;
+    let ParkedFleet { mut long_polls, by_shim } = park(&admins, &agents, members, wait_secs).await?;
+    let established = ports.iter().map(|&port| procfs::established_connections(port)).sum::<BenchResult<usize>>()?;
+    let parked_resident_kib = resident_kib(&pids, "VmRSS")?;
+    let park_cpu_seconds = cpu_seconds(&pids)? - park_cpu_before;
     let single_change = single_changes(admin, &mut long_polls, servers, &probe_names).await?;
 
     let template = template(&names);
     let body = json!({"name": "fleet", "template": template});
-    let wake_cpu_before = procfs::cpu_seconds(pid)?;
+    let wake_cpu_before = cpu_seconds(&pids)?;
     let sent = Instant::now();
     admin.create_stack(&body).await?;
     let responded = Instant::now();
     let outcome = long_polls.collect(WAKE_LIMIT).await;
-    let wake_cpu_seconds = procfs::cpu_seconds(pid)? - wake_cpu_before;
+    let wake_cpu_seconds = cpu_seconds(&pids)? - wake_cpu_before;
     check_outcome(&outcome, servers)?;
     Ok(Figures {
+        backend,
         servers,
         registration,
         parked_by_shim: by_shim,
@@ -147,8 +154,32 @@ async fn measure(shim: &Shim, admin: &Admin, servers: usize, probes: usize) -> B
         from_sent: outcome.wakeups.iter().map(|wakeup| signed_millis(wakeup.at, sent)).collect(),
         from_response: outcome.wakeups.iter().map(|wakeup| signed_millis(wakeup.at, responded)).collect(),
         wake_cpu_seconds,
-        peak_resident_kib: procfs::status_kib(pid, "VmHWM")?,
+        peak_resident_kib: resident_kib(&pids, "VmHWM")?,
     })
+}
+
+/// Server k's agent polls shim k mod N: its metadata URL (which names the first shim, which
+/// registered it) is rewritten to name that one.
+fn spread(shims: &Shims, registered: Vec<(String, Value)>) -> BenchResult<Vec<(String, Value)>> {
+    registered
+        .into_iter()
+        .enumerate()
+        .map(|(index, (name, mut credentials))| {
+            let url = credentials["metadata_url"].as_str().unwrap_or_default().to_string();
+            credentials["metadata_url"] = Value::String(shims.rebase(&url, index)?);
+            Ok((name, credentials))
+        })
+        .collect()
+}
+
+/// User plus system CPU seconds of every process in `pids`.
+fn cpu_seconds(pids: &[i32]) -> BenchResult<f64> {
+    pids.iter().map(|&pid| procfs::cpu_seconds(pid)).sum()
+}
+
+/// A `Vm*` field of every process in `pids`, in KiB.
+fn resident_kib(pids: &[i32], field: &str) -> BenchResult<Vec<u64>> {
+    pids.iter().map(|&pid| procfs::status_kib(pid, field)).collect()
 }
 
 /// One stack per probe server, one after the other, each with one deployment on that server:
@@ -205,13 +236,13 @@ struct ParkedFleet {
     by_shim: usize,
 }
 
-/// Starts the long-polls after the next whole second and waits until the shim's own list of
-/// servers shows each one polled at or after that second (the first polls were all before it;
-/// `last_seen` has whole seconds). A long-poll that arrived has passed its token check and is
-/// then held on its server's watch.
+/// Starts the long-polls after the next whole second and waits until the shims' own lists of
+/// servers show each one polled at or after that second (the first polls were all before it;
+/// `last_seen` has whole seconds, and each replica knows the polls it served). A long-poll that
+/// arrived has passed its token check and is then held on its server's watch.
 async fn park(
-    admin: &Admin,
-    agents: &reqwest::Client,
+    admins: &[Admin],
+    agents: &[reqwest::Client],
     members: Vec<Member>,
     wait_secs: u64,
 ) -> BenchResult<ParkedFleet> {
@@ -224,17 +255,23 @@ async fn park(
     let deadline = Instant::now() + PARK_LIMIT;
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let listing = admin.servers().await?;
-        let by_shim = listing
-            .iter()
-            .filter(|server| server.last_seen.as_deref().is_some_and(|seen| seen >= threshold.as_str()))
-            .count();
+        let mut seen: HashMap<String, String> = HashMap::new();
+        for admin in admins {
+            for server in admin.servers().await? {
+                let Some(last_seen) = server.last_seen else { continue };
+                let latest = seen.entry(server.name).or_default();
+                if *latest < last_seen {
+                    *latest = last_seen;
+                }
+            }
+        }
+        let by_shim = seen.values().filter(|seen| seen.as_str() >= threshold.as_str()).count();
         if by_shim == servers && long_polls.sent() == servers {
             return Ok(ParkedFleet { long_polls, by_shim });
         }
         if Instant::now() >= deadline {
             return Err(BenchError::Failed(format!(
-                "after {PARK_LIMIT:?} the shim had seen {by_shim} of {servers} long-polls ({} sent)",
+                "after {PARK_LIMIT:?} the shims had seen {by_shim} of {servers} long-polls ({} sent)",
                 long_polls.sent()
             )));
         }
@@ -271,34 +308,6 @@ fn template(names: &[String]) -> String {
         },
     })
     .to_string()
-}
-
-fn measurements(figures: &Figures) -> Vec<Measurement> {
-    let mebibytes = |kib: u64| kib as f64 / 1024.0;
-    let p99 = percentile(&figures.from_sent, 0.99);
-    let single_p99 = percentile(&figures.single_change, 0.99);
-    let peak = mebibytes(figures.peak_resident_kib);
-    vec![
-        Measurement::new("one-server change, p50, with all parked", "ms", percentile(&figures.single_change, 0.5)),
-        Measurement::new("one-server change, p99, with all parked", "ms", single_p99)
-            .with_target("p99 < 50 ms", single_p99 < 50.0)
-            .note(&format!("{} stacks of one deployment, one after the other", figures.single_change.len())),
-        Measurement::new("every server at once: wake-up p50", "ms", percentile(&figures.from_sent, 0.5)),
-        Measurement::new("every server at once: wake-up p99", "ms", p99).with_target("p99 < 50 ms", p99 < 50.0),
-        Measurement::new("every server at once: wake-up max", "ms", percentile(&figures.from_sent, 1.0)),
-        Measurement::new("stack create request (POST to its response)", "ms", millis(figures.create_request))
-            .note("the wake-ups of every server at once include it"),
-        Measurement::new("wake-up p50 after the create response", "ms", percentile(&figures.from_response, 0.5)),
-        Measurement::new("wake-up p99 after the create response", "ms", percentile(&figures.from_response, 0.99))
-            .note("negative: woken before the response arrived"),
-        Measurement::new("shim peak RSS (VmHWM, whole run)", "MiB", peak).with_target("RSS < 256 MiB", peak < 256.0),
-        Measurement::new("shim RSS with every long-poll parked", "MiB", mebibytes(figures.parked_resident_kib)),
-        Measurement::new("shim CPU, first polls + parking", "s", figures.park_cpu_seconds),
-        Measurement::new("shim CPU, stack create + every wake-up", "s", figures.wake_cpu_seconds),
-        Measurement::new("long-polls parked (shim's last_seen)", "", figures.parked_by_shim as f64),
-        Measurement::new("connections established to the shim", "", figures.established as f64)
-            .note("from /proc/net/tcp, while parked; plus the admin client's one"),
-    ]
 }
 
 fn epoch_millis() -> u64 {

@@ -1,21 +1,27 @@
 //! The scenarios of the benchmark issue, each a module returning a `ScenarioReport`:
 //! 1 `footprint`, 2 `overhead`, 3 `latency`, 4 `chain`, 5 `fleet`, 6 `graph`, 7 `throughput`,
-//! 8 `real_heat`. `Context` says which binaries to run, where the peers are and whether this is
+//! 8 `real_heat`. `Context` says which binaries to run, where the peers are, which stores the
+//! scenarios that compare them measure (5, 6 and 7: `backend`, with `engines` for the
+//! in-process ones and `shims` for the ones that run `anneal-shim serve`) and whether this is
 //! the smoke run (tiny sizes).
 
+pub mod backend;
 mod chain;
+mod engines;
 mod fleet;
 mod footprint;
 mod graph;
 mod latency;
 mod overhead;
 mod real_heat;
+mod shims;
 mod throughput;
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 
+use self::backend::{Backend, Database, PostgresServer};
 use crate::binaries::Binaries;
 use crate::error::{BenchError, BenchResult, create_dir, write_file};
 use crate::peers::Peers;
@@ -28,9 +34,28 @@ pub struct Context {
     /// The installed peers, or why they are not there.
     pub peers: Result<Peers, String>,
     pub smoke: bool,
+    /// The stores scenarios 5, 6 and 7 measure.
+    pub database: Database,
+    /// The PostgreSQL server those scenarios share (a database each), started by the first
+    /// that needs it and stopped when the run ends.
+    postgres: tokio::sync::OnceCell<PostgresServer>,
 }
 
 impl Context {
+    pub fn new(binaries: Binaries, peers: Result<Peers, String>, smoke: bool, database: Database) -> Context {
+        Context { binaries, peers, smoke, database, postgres: tokio::sync::OnceCell::new() }
+    }
+
+    /// The shared PostgreSQL server when `backends` holds a PostgreSQL variant, started on
+    /// first use: with fsync on in full runs, so a commit is as durable as SQLite's
+    /// `synchronous=FULL`; off in smoke, which only checks that the harness works.
+    pub async fn postgres(&self, backends: &[Backend]) -> BenchResult<Option<&PostgresServer>> {
+        if !backends.iter().any(|backend| matches!(backend, Backend::Postgres { .. })) {
+            return Ok(None);
+        }
+        self.postgres.get_or_try_init(|| async { PostgresServer::start(!self.smoke) }).await.map(Some)
+    }
+
     /// The peers; a missing install fails a full run and skips the peer (with a note) in smoke.
     pub fn peers(&self, report: &mut ScenarioReport) -> BenchResult<Option<&Peers>> {
         match (&self.peers, self.smoke) {
@@ -55,11 +80,12 @@ pub enum Scenario {
     Latency,
     /// 4: a 20-hop cross-server get_attr chain over 20 agents.
     Chain,
-    /// 5: 10,000 long-polling agents (one load generator) on one shim.
+    /// 5: 10,000 long-polling agents (one load generator) on one shim, or spread over replicas.
     Fleet,
-    /// 6: 10k/50k-deployment random DAG over simulated servers; statements per deployment.
+    /// 6: 10k/50k-deployment random DAG over simulated servers; statements per signal and per
+    /// deployment.
     Graph,
-    /// 7: durable signals per second on SQLite.
+    /// 7: durable signals per second; statements per signal.
     Throughput,
     /// 8: a 5-hop chain on a real Heat: the stock agents vs anneal-agent, each polling every
     /// second, and anneal-agent at its default interval.

@@ -128,6 +128,9 @@ impl<S: Store> Engine<S> {
     /// (`None`). A newer stored version is rendered and its watchers woken; a server no longer
     /// stored is forgotten (its long-polls end). Returns how many documents changed.
     pub async fn refresh_documents(&self, servers: Option<Vec<String>>) -> Result<usize, EngineError> {
+        // Named servers are read one by one (a notification names a few of thousands); a full
+        // check reads every version in one statement.
+        let named = servers.is_some();
         let cached: HashMap<String, u64> = {
             let Ok(documents) = self.inner.documents.lock() else { return Ok(0) };
             match servers {
@@ -144,14 +147,22 @@ impl<S: Store> Engine<S> {
         let inner = Arc::clone(&self.inner);
         let joined = tokio::task::spawn_blocking(move || {
             inner.store.read(|tx| {
-                let stored: HashMap<String, u64> = tx.document_versions()?.into_iter().collect();
+                let stored: Option<HashMap<String, u64>> =
+                    if named { None } else { Some(tx.document_versions()?.into_iter().collect()) };
                 let mut published = Vec::new();
                 let mut gone = Vec::new();
                 for (name, version) in cached {
-                    match stored.get(&name) {
+                    let row = match &stored {
+                        Some(stored) => match stored.get(&name) {
+                            Some(newer) if *newer > version => tx.server(&name)?,
+                            Some(_) => continue,
+                            None => None,
+                        },
+                        None => tx.server(&name)?,
+                    };
+                    match row {
                         None => gone.push(name),
-                        Some(newer) if *newer > version => {
-                            let Some(row) = tx.server(&name)? else { continue };
+                        Some(row) if row.metadata_version > version => {
                             let document = render_document(tx, &inner.key, &inner.public_url, &row)?;
                             published.push(Published { server: name, document });
                         }

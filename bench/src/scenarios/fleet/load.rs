@@ -4,7 +4,11 @@
 //! `X-Anneal-Long-Poll` maximum), then holds one long-poll per server, exactly as
 //! `agent/src/source/http.rs` sends it: `GET <metadata_url>?wait=N` with `If-None-Match` and the
 //! bearer token, re-sent on 304, with the agent's timeout of the wait plus 30 s. Each long-poll
-//! task ends when its server's document changes and returns when that answer was read.
+//! task ends when its server's document changes and returns when that answer was read. The
+//! agents' connections come from `SOURCE_ADDRESSES` loopback addresses in turn (`clients`), as
+//! a fleet's come from many: from one, the shim's cap of active connections per address (1024)
+//! refused some of the 10,000 first long-polls on PostgreSQL, whose token look-ups are slower,
+//! so that more connections are still being authenticated at once while they ramp up.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,6 +28,9 @@ const LONG_POLL_HEADER: &str = "x-anneal-long-poll";
 const AGENT_LONG_POLL_SECS: u64 = 60;
 /// The agent's default `read_timeout_secs`, added to the wait.
 const AGENT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Loopback addresses the agents connect from (127.0.0.1 to 127.0.0.16): 10,050 agents are
+/// then about 630 per address, under the shim's per-address cap whatever is still active.
+pub const SOURCE_ADDRESSES: u8 = 16;
 
 /// The shim's admin API.
 pub struct Admin {
@@ -118,19 +125,34 @@ impl Admin {
     }
 }
 
+/// The agents' HTTP clients, one per source address: agent `k` uses client `k mod len`.
+pub fn clients() -> BenchResult<Vec<reqwest::Client>> {
+    (1..=SOURCE_ADDRESSES)
+        .map(|last| {
+            reqwest::Client::builder()
+                .tcp_nodelay(true)
+                .pool_max_idle_per_host(usize::MAX)
+                .local_address(std::net::IpAddr::from([127, 0, 0, last]))
+                .build()
+                .map_err(|error| BenchError::Failed(format!("cannot build the load generator's client: {error}")))
+        })
+        .collect()
+}
+
 /// Each server's first poll (`concurrency` at a time): its ETag and the long-poll wait the
 /// agent would ask for, min(its default 60 s, the shim's announced maximum).
 pub async fn first_polls(
-    http: &reqwest::Client,
+    clients: &[reqwest::Client],
     registered: Vec<(String, Value)>,
     concurrency: usize,
 ) -> BenchResult<(Vec<Member>, u64)> {
-    let http = http.clone();
-    let answers = in_parallel(registered, concurrency, move |(name, credentials)| {
-        let http = http.clone();
-        async move { first_poll(&http, &name, &credentials).await }
-    })
-    .await?;
+    let clients = clients.to_vec();
+    let answers =
+        in_parallel(registered.into_iter().enumerate().collect(), concurrency, move |(index, (name, credentials))| {
+            let http = clients[index % clients.len()].clone();
+            async move { first_poll(&http, &name, &credentials).await }
+        })
+        .await?;
     let wait = answers.iter().map(|(_, wait)| *wait).min().unwrap_or(0);
     if wait == 0 {
         return Err(BenchError::Failed("the shim announced no long-poll (X-Anneal-Long-Poll)".into()));
@@ -167,7 +189,7 @@ async fn first_poll(http: &reqwest::Client, name: &str, credentials: &Value) -> 
 
 /// Starts one long-poll per member; member `i` sends its first request `i * stagger` from now
 /// so that the shim is not asked to accept every connection in the same millisecond.
-pub fn park(http: &reqwest::Client, members: Vec<Member>, wait_secs: u64, stagger: Duration) -> Parked {
+pub fn park(clients: &[reqwest::Client], members: Vec<Member>, wait_secs: u64, stagger: Duration) -> Parked {
     let sent = Arc::new(AtomicUsize::new(0));
     let start = tokio::time::Instant::now();
     let tasks = members
@@ -175,7 +197,8 @@ pub fn park(http: &reqwest::Client, members: Vec<Member>, wait_secs: u64, stagge
         .enumerate()
         .map(|(index, member)| {
             let start_at = start + stagger * u32::try_from(index).unwrap_or(u32::MAX);
-            Some(tokio::spawn(long_poll(http.clone(), member, wait_secs, start_at, Arc::clone(&sent))))
+            let http = clients[index % clients.len()].clone();
+            Some(tokio::spawn(long_poll(http, member, wait_secs, start_at, Arc::clone(&sent))))
         })
         .collect();
     Parked { tasks, sent }

@@ -3,15 +3,18 @@
 //! `deployment_signal` as a signal POST does). Whenever its server's document changes, a task
 //! signals each new deployment complete at once, with output `o` = the deployment's name, after
 //! checking that every input is its predecessor's output. At most `IN_FLIGHT` signals are in
-//! flight across all tasks.
+//! flight across all tasks. With several engines (replicas), server k's task reads through
+//! engine k mod N, as an agent polls one replica, and the signals go to the engines in turn, as
+//! a load balancer would spread them: most signals are committed through another engine than
+//! the one their server's document is read through.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anneal_shim::engine::Engine;
 use anneal_shim::model::{Service, SignalAck};
-use anneal_shim::store::SqliteStore;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -19,20 +22,23 @@ use tokio::task::JoinSet;
 use super::dag::{Dag, deployment_index, deployment_name};
 use super::service_error;
 use crate::error::{BenchError, BenchResult};
+use crate::scenarios::engines::{CountsCommits, Engines, block_off_workers};
 
 /// Signals in flight at once, like 64 concurrent HTTP senders.
 pub const IN_FLIGHT: usize = 64;
 
 /// The running tasks. They wait for `release` before reading anything; `finished` is notified
 /// when every deployment of the graph was signalled.
-pub struct SimulatedAgents {
+pub struct SimulatedAgents<S: CountsCommits> {
     tasks: JoinSet<BenchResult<()>>,
     gate: watch::Sender<bool>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<S>>,
 }
 
-struct Shared {
-    engine: Engine<SqliteStore>,
+struct Shared<S: CountsCommits> {
+    /// Every engine; signal `n` goes to engine `n mod len`.
+    engines: Vec<Engine<S>>,
+    next_engine: AtomicUsize,
     dag: Arc<Dag>,
     permits: Semaphore,
     signalled: AtomicUsize,
@@ -40,34 +46,35 @@ struct Shared {
 }
 
 /// One server's task.
-struct ServerAgent {
+struct ServerAgent<S: CountsCommits> {
     server: String,
+    /// The engine this server's documents are read through.
+    reader: Engine<S>,
     versions: watch::Receiver<u64>,
     gate: watch::Receiver<bool>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<S>>,
     done: HashSet<String>,
 }
 
-impl SimulatedAgents {
+impl<S: CountsCommits> SimulatedAgents<S> {
     /// Subscribes to every server's document (before the stack exists) and starts the tasks.
-    pub async fn start(
-        engine: &Engine<SqliteStore>,
-        dag: Arc<Dag>,
-        servers: &[String],
-    ) -> BenchResult<SimulatedAgents> {
+    pub async fn start(engines: &Engines<S>, dag: Arc<Dag>, servers: &[String]) -> BenchResult<SimulatedAgents<S>> {
         let (gate, gate_receiver) = watch::channel(false);
         let shared = Arc::new(Shared {
-            engine: engine.clone(),
+            engines: engines.all(),
+            next_engine: AtomicUsize::new(0),
             dag,
             permits: Semaphore::new(IN_FLIGHT),
             signalled: AtomicUsize::new(0),
             finished: Notify::new(),
         });
         let mut tasks = JoinSet::new();
-        for server in servers {
-            let versions = engine.watch_metadata(server).await.map_err(service_error("watch a server's metadata"))?;
+        for (index, server) in servers.iter().enumerate() {
+            let reader = engines.get(index).clone();
+            let versions = reader.watch_metadata(server).await.map_err(service_error("watch a server's metadata"))?;
             let agent = ServerAgent {
                 server: server.clone(),
+                reader,
                 versions,
                 gate: gate_receiver.clone(),
                 shared: Arc::clone(&shared),
@@ -85,7 +92,7 @@ impl SimulatedAgents {
 
     /// Waits until every deployment was signalled (true) or `limit` passed (false); fails when
     /// a task fails.
-    pub async fn wait_finished(&mut self, limit: std::time::Duration) -> BenchResult<bool> {
+    pub async fn wait_finished(&mut self, limit: Duration) -> BenchResult<bool> {
         let shared = Arc::clone(&self.shared);
         tokio::select! {
             () = shared.finished.notified() => Ok(true),
@@ -102,15 +109,24 @@ impl SimulatedAgents {
     pub fn signalled(&self) -> usize {
         self.shared.signalled.load(Ordering::Relaxed)
     }
-}
 
-impl Drop for SimulatedAgents {
-    fn drop(&mut self) {
+    /// Stops the tasks and waits until they are gone, with their clones of the engines (which
+    /// must not be the last ones: see `engines`).
+    pub async fn stop(&mut self) {
         self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
     }
 }
 
-impl ServerAgent {
+impl<S: CountsCommits> Drop for SimulatedAgents<S> {
+    fn drop(&mut self) {
+        if !self.tasks.is_empty() {
+            block_off_workers(self.stop());
+        }
+    }
+}
+
+impl<S: CountsCommits> ServerAgent<S> {
     async fn run(mut self) -> BenchResult<()> {
         if self.gate.wait_for(|open| *open).await.is_err() {
             return Ok(());
@@ -119,7 +135,7 @@ impl ServerAgent {
             // Marked seen before the read: a change after the read wakes `changed` again.
             self.versions.borrow_and_update();
             let document =
-                self.shared.engine.metadata(&self.server).await.map_err(service_error("read a server's metadata"))?;
+                self.reader.metadata(&self.server).await.map_err(service_error("read a server's metadata"))?;
             let body: Value = serde_json::from_str(&document.body)
                 .map_err(|error| BenchError::Failed(format!("{}'s document is not JSON: {error}", self.server)))?;
             for deployment in body["deployments"].as_array().into_iter().flatten() {
@@ -144,7 +160,9 @@ impl ServerAgent {
         let body = json!({"deploy_status_code": 0, "deploy_stdout": "", "deploy_stderr": "", "o": name});
         let acknowledgement = {
             let _permit = self.shared.permits.acquire().await.map_err(|_| BenchError::Failed("closed".into()))?;
-            self.shared.engine.deployment_signal(token, body, None).await.map_err(service_error("signal"))?
+            let turn = self.shared.next_engine.fetch_add(1, Ordering::Relaxed);
+            let engine = &self.shared.engines[turn % self.shared.engines.len()];
+            engine.deployment_signal(token, body, None).await.map_err(service_error("signal"))?
         };
         if acknowledgement != Some(SignalAck::Applied) {
             return Err(BenchError::Failed(format!("the signal of {name} was answered {acknowledgement:?}")));
