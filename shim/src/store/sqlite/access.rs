@@ -5,29 +5,53 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
-use rusqlite::{Connection, Params, Row, ToSql};
+use rusqlite::{CachedStatement, Connection, Params, Row, StatementStatus, ToSql};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::store::{Action, NodeState, State, StoreError};
 
+/// What the store counts of the statements it runs (instrumentation for tests and benchmarks).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) statements: AtomicU64,
+    /// Executions SQLite compiled again first: a statement whose plan depends on a bound
+    /// value (an `ORDER BY` after an equality on a parameter is one) is re-prepared on every
+    /// rebind, which costs more than running it. Hot statements must keep this at zero.
+    pub(crate) reprepares: AtomicU64,
+}
+
 pub(crate) struct SqliteTx<'transaction> {
     connection: &'transaction Connection,
-    statements: &'transaction AtomicU64,
+    counters: &'transaction Counters,
 }
 
 impl<'transaction> SqliteTx<'transaction> {
     /// `connection` must be inside a transaction for the life of the value.
-    pub(crate) fn new(connection: &'transaction Connection, statements: &'transaction AtomicU64) -> Self {
-        SqliteTx { connection, statements }
+    pub(crate) fn new(connection: &'transaction Connection, counters: &'transaction Counters) -> Self {
+        SqliteTx { connection, counters }
+    }
+
+    fn prepare(&self, sql: &str) -> Result<CachedStatement<'transaction>, rusqlite::Error> {
+        self.counters.statements.fetch_add(1, Ordering::Relaxed);
+        self.connection.prepare_cached(sql)
+    }
+
+    /// Adds the statement's re-preparations since its last execution to the counters.
+    fn count_reprepares(&self, statement: &mut CachedStatement<'_>) {
+        let reprepared = statement.reset_status(StatementStatus::RePrepare);
+        if reprepared > 0 {
+            self.counters.reprepares.fetch_add(u64::try_from(reprepared).unwrap_or(0), Ordering::Relaxed);
+        }
     }
 
     /// Runs a statement that returns no rows; the number of rows it changed.
     pub(crate) fn execute(&self, action: &'static str, sql: &str, params: impl Params) -> Result<usize, StoreError> {
-        self.statements.fetch_add(1, Ordering::Relaxed);
         let sql_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
-        let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
-        statement.execute(params).map_err(sql_error)
+        let mut statement = self.prepare(sql).map_err(sql_error)?;
+        let changed = statement.execute(params).map_err(sql_error);
+        self.count_reprepares(&mut statement);
+        changed
     }
 
     /// The first row a statement returns (also for `UPDATE ... RETURNING`), mapped by `map`.
@@ -38,14 +62,16 @@ impl<'transaction> SqliteTx<'transaction> {
         params: impl Params,
         map: impl FnOnce(&Row<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
-        self.statements.fetch_add(1, Ordering::Relaxed);
         let sql_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
-        let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
+        let mut statement = self.prepare(sql).map_err(sql_error)?;
         let mut rows = statement.query(params).map_err(sql_error)?;
-        match rows.next().map_err(sql_error)? {
+        let found = match rows.next().map_err(sql_error)? {
             Some(row) => map(row).map(Some),
             None => Ok(None),
-        }
+        };
+        drop(rows);
+        self.count_reprepares(&mut statement);
+        found
     }
 
     /// Every row a statement returns, mapped by `map`.
@@ -56,14 +82,15 @@ impl<'transaction> SqliteTx<'transaction> {
         params: impl Params,
         mut map: impl FnMut(&Row<'_>) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
-        self.statements.fetch_add(1, Ordering::Relaxed);
         let sql_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
-        let mut statement = self.connection.prepare_cached(sql).map_err(sql_error)?;
+        let mut statement = self.prepare(sql).map_err(sql_error)?;
         let mut rows = statement.query(params).map_err(sql_error)?;
         let mut found = Vec::new();
         while let Some(row) = rows.next().map_err(sql_error)? {
             found.push(map(row)?);
         }
+        drop(rows);
+        self.count_reprepares(&mut statement);
         Ok(found)
     }
 }

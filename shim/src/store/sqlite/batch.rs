@@ -77,7 +77,7 @@ pub(super) fn run<T, E: From<StoreError>>(
         }
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut cache = RowCache::new(SqliteTx::new(&shared.connection, &store.statements));
+        let mut cache = RowCache::new(SqliteTx::new(&shared.connection, &store.counters));
         let value = work(&mut cache)?;
         cache.finish()?;
         Ok(value)
