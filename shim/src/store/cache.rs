@@ -13,6 +13,13 @@ use crate::store::{
     StackRow, StoreError, Tx, WaitSignalRow,
 };
 
+/// At most this many node rows (and as many server rows) are kept; past it the map starts
+/// over. Every write reaches the backend at once, so forgetting is always sound, and what a
+/// call reads again is the rows it touched last (a group's config node, the member just
+/// inserted), not the thousands a large group create went through: caching all of those held
+/// a 10,000-member create's every row in memory at once (60 MB more at peak).
+const ROW_LIMIT: usize = 2048;
+
 pub(crate) struct RowCache<T> {
     backend: T,
     stack_rows: HashMap<String, StackRow>,
@@ -54,6 +61,20 @@ impl<T: Tx> RowCache<T> {
     fn forget_node(&mut self, stack: &str, name: &str) {
         self.node_rows.remove(&(stack.to_string(), name.to_string()));
     }
+
+    fn keep_node(&mut self, key: (String, String), row: Option<NodeRow>) {
+        if self.node_rows.len() >= ROW_LIMIT {
+            self.node_rows.clear();
+        }
+        self.node_rows.insert(key, row);
+    }
+
+    fn keep_server(&mut self, row: ServerRow) {
+        if self.server_rows.len() >= ROW_LIMIT {
+            self.server_rows.clear();
+        }
+        self.server_rows.insert(row.name.clone(), row);
+    }
 }
 
 impl<T: Tx> Tx for RowCache<T> {
@@ -67,7 +88,7 @@ impl<T: Tx> Tx for RowCache<T> {
         }
         let row = self.backend.server(name)?;
         if let Some(row) = &row {
-            self.server_rows.insert(name.to_string(), row.clone());
+            self.keep_server(row.clone());
         }
         Ok(row)
     }
@@ -77,8 +98,8 @@ impl<T: Tx> Tx for RowCache<T> {
     fn servers(&mut self) -> Result<Vec<ServerRow>, StoreError> {
         let rows = self.backend.servers()?;
         // A group over every server lists them, then reads each member's: once is enough.
-        for row in &rows {
-            self.server_rows.insert(row.name.clone(), row.clone());
+        for row in rows.iter().take(ROW_LIMIT) {
+            self.keep_server(row.clone());
         }
         Ok(rows)
     }
@@ -193,7 +214,7 @@ impl<T: Tx> Tx for RowCache<T> {
         self.forget_node(&row.stack, &row.name);
         self.backend.insert_node(row)?;
         // The stored row is the row written (its `seq` is not part of it): no need to read it.
-        self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
+        self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
         Ok(())
     }
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
@@ -202,7 +223,7 @@ impl<T: Tx> Tx for RowCache<T> {
             return Ok(row.clone());
         }
         let row = self.backend.node(stack, name)?;
-        self.node_rows.insert(key, row.clone());
+        self.keep_node(key, row.clone());
         Ok(row)
     }
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
@@ -211,14 +232,14 @@ impl<T: Tx> Tx for RowCache<T> {
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
         self.forget_node(&row.stack, &row.name);
         self.backend.update_node(row)?;
-        self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
+        self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
         Ok(())
     }
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
         self.forget_node(&row.stack, &row.name);
         let written = self.backend.update_node_if(row, generation, state)?;
         if written {
-            self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
+            self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
         }
         Ok(written)
     }
@@ -226,7 +247,7 @@ impl<T: Tx> Tx for RowCache<T> {
         let row = self.backend.node_by_signal_hash(hash)?;
         // The signal's own node is read again when its successors resolve their inputs.
         if let Some(row) = &row {
-            self.node_rows.insert((row.stack.clone(), row.name.clone()), Some(row.clone()));
+            self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
         }
         Ok(row)
     }

@@ -13,7 +13,12 @@ crate::conformance!(one store:
     a_stack_written_whole_overrides_the_counts_changed_before,
     a_failed_call_leaves_no_count_behind,
     rows_written_in_a_call_read_back_as_written,
+    a_call_through_more_rows_than_the_cache_keeps_reads_each_as_written,
 );
+
+/// More than the cache keeps of node rows (2,048): a 10,000-member group create goes through
+/// that many in one call.
+const MANY_NODES: usize = 5_000;
 
 fn pending_counts_changed_in_a_call_are_seen_by_it_and_stored_once_at_its_end<S: Store>(store: &S) {
     with_stack(store);
@@ -89,4 +94,32 @@ fn rows_written_in_a_call_read_back_as_written<S: Store>(store: &S) {
     assert!(!written, "the conditional write saw the stored state, not the one it was given");
     assert_eq!(after_refusal.map(|row| row.status_reason), Some(String::new()), "a refused write changes nothing");
     assert_eq!((remaining, deleted), (-1, None));
+}
+
+fn a_call_through_more_rows_than_the_cache_keeps_reads_each_as_written<S: Store>(store: &S) {
+    with_stack(store);
+    let names: Vec<String> = (0..MANY_NODES).map(|index| format!("member/{index:05}")).collect();
+    let mismatches = run(store, |tx| {
+        for name in &names {
+            // Asked absent first, as a group's expansion does, then inserted.
+            assert!(tx.node("app", name)?.is_none());
+            tx.insert_node(&node_row("app", name))?;
+        }
+        for (index, name) in names.iter().enumerate().filter(|(index, _)| index % 2 == 0) {
+            let row = NodeRow { remaining: index as i64, ..node_row("app", name) };
+            tx.update_node(&row)?;
+        }
+        let mut mismatches = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            let expected = if index % 2 == 0 { index as i64 } else { node_row("app", name).remaining };
+            let found = tx.node("app", name)?.map(|row| row.remaining);
+            if found != Some(expected) {
+                mismatches.push((name.clone(), found, expected));
+            }
+        }
+        Ok(mismatches)
+    });
+    assert!(mismatches.is_empty(), "read back differently: {:?}", &mismatches[..mismatches.len().min(5)]);
+    let stored = store.read(|tx| tx.nodes("app")).unwrap();
+    assert_eq!(stored.len(), MANY_NODES);
 }

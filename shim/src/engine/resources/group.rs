@@ -5,6 +5,8 @@
 //! When the last member completes the group activates again and completes with map attributes
 //! (`deploy_stdouts`, ..., and each declared output as `{member: value}`), as Heat's group does.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value, json};
 
 use super::batches;
@@ -89,14 +91,19 @@ fn expand(
         }
     };
     // Members waiting for a later batch keep running what they ran, but already depend on the
-    // group, so a delete in between removes them after it.
+    // group, so a delete in between removes them after it. A member node exists only if the
+    // last expansion listed it (a member's name holds a '/', which no template resource's
+    // can): a create reads none of them.
+    let previous: HashSet<&str> = group.record.members.iter().map(String::as_str).collect();
+    let mut existing = HashSet::new();
     for name in &names {
-        if ctx.tx.node(&stack.name, name)?.is_some() {
+        if previous.contains(name.as_str()) && ctx.tx.node(&stack.name, name)?.is_some() {
             ctx.tx.insert_edge(&stack.name, name, &group.name)?;
+            existing.insert(name.clone());
         }
     }
     let first = if batches.is_empty() { Vec::new() } else { batches.remove(0) };
-    let released = release(ctx, stack, &group.name, &members, &first)?;
+    let released = release(ctx, stack, &group.name, &members, &first, Some(&existing))?;
     ctx.tx.add_pending(&stack.name, names.len() as i64)?;
     group.remaining = released.len() as i64;
     group.record.expanded = Some(stack.generation);
@@ -239,7 +246,7 @@ fn next_batch(
 ) -> Result<Activation, EngineError> {
     let members = Members::new(ctx, stack, &group, properties)?;
     let batch = group.record.batches.remove(0);
-    let released = release(ctx, stack, &group.name, &members, &batch)?;
+    let released = release(ctx, stack, &group.name, &members, &batch, None)?;
     if released.is_empty() {
         return between_batches(ctx, stack, group, properties);
     }
@@ -252,19 +259,25 @@ fn next_batch(
 }
 
 /// Writes the members of one batch with their new definitions (and their edge to the group);
-/// returns their node names, ready to activate.
+/// returns their node names, ready to activate. `existing`: the members known to have a node
+/// already, when the caller has read them (the others are not read again); `None`: read each.
 fn release(
     ctx: &mut Context<'_>,
     stack: &StackRow,
     group: &str,
     members: &Members,
     keys: &[String],
+    existing: Option<&HashSet<String>>,
 ) -> Result<Vec<String>, EngineError> {
     let mut names = Vec::new();
     for key in keys {
         let Some(definition) = members.definition(group, key) else { continue };
         let name = member_name(group, key);
-        write_member(ctx, stack, &name, members.kind, definition)?;
+        let current = match existing {
+            Some(existing) if !existing.contains(&name) => None,
+            _ => ctx.tx.node(&stack.name, &name)?,
+        };
+        write_member(ctx, stack, &name, current, members.kind, definition)?;
         ctx.tx.insert_edge(&stack.name, &name, group)?;
         names.push(name);
     }
@@ -275,10 +288,11 @@ fn write_member(
     ctx: &mut Context<'_>,
     stack: &StackRow,
     name: &str,
+    current: Option<NodeRow>,
     kind: ResourceType,
     definition: Value,
 ) -> Result<(), EngineError> {
-    match ctx.tx.node(&stack.name, name)? {
+    match current {
         Some(existing) => {
             let mut existing = node::reset_for_update(&existing);
             existing.definition = definition;
