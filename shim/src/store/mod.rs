@@ -25,6 +25,9 @@ use serde_json::Value;
 
 pub use crate::model::{Action, State};
 pub use postgres::PgStore;
+/// The statement a signal's token is looked up with on PostgreSQL, for the test of its plan.
+#[doc(hidden)]
+pub const POSTGRES_NODE_BY_SIGNAL_HASH: &str = postgres::NODE_BY_SIGNAL_HASH;
 pub use sqlite::{BATCH_LIMIT, SqliteStore};
 
 /// Where a node is in its current traversal. `Init`: written by the plan, not yet activated

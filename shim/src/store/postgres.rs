@@ -19,6 +19,8 @@ mod servers;
 mod stacks;
 mod tx;
 
+pub(crate) use nodes::BY_SIGNAL_HASH as NODE_BY_SIGNAL_HASH;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

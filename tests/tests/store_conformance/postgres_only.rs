@@ -6,7 +6,7 @@
 use std::sync::Barrier;
 use std::thread;
 
-use anneal_shim::store::{PgStore, Store, StoreError};
+use anneal_shim::store::{POSTGRES_NODE_BY_SIGNAL_HASH, PgStore, Store, StoreError};
 use anneal_tests::Postgres;
 
 use crate::DATABASE;
@@ -152,4 +152,29 @@ fn a_write_inside_read_is_refused() {
     assert!(matches!(result, Err(StoreError::Query { action: "insert a server", .. })), "{result:?}");
     assert!(run(&store, |tx| tx.servers()).is_empty(), "nothing stored");
     assert!(run(&store, |tx| tx.insert_stack(&stack_row("app"), TEMPLATE)), "and the connection is usable");
+}
+
+/// A signal's token lookup keeps to the hash's index in the plan PostgreSQL caches for a
+/// prepared statement (the generic plan, used after five executions), with many nodes written
+/// in one transaction and no statistics yet: with `ORDER BY seq LIMIT 1` that plan walked the
+/// primary key and filtered (seen here from about 10,000 nodes; 3.4 ms per lookup at 10,000).
+#[test]
+fn the_signal_token_lookup_keeps_to_the_hash_index_in_a_generic_plan() {
+    let postgres = Postgres::start(false);
+    let store = PgStore::open(&postgres.create_database(DATABASE)).unwrap();
+    with_stack(&store);
+    run(&store, |tx| {
+        for index in 0..20_000 {
+            tx.insert_node(&node_row("app", &format!("node{index:05}")))?;
+        }
+        Ok(())
+    });
+    let plan = postgres.psql(
+        DATABASE,
+        &format!(
+            "SET plan_cache_mode = force_generic_plan; PREPARE lookup(text) AS {POSTGRES_NODE_BY_SIGNAL_HASH}; \
+             EXPLAIN EXECUTE lookup('signal-app-node19999')"
+        ),
+    );
+    assert!(plan.contains("nodes_signal_token_hash") && !plan.contains("nodes_pkey"), "{plan}");
 }

@@ -103,13 +103,14 @@ pub(super) fn all(tx: &mut PgTx<'_, '_>, stack: &str) -> Result<Vec<NodeRow>, St
     tx.query_all("list a stack's nodes", select_nodes!("WHERE stack = $1 ORDER BY seq"), &[&stack], node_from_row)
 }
 
+/// Without `LIMIT`: with it, PostgreSQL's generic plan for the prepared statement (chosen after
+/// five executions, or cached from when the table was small) walks the primary key in `seq`
+/// order filtering on the hash, 3.4 ms per signal at 10,000 nodes instead of 0.03 ms through
+/// the hash's index. A token names one node; the first row is taken all the same.
+pub(crate) const BY_SIGNAL_HASH: &str = select_nodes!("WHERE signal_token_hash = $1 ORDER BY seq");
+
 pub(super) fn by_signal_hash(tx: &mut PgTx<'_, '_>, hash: &str) -> Result<Option<NodeRow>, StoreError> {
-    tx.query_optional(
-        "find a node by signal token",
-        select_nodes!("WHERE signal_token_hash = $1 ORDER BY seq LIMIT 1"),
-        &[&hash],
-        node_from_row,
-    )
+    tx.query_optional("find a node by signal token", BY_SIGNAL_HASH, &[&hash], node_from_row)
 }
 
 pub(super) fn update(tx: &mut PgTx<'_, '_>, row: &NodeRow) -> Result<(), StoreError> {
