@@ -84,6 +84,15 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// List the built-in hooks and the installed hook files that run instead of them.
+    Hooks {
+        /// Agent config whose hooks_dirs to search (default: /etc/anneal/agent.toml if present).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run one deployment (JSON on stdin) through the hook for GROUP and print the signal payload.
     HookTest {
         group: String,

@@ -26,6 +26,11 @@ use openstack::{RawCfnSource, RawConfigDriveSource, RawEc2Source, RawHeatSource,
 /// Where heat-config and anneal look for hooks, in lookup order.
 pub(crate) const DEFAULT_HOOKS_DIRS: [&str; 3] =
     ["/usr/libexec/anneal/hooks", "/usr/libexec/heat-config/hooks", "/var/lib/heat-config/hooks"];
+/// [`DEFAULT_HOOKS_DIRS`] as paths, for commands run without a config.
+pub fn default_hooks_dirs() -> Vec<PathBuf> {
+    DEFAULT_HOOKS_DIRS.iter().map(PathBuf::from).collect()
+}
+
 pub(crate) const DEFAULT_STATE_DIR: &str = "/var/lib/anneal";
 /// The file Heat writes through cloud-init at boot (os-collect-config's `[heat_local] path`).
 pub(crate) const DEFAULT_HEAT_LOCAL_PATH: &str = "/var/lib/heat-cfntools/cfn-init-data";

@@ -114,7 +114,7 @@ pub async fn hook_test(
             let reason = format!("cannot run the hook for group {group}: {problem}");
             return Err(HookTestError::NotRunnable { reason });
         }
-        HookChoice::BuiltinScript | HookChoice::External(_) => {}
+        HookChoice::BuiltinScript | HookChoice::Builtin(_) | HookChoice::External(_) => {}
     }
     let timeout = resolved.options.timeout.map_or(default_timeout, Duration::from_secs);
     let run = runner.run(&resolved, &choice, timeout, shutdown, |_| {}).await?;

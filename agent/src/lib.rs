@@ -14,6 +14,7 @@ pub(crate) mod executor;
 pub mod failpoint;
 pub(crate) mod fsutil;
 pub(crate) mod hook;
+pub mod hooklist;
 pub mod hooktest;
 pub mod httpclient;
 pub(crate) mod journal;

@@ -15,7 +15,7 @@ use anneal_agent::daemon::{self, DaemonError};
 use anneal_agent::error_chain;
 use anneal_agent::httpclient::TrustRoots;
 use anneal_agent::waitsignal::{WaitSignal, send_wait_signal};
-use anneal_agent::{failpoint, hooktest, selfconfig, status};
+use anneal_agent::{failpoint, hooklist, hooktest, selfconfig, status};
 use anneal_protocol::Outcome;
 use anneal_runtime::{LOG_FILTER_VARIABLE, cancel_on_signal, init_logging};
 use clap::Parser;
@@ -87,6 +87,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 Err(error) => fail(1, &error),
             }
         }
+        Command::Hooks { config, json } => list_hooks(config.as_deref(), json),
         Command::HookTest { group, config } => hook_test(&group, config.as_deref(), shutdown).await,
     }
 }
@@ -199,14 +200,32 @@ fn bootstrap(metadata: &Path, path: &Path) -> ExitCode {
     print_stdout(&format!("wrote {}:\n{}", written.display(), status::render_sources(&rows)))
 }
 
-async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken) -> ExitCode {
+/// The config at `path`, else the default one when it exists, else none.
+fn optional_config(path: Option<&Path>) -> Result<Option<Config>, ExitCode> {
     let default_path = Path::new(DEFAULT_CONFIG);
-    let config = match path {
+    match path {
         Some(path) => load_config(path).map(Some),
         None if default_path.exists() => load_config(default_path).map(Some),
         None => Ok(None),
+    }
+}
+
+/// `hooks [--config F] [--json]`: the built-ins and their overrides in the config's hooks_dirs.
+fn list_hooks(path: Option<&Path>, json: bool) -> ExitCode {
+    let config = match optional_config(path) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
-    let config = match config {
+    let hooks_dirs = match &config {
+        Some(config) => config.agent.hooks_dirs.clone(),
+        None => anneal_agent::config::default_hooks_dirs(),
+    };
+    let rows = hooklist::rows(&hooks_dirs);
+    print_stdout(&if json { hooklist::render_json(&rows) } else { hooklist::render(&rows) })
+}
+
+async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken) -> ExitCode {
+    let config = match optional_config(path) {
         Ok(config) => config,
         Err(code) => return code,
     };

@@ -53,7 +53,50 @@ fn python_repr(value: &Value) -> String {
     }
 }
 
+/// `json.dump(value, indent=N, sort_keys=..., separators=(',', ': '))` with `ensure_ascii`, the
+/// form heat-agents' json-file and hiera hooks write files in (chef's node file without sorting).
+pub fn dumps_indented(value: &Value, indent: usize, sort_keys: bool) -> String {
+    let mut out = String::new();
+    let format = Format { ensure_ascii: true, indent: Some(indent), sort_keys };
+    write_formatted(&mut out, value, &format, 0);
+    out
+}
+
+/// How `json.dumps` was asked to write.
+struct Format {
+    ensure_ascii: bool,
+    /// `None`: one line with `", "` between items; `Some(n)`: n spaces per level and `","`.
+    indent: Option<usize>,
+    sort_keys: bool,
+}
+
 fn write_value(out: &mut String, value: &Value, ensure_ascii: bool) {
+    write_formatted(out, value, &Format { ensure_ascii, indent: None, sort_keys: false }, 0);
+}
+
+/// The separator before item `index` of a container at `depth`, and the newline before its close.
+fn item_break(out: &mut String, format: &Format, index: usize, depth: usize) {
+    match format.indent {
+        None if index > 0 => out.push_str(", "),
+        None => {}
+        Some(width) => {
+            if index > 0 {
+                out.push(',');
+            }
+            out.push('\n');
+            out.push_str(&" ".repeat(width * (depth + 1)));
+        }
+    }
+}
+
+fn close_break(out: &mut String, format: &Format, depth: usize) {
+    if let Some(width) = format.indent {
+        out.push('\n');
+        out.push_str(&" ".repeat(width * depth));
+    }
+}
+
+fn write_formatted(out: &mut String, value: &Value, format: &Format, depth: usize) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
@@ -61,27 +104,31 @@ fn write_value(out: &mut String, value: &Value, ensure_ascii: bool) {
         // the shim refuses: such a number keeps its own digits, so the text stays JSON.
         Value::Number(number) if !number.as_f64().is_some_and(f64::is_finite) => out.push_str(&number.to_string()),
         Value::Number(_) => out.push_str(&number_text(value)),
-        Value::String(text) => write_string(out, text, ensure_ascii),
+        Value::String(text) => write_string(out, text, format.ensure_ascii),
+        Value::Array(items) if items.is_empty() => out.push_str("[]"),
         Value::Array(items) => {
             out.push('[');
             for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push_str(", ");
-                }
-                write_value(out, item, ensure_ascii);
+                item_break(out, format, index, depth);
+                write_formatted(out, item, format, depth + 1);
             }
+            close_break(out, format, depth);
             out.push(']');
         }
+        Value::Object(map) if map.is_empty() => out.push_str("{}"),
         Value::Object(map) => {
-            out.push('{');
-            for (index, (key, item)) in map.iter().enumerate() {
-                if index > 0 {
-                    out.push_str(", ");
-                }
-                write_string(out, key, ensure_ascii);
-                out.push_str(": ");
-                write_value(out, item, ensure_ascii);
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            if format.sort_keys {
+                entries.sort_by(|left, right| left.0.cmp(right.0));
             }
+            out.push('{');
+            for (index, (key, item)) in entries.into_iter().enumerate() {
+                item_break(out, format, index, depth);
+                write_string(out, key, format.ensure_ascii);
+                out.push_str(": ");
+                write_formatted(out, item, format, depth + 1);
+            }
+            close_break(out, format, depth);
             out.push('}');
         }
     }
@@ -171,6 +218,17 @@ mod tests {
         assert_eq!(dumps(&json!({"a": [1, {"b": null}], "c": true}), true), r#"{"a": [1, {"b": null}], "c": true}"#);
         assert_eq!(dumps(&json!({}), true), "{}");
         assert_eq!(dumps(&json!([]), true), "[]");
+    }
+
+    #[test]
+    fn indented_dumps_match_python_json_dump_with_indent() {
+        // python3 -c 'import json; print(json.dumps(v, indent=4, sort_keys=True, separators=(",", ": ")))'
+        let value = json!({"b": [1, {"z": null, "a": "é"}], "a": {}, "c": []});
+        let expected = "{\n    \"a\": {},\n    \"b\": [\n        1,\n        {\n            \"a\": \"\\u00e9\",\n            \"z\": null\n        }\n    ],\n    \"c\": []\n}";
+        assert_eq!(dumps_indented(&value, 4, true), expected);
+        assert_eq!(dumps_indented(&json!({"command": "foo"}), 4, true), "{\n    \"command\": \"foo\"\n}");
+        assert_eq!(dumps_indented(&json!({"b": 1, "a": 2}), 2, false), "{\n  \"b\": 1,\n  \"a\": 2\n}");
+        assert_eq!(dumps_indented(&json!("x"), 4, true), "\"x\"");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Which hook runs a deployment: heat-config's lookup (the group sanitised to `[A-Za-z0-9_-]`,
 //! the first existing `<dir>/<name>` in the hooks dirs, existence only), then the built-in
-//! `script` hook, then the groups that are skipped rather than waited for. A hook found that
+//! `script` hook and anneal-hooks' built-ins (ansible, puppet, ...), then the groups that are skipped rather than waited for. A hook found that
 //! someone other than root or the agent's user owns or may write (the file, what it links to, or
 //! a directory above either) is refused, never run (see docs/security.md).
 
@@ -46,6 +46,9 @@ pub(crate) fn choose(hooks_dirs: &[PathBuf], deployment: &Deployment) -> HookCho
     let group = deployment.group.as_str();
     if group == SCRIPT || (group == UNGROUPED && is_script(&deployment.config)) {
         return HookChoice::BuiltinScript;
+    }
+    if let Some(builtin) = anneal_hooks::Builtin::from_group(group) {
+        return HookChoice::Builtin(builtin);
     }
     if group == OS_APPLY_CONFIG {
         return HookChoice::Skip {
@@ -146,8 +149,8 @@ mod tests {
     fn unknown_group_is_missing_with_the_searched_dirs() {
         let root = tempfile::tempdir().unwrap();
         let dirs = settings(root.path()).hooks_dirs;
-        let choice = choose_for(&dirs, "chef", json!(""));
-        assert_eq!(choice, HookChoice::Missing { group: "chef".into(), searched: dirs });
+        let choice = choose_for(&dirs, "no-such-tool", json!(""));
+        assert_eq!(choice, HookChoice::Missing { group: "no-such-tool".into(), searched: dirs });
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Running one deployment through its hook, the heat-agents way: choosing the hook (`lookup`),
-//! the built-in `script` hook (`script`), external hooks fed the deployment on stdin (`external`),
+//! the built-in `script` hook (`script`), the other built-ins of anneal-hooks (`builtin`), external hooks fed the deployment on stdin (`external`),
 //! and the only code in the agent that spawns processes (`process`, with bounded output capture in
 //! `capture`). Every child gets a clean environment, its own process group and a deadline.
 
+mod builtin;
 mod capture;
 mod external;
 pub(crate) mod lookup;
@@ -53,6 +54,8 @@ pub struct HookSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HookChoice {
     BuiltinScript,
+    /// One of anneal-hooks' built-ins (no file of its name in the hooks dirs).
+    Builtin(anneal_hooks::Builtin),
     External(PathBuf),
     /// Not run and not waited for (the group is handled elsewhere).
     Skip {
@@ -146,10 +149,13 @@ impl HookRunner {
         choice: &HookChoice,
         timeout: Duration,
         shutdown: &CancellationToken,
-        on_spawn: impl FnOnce(Spawned) + Send,
+        on_spawn: impl FnMut(Spawned) + Send,
     ) -> Result<HookRun, HookError> {
         let run = match choice {
             HookChoice::BuiltinScript => script::run(&self.settings, deployment, timeout, shutdown, on_spawn).await?,
+            HookChoice::Builtin(builtin) => {
+                builtin::run(&self.settings, *builtin, deployment, timeout, shutdown, on_spawn).await?
+            }
             HookChoice::External(path) => {
                 external::run(&self.settings, path, deployment, timeout, shutdown, on_spawn).await?
             }
@@ -207,12 +213,18 @@ impl HookSettings {
 
 /// The result of a run killed at its deadline: what it printed, plus a line saying why it ended.
 fn timed_out_result(group: &str, output: &ProcessOutput, after: Duration) -> HookResult {
-    let mut stderr = output.stderr.text();
+    let stderr = timed_out_text(group, &output.stderr.text(), after);
+    HookResult::from_process(&output.stdout.text(), &stderr, TIMED_OUT_STATUS)
+}
+
+/// A timed-out run's stderr: what it printed, then a line saying why it ended.
+fn timed_out_text(group: &str, stderr: &str, after: Duration) -> String {
+    let mut stderr = stderr.to_string();
     if !stderr.is_empty() && !stderr.ends_with('\n') {
         stderr.push('\n');
     }
     stderr.push_str(&format!("anneal: hook {group} timed out after {}; process group killed", describe(after)));
-    HookResult::from_process(&output.stdout.text(), &stderr, TIMED_OUT_STATUS)
+    stderr
 }
 
 /// `N s` for whole seconds (the configured unit), `N ms` otherwise.
@@ -244,12 +256,12 @@ mod tests {
     async fn skipped_and_missing_choices_do_not_run() {
         let root = tempfile::tempdir().unwrap();
         let runner = HookRunner::new(settings(root.path()));
-        let target = deployment(json!({"id": "d1", "group": "chef"}));
+        let target = deployment(json!({"id": "d1", "group": "no-such-tool"}));
         let shutdown = CancellationToken::new();
         let missing = runner.choose(&target);
         let error = runner.run(&target, &missing, Duration::from_secs(1), &shutdown, |_| {}).await.unwrap_err();
         assert!(
-            matches!(&error, HookError::NotRunnable { group, reason } if group == "chef" && reason.contains("hooks1"))
+            matches!(&error, HookError::NotRunnable { group, reason } if group == "no-such-tool" && reason.contains("hooks1"))
         );
         let skip = HookChoice::Skip { reason: "handled elsewhere".into() };
         let error = runner.run(&target, &skip, Duration::from_secs(1), &shutdown, |_| {}).await.unwrap_err();

@@ -1,0 +1,144 @@
+//! Built-in hooks other than `script` (anneal-hooks: ansible, puppet, json-file, ...): the
+//! agent's side of the [`Tools`] seam. Each tool a built-in asks for runs through `process` like
+//! any hook (its own process group, the hook's remaining deadline, the run marker in its
+//! environment, recorded as the run's process when it starts), so a built-in obeys the same
+//! contracts as an external hook. What the built-in answers becomes the result heat-config would
+//! have made of the same hook's stdout.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anneal_hooks::{Builtin, Context, HookEnv, Invocation, Response, ToolError, ToolOutput, Tools};
+use anneal_protocol::{Deployment, HookResult};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::process::{ProcessError, run_process};
+use super::{Ending, HookError, HookRun, HookSettings, Spawned, timed_out_text};
+use crate::fsutil::ensure_private_dir;
+
+pub(super) async fn run(
+    settings: &HookSettings,
+    builtin: Builtin,
+    deployment: &Deployment,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+    on_spawn: impl FnMut(Spawned) + Send,
+) -> Result<HookRun, HookError> {
+    ensure_private_dir(&settings.work_dir).map_err(|source| HookError::Io {
+        action: "create directory",
+        path: settings.work_dir.clone(),
+        source,
+    })?;
+    let started = Instant::now();
+    let env = HookEnv::new(settings.base_env.clone());
+    let context = Context { env: &env, cwd: &settings.work_dir, max_output_bytes: settings.max_output_bytes };
+    let mut tools = AgentTools {
+        settings,
+        deployment_id: &deployment.id,
+        deadline: started + timeout,
+        timeout,
+        shutdown,
+        on_spawn,
+    };
+    let answer = builtin.run(deployment, &context, &mut tools).await;
+    let (result, ending) = match answer {
+        Ok(Response::Printed(map)) => (HookResult(map), Ending::Exited(0)),
+        Ok(Response::Silent { reason }) => {
+            // heat-config signals an empty stdout as `{}`, a success; say why in the log.
+            warn!(deployment_id = %deployment.id, hook = builtin.group(), %reason, "hook answered nothing");
+            (HookResult::default(), Ending::Exited(0))
+        }
+        Err(anneal_hooks::HookError::Tool(ToolError::TimedOut { output, after, .. })) => {
+            let stderr = timed_out_text(builtin.group(), &output.stderr_text(), after);
+            (
+                HookResult::from_process(&output.stdout_text(), &stderr, super::TIMED_OUT_STATUS),
+                Ending::TimedOut { after },
+            )
+        }
+        Err(anneal_hooks::HookError::Tool(ToolError::Cancelled { .. })) => {
+            return Err(HookError::Cancelled { group: deployment.group.clone() });
+        }
+        Err(error) => {
+            // Where heat-agents' hook would end in a traceback (exit 1, signalled as status 1).
+            let stderr = format!("anneal: hook {}: {}", builtin.group(), crate::error_chain(&error));
+            (HookResult::from_process("", &stderr, 1), Ending::Exited(1))
+        }
+    };
+    Ok(HookRun { result, ending, duration: started.elapsed() })
+}
+
+/// Runs a built-in's tools under the hook's deadline.
+struct AgentTools<'a, F> {
+    settings: &'a HookSettings,
+    deployment_id: &'a str,
+    deadline: Instant,
+    timeout: Duration,
+    shutdown: &'a CancellationToken,
+    on_spawn: F,
+}
+
+impl<F: FnMut(Spawned) + Send> Tools for AgentTools<'_, F> {
+    async fn run(&mut self, invocation: Invocation) -> Result<ToolOutput, ToolError> {
+        let program_name = invocation.program.clone();
+        let Some(program) = resolve(&invocation.program, &invocation.env, &invocation.cwd) else {
+            return Err(ToolError::Spawn { program: program_name, source: io::Error::from_raw_os_error(2) });
+        };
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(ToolError::TimedOut {
+                program: program_name,
+                output: ToolOutput::default(),
+                after: self.timeout,
+            });
+        }
+        let args: Vec<OsString> = invocation.args.iter().map(OsString::from).collect();
+        let mut spec = self.settings.process_spec(self.deployment_id, &program, &invocation.env, remaining);
+        spec.args = &args;
+        spec.cwd = &invocation.cwd;
+        match run_process(spec, self.shutdown, &mut self.on_spawn).await {
+            Ok(output) => {
+                let tool_output = ToolOutput {
+                    stdout: output.stdout.bytes,
+                    stderr: output.stderr.bytes,
+                    status_code: output.status_code,
+                };
+                match output.ending {
+                    Ending::TimedOut { .. } => {
+                        Err(ToolError::TimedOut { program: program_name, output: tool_output, after: self.timeout })
+                    }
+                    Ending::Exited(_) | Ending::Signalled(_) => Ok(tool_output),
+                }
+            }
+            Err(ProcessError::Spawn { source, .. }) => Err(ToolError::Spawn { program: program_name, source }),
+            Err(ProcessError::Cancelled { .. }) => Err(ToolError::Cancelled { program: program_name }),
+            Err(ProcessError::Wait { source, .. }) => Err(ToolError::Wait { program: program_name, source }),
+        }
+    }
+}
+
+/// The file `program` names, as Python's `Popen` finds it: a name with a `/` is a path (relative
+/// to the tool's directory), a bare name the first executable file of that name in the tool's
+/// `PATH`.
+fn resolve(program: &str, env: &[(String, String)], cwd: &Path) -> Option<PathBuf> {
+    if program.is_empty() {
+        return None;
+    }
+    if program.contains('/') {
+        return Some(cwd.join(program));
+    }
+    let path = env.iter().rev().find(|(key, _)| key == "PATH").map_or("/usr/bin:/bin", |(_, value)| value.as_str());
+    path.split(':')
+        .map(|dir| Path::new(if dir.is_empty() { "." } else { dir }).join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,49 @@
+//! Test helpers: a [`Tools`] that records each invocation and answers from a script, and
+//! deployments from JSON.
+
+use std::collections::VecDeque;
+use std::io;
+
+use anneal_protocol::Deployment;
+use serde_json::Value;
+
+use crate::{Invocation, ToolError, ToolOutput, Tools};
+
+/// What the recorder answers to one invocation.
+pub(crate) enum Answer {
+    Output(ToolOutput),
+    Missing,
+}
+
+/// Records invocations; answers them in order (exit 0 with no output once the script is spent).
+#[derive(Default)]
+pub(crate) struct Recorder {
+    pub(crate) invocations: Vec<Invocation>,
+    pub(crate) answers: VecDeque<Answer>,
+}
+
+impl Recorder {
+    pub(crate) fn answering(answers: Vec<Answer>) -> Recorder {
+        Recorder { invocations: Vec::new(), answers: answers.into() }
+    }
+}
+
+impl Tools for Recorder {
+    async fn run(&mut self, invocation: Invocation) -> Result<ToolOutput, ToolError> {
+        let program = invocation.program.clone();
+        self.invocations.push(invocation);
+        match self.answers.pop_front() {
+            Some(Answer::Output(output)) => Ok(output),
+            Some(Answer::Missing) => Err(ToolError::Spawn { program, source: io::Error::from_raw_os_error(2) }),
+            None => Ok(ToolOutput::default()),
+        }
+    }
+}
+
+pub(crate) fn output(stdout: &str, stderr: &str, status_code: i64) -> Answer {
+    Answer::Output(ToolOutput { stdout: stdout.as_bytes().to_vec(), stderr: stderr.as_bytes().to_vec(), status_code })
+}
+
+pub(crate) fn deployment(document: Value) -> Deployment {
+    serde_json::from_value(document).unwrap()
+}
