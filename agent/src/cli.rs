@@ -93,12 +93,27 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run one deployment (JSON on stdin) through the hook for GROUP and print the signal payload.
+    /// Run one deployment (JSON on stdin) through the hook for GROUP and print the signal payload;
+    /// with --check, run a built-in set of deployments and report protocol violations.
     HookTest {
         group: String,
-        /// Agent config whose hooks_dirs and hook_env to use (default: /etc/anneal/agent.toml if present).
+        /// Agent config whose hooks_dirs, hook_env and hook_timeout_secs to use (default:
+        /// /etc/anneal/agent.toml if present).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Instead of reading stdin, run the built-in cases (create, input-types, outputs,
+        /// error-output, failure, plain-stdout, timeout, update, delete) one after another and
+        /// print, per case, what Heat would record, the signal body and any protocol violation.
+        /// Exit 0 when no case shows a violation, 1 otherwise, 2 when GROUP has no hook.
+        ///
+        /// The hook really runs. The checker cannot know a group's config language: for script,
+        /// Heat::Ungrouped and component the config is a #!/bin/sh script per case (echoing its
+        /// inputs, writing outputs, failing or overrunning a 2 s options.timeout on purpose) and
+        /// the result is checked against what the script does; every other group gets an empty
+        /// config (an empty map for cfn-init, docker-cmd, docker-compose, hiera, json-file and
+        /// kubelet). Built-in hooks write where they always do (their HEAT_* settings).
+        #[arg(long, verbatim_doc_comment)]
+        check: bool,
     },
 }
 

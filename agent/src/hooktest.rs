@@ -1,7 +1,13 @@
 //! `anneal-agent hook-test GROUP < deployment.json`: runs one deployment through the hook for
 //! GROUP exactly as the agent would (component resolution, lookup, environment, deadline) and
 //! returns the signal payload, without touching the journal or sending anything. For hook authors
-//! working without a cloud.
+//! working without a cloud. `hook-test GROUP --check` (the `check` module) runs a built-in set of
+//! deployments through the same path and reports protocol violations.
+
+pub mod check;
+
+mod cases;
+mod render;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, DEFAULT_HOOKS_DIRS};
 use crate::daemon;
-use crate::hook::{DEFAULT_MAX_OUTPUT_BYTES, HookChoice, HookError, HookRunner, HookSettings};
+use crate::hook::{DEFAULT_MAX_OUTPUT_BYTES, HookChoice, HookError, HookRun, HookRunner, HookSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookTestError {
@@ -95,29 +101,55 @@ pub async fn hook_test(
     default_timeout: Duration,
     shutdown: &CancellationToken,
 ) -> Result<HookTestReport, HookTestError> {
-    let mut deployment: Deployment = serde_json::from_str(deployment_json).map_err(HookTestError::BadDeployment)?;
+    let deployment: Deployment = serde_json::from_str(deployment_json).map_err(HookTestError::BadDeployment)?;
+    let runner = HookRunner::new(settings);
+    let ran = run_as_agent(&runner, deployment, group, default_timeout, shutdown).await?;
+    let outcome = evaluate(&ran.run.result, &ran.deployment.outputs).outcome;
+    Ok(HookTestReport { signal_body: signal_body(&ran.run.result, MAX_SIGNAL_CHARS), outcome })
+}
+
+/// One deployment run the way the agent runs it.
+#[derive(Debug, Clone)]
+pub(crate) struct Ran {
+    /// The deployment the hook got (component-resolved).
+    pub(crate) deployment: Deployment,
+    pub(crate) choice: HookChoice,
+    pub(crate) run: HookRun,
+}
+
+/// Runs `deployment` with its group set to `group` through `runner`: component resolution, the
+/// agent's hook choice, and its deadline (`options.timeout`, else `default_timeout`). Shared by
+/// `hook-test` and `hook-test --check` so both show what the agent itself would do.
+pub(crate) async fn run_as_agent(
+    runner: &HookRunner,
+    mut deployment: Deployment,
+    group: &str,
+    default_timeout: Duration,
+    shutdown: &CancellationToken,
+) -> Result<Ran, HookTestError> {
     deployment.group = group.to_string();
     let Some(resolved) = deployment.resolve_component()? else {
         let action = deployment.input_str("deploy_action").unwrap_or("(none)").to_string();
         return Err(HookTestError::NoConfigForAction { action });
     };
-    let runner = HookRunner::new(settings);
     let choice = runner.choose(&resolved);
-    match &choice {
-        HookChoice::Skip { reason } => return Err(HookTestError::NotRunnable { reason: reason.clone() }),
-        HookChoice::Missing { group, searched } => {
-            let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
-            let reason = format!("no hook for group {group} in {}", dirs.join(", "));
-            return Err(HookTestError::NotRunnable { reason });
-        }
-        HookChoice::Unsafe { group, problem } => {
-            let reason = format!("cannot run the hook for group {group}: {problem}");
-            return Err(HookTestError::NotRunnable { reason });
-        }
-        HookChoice::BuiltinScript | HookChoice::Builtin(_) | HookChoice::External(_) => {}
+    if let Some(reason) = not_runnable(&choice) {
+        return Err(HookTestError::NotRunnable { reason });
     }
     let timeout = resolved.options.timeout.map_or(default_timeout, Duration::from_secs);
     let run = runner.run(&resolved, &choice, timeout, shutdown, |_| {}).await?;
-    let outcome = evaluate(&run.result, &resolved.outputs).outcome;
-    Ok(HookTestReport { signal_body: signal_body(&run.result, MAX_SIGNAL_CHARS), outcome })
+    Ok(Ran { deployment: resolved, choice, run })
+}
+
+/// Why `choice` cannot be run, in the words `hook-test` prints; `None` when it can.
+fn not_runnable(choice: &HookChoice) -> Option<String> {
+    match choice {
+        HookChoice::Skip { reason } => Some(reason.clone()),
+        HookChoice::Missing { group, searched } => {
+            let dirs: Vec<String> = searched.iter().map(|dir| dir.display().to_string()).collect();
+            Some(format!("no hook for group {group} in {}", dirs.join(", ")))
+        }
+        HookChoice::Unsafe { group, problem } => Some(format!("cannot run the hook for group {group}: {problem}")),
+        HookChoice::BuiltinScript | HookChoice::Builtin(_) | HookChoice::External(_) => None,
+    }
 }

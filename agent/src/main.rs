@@ -88,7 +88,7 @@ async fn dispatch(command: Command) -> ExitCode {
             }
         }
         Command::Hooks { config, json } => list_hooks(config.as_deref(), json),
-        Command::HookTest { group, config } => hook_test(&group, config.as_deref(), shutdown).await,
+        Command::HookTest { group, config, check } => hook_test(&group, config.as_deref(), check, shutdown).await,
     }
 }
 
@@ -224,11 +224,14 @@ fn list_hooks(path: Option<&Path>, json: bool) -> ExitCode {
     print_stdout(&if json { hooklist::render_json(&rows) } else { hooklist::render(&rows) })
 }
 
-async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken) -> ExitCode {
+async fn hook_test(group: &str, path: Option<&Path>, check: bool, shutdown: CancellationToken) -> ExitCode {
     let config = match optional_config(path) {
         Ok(config) => config,
         Err(code) => return code,
     };
+    if check {
+        return hook_check(group, config.as_ref(), shutdown).await;
+    }
     let mut stdin = String::new();
     if let Err(error) = std::io::stdin().read_to_string(&mut stdin) {
         return fail(2, &error);
@@ -250,6 +253,25 @@ async fn hook_test(group: &str, path: Option<&Path>, shutdown: CancellationToken
             code
         }
         Err(error) => fail(1, &error),
+    }
+}
+
+/// `hook-test GROUP --check`: the built-in cases; exit 1 when one shows a protocol violation, 2
+/// when GROUP has nothing to check.
+async fn hook_check(group: &str, config: Option<&Config>, shutdown: CancellationToken) -> ExitCode {
+    let scratch = match hooktest::scratch_dir(&std::env::temp_dir()) {
+        Ok(scratch) => scratch,
+        Err(error) => return fail(1, &error),
+    };
+    let (settings, timeout) = hooktest::settings(config, scratch.path(), hook_base_env());
+    let result = hooktest::check::check(group, settings, timeout, &shutdown).await;
+    let _ = scratch.close();
+    match result {
+        Ok(report) => {
+            let code = print_stdout(&report.render());
+            if report.has_violations() { ExitCode::from(1) } else { code }
+        }
+        Err(error) => fail(if error.is_usage() { 2 } else { 1 }, &error),
     }
 }
 

@@ -166,7 +166,7 @@ async fn hook_deadline_kills_the_group_and_reports_124() {
 async fn missing_hook_waits_and_status_says_why() {
     let sandbox = Sandbox::new();
     let deployment =
-        json!({"id": "id-puppet", "name": "p", "group": "puppet", "config": "x", "inputs": [], "outputs": []});
+        json!({"id": "id-puppet", "name": "p", "group": "no-such-tool", "config": "x", "inputs": [], "outputs": []});
     let apply = json!({"id": "id-oac", "name": "o", "group": "os-apply-config", "config": {"a": 1}, "inputs": []});
     sandbox.write_local_document("a.json", &json!({"deployments": [deployment, apply]}));
     sandbox.write_local_config("");
@@ -176,11 +176,11 @@ async fn missing_hook_waits_and_status_says_why() {
     let rows = sandbox.status().await;
     let row = Sandbox::status_of(&rows, "id-puppet");
     assert_eq!(row["state"], "waiting");
-    assert!(row["reason"].as_str().unwrap().contains("no hook for group puppet"), "{row}");
+    assert!(row["reason"].as_str().unwrap().contains("no hook for group no-such-tool"), "{row}");
     assert_eq!(Sandbox::status_of(&rows, "id-oac")["state"], "skipped");
 
     // Installing the hook later lets the deployment run.
-    sandbox.install_hook("puppet", "#!/bin/sh\ncat >/dev/null\necho '{\"deploy_status_code\": 0}'\n");
+    sandbox.install_hook("no-such-tool", "#!/bin/sh\ncat >/dev/null\necho '{\"deploy_status_code\": 0}'\n");
     let finished = sandbox.once().await;
     assert!(finished.status.success(), "{}", finished.stderr);
     let rows = sandbox.status().await;

@@ -197,18 +197,18 @@ async fn a_hook_others_could_write_is_refused_and_the_deployment_fails() {
 async fn a_waiting_deployment_fails_when_its_hook_appears_unsafe() {
     let sandbox = Sandbox::new();
     sandbox.write_local_config("");
-    let mut deployment = script_deployment("id-salt", "s", "", None);
-    deployment["group"] = json!("salt");
+    let mut deployment = script_deployment("id-custom", "s", "", None);
+    deployment["group"] = json!("custom-tool");
     sandbox.write_local_document("a.json", &json!({"deployments": [deployment]}));
     let finished = sandbox.once().await;
     assert!(finished.status.success(), "{}", finished.stderr);
-    assert_eq!(Sandbox::status_of(&sandbox.status().await, "id-salt")["state"], "waiting");
-    sandbox.install_hook("salt", "#!/bin/sh\ncat >/dev/null\n");
-    set_mode(&sandbox.hooks().join("salt"), 0o775);
+    assert_eq!(Sandbox::status_of(&sandbox.status().await, "id-custom")["state"], "waiting");
+    sandbox.install_hook("custom-tool", "#!/bin/sh\ncat >/dev/null\n");
+    set_mode(&sandbox.hooks().join("custom-tool"), 0o775);
     let finished = sandbox.once().await;
     assert_eq!(finished.status.code(), Some(1), "{}", finished.stderr);
     let rows = sandbox.status().await;
-    let row = Sandbox::status_of(&rows, "id-salt");
+    let row = Sandbox::status_of(&rows, "id-custom");
     assert_eq!(row["state"], "signalled", "{row}");
     assert!(row["outcome"].as_str().unwrap().starts_with("FAILED"), "{row}");
 }

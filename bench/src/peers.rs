@@ -40,6 +40,11 @@ impl Peers {
         Ok(Peers { cache })
     }
 
+    /// heat-agents' `hook-<group>.py` (the file its element installs as `hooks/<group>`).
+    pub fn hook(&self, group: &str) -> PathBuf {
+        self.heat_agents().join(format!("heat-config-{group}/install.d/hook-{group}.py"))
+    }
+
     fn heat_agents(&self) -> PathBuf {
         self.cache.join("heat-agents")
     }

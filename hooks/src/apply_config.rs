@@ -1,5 +1,6 @@
 //! heat-agents' `apply-config` hook: runs os-apply-config (`HEAT_APPLY_CONFIG_CMD`, no
-//! arguments) over the metadata os-collect-config keeps, and reports its output and status.
+//! arguments) over the metadata os-collect-config keeps, and reports its output and status. The
+//! hook never reads its stdin, so os-apply-config inherits it: the deployment's JSON.
 
 use serde_json::Map;
 
@@ -9,6 +10,8 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
     let program = run.env.get_or("HEAT_APPLY_CONFIG_CMD", "os-apply-config").to_string();
     let invocation =
         Invocation { program, args: Vec::new(), env: run.env.variables().to_vec(), cwd: run.cwd.to_path_buf() };
-    let output = run.tools.run(invocation).await?;
+    let stdin = serde_json::to_vec(run.deployment)
+        .map_err(|error| HookError::BadDeployment { reason: format!("cannot encode the deployment: {error}") })?;
+    let output = run.tools.run_with_stdin(invocation, stdin).await?;
     Ok(Response::Printed(with_process_result(Map::new(), &output)))
 }

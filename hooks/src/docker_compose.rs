@@ -28,6 +28,8 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
         return Err(HookError::BadDeployment { reason });
     }
     let project = working.join(&name);
+    // heat-agents' os-refresh-config script makes the working dir private before the hook runs.
+    prepare_dir(&working, 0o700)?;
     prepare_dir(&project, 0o700)?;
     if run.deployment.input_str("deploy_action") == Some("DELETE") {
         return remove_project(run, &program, &project).await;

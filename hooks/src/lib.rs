@@ -13,13 +13,16 @@ mod ansible;
 mod apply_config;
 mod cfn_init;
 mod chef;
+mod docker_cmd;
 mod docker_compose;
 mod env;
 mod files;
 mod hiera;
 mod json_file;
+mod kubelet;
 mod puppet;
 mod pyliteral;
+mod salt;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -37,23 +40,29 @@ pub enum Builtin {
     ApplyConfig,
     CfnInit,
     Chef,
+    DockerCmd,
     DockerCompose,
     Hiera,
     JsonFile,
+    Kubelet,
     Puppet,
+    Salt,
 }
 
 impl Builtin {
     /// Every built-in, in the order `anneal-agent hooks` lists them.
-    pub const ALL: [Builtin; 8] = [
+    pub const ALL: [Builtin; 11] = [
         Builtin::Ansible,
         Builtin::ApplyConfig,
         Builtin::CfnInit,
         Builtin::Chef,
+        Builtin::DockerCmd,
         Builtin::DockerCompose,
         Builtin::Hiera,
         Builtin::JsonFile,
+        Builtin::Kubelet,
         Builtin::Puppet,
+        Builtin::Salt,
     ];
 
     /// The built-in for a deployment's `group` (exact, as heat-config's hook file names are).
@@ -68,10 +77,13 @@ impl Builtin {
             Builtin::ApplyConfig => "apply-config",
             Builtin::CfnInit => "cfn-init",
             Builtin::Chef => "chef",
+            Builtin::DockerCmd => "docker-cmd",
             Builtin::DockerCompose => "docker-compose",
             Builtin::Hiera => "hiera",
             Builtin::JsonFile => "json-file",
+            Builtin::Kubelet => "kubelet",
             Builtin::Puppet => "puppet",
+            Builtin::Salt => "salt",
         }
     }
 
@@ -82,10 +94,13 @@ impl Builtin {
             Builtin::ApplyConfig => "os-apply-config over the collected metadata ($HEAT_APPLY_CONFIG_CMD)",
             Builtin::CfnInit => "cfn-init on the config as AWS::CloudFormation::Init ($HEAT_CFN_INIT_CMD)",
             Builtin::Chef => "chef-client in local mode with the config as run list",
+            Builtin::DockerCmd => docker_cmd::SUMMARY,
             Builtin::DockerCompose => "docker-compose up on the config as docker-compose.yml",
             Builtin::Hiera => "writes hiera.yaml and hiera data files",
             Builtin::JsonFile => "writes each path: data of the config as a JSON file",
+            Builtin::Kubelet => kubelet::SUMMARY,
             Builtin::Puppet => "puppet apply on the config as a manifest ($HEAT_PUPPET_CMD)",
+            Builtin::Salt => salt::SUMMARY,
         }
     }
 
@@ -103,10 +118,13 @@ impl Builtin {
             Builtin::ApplyConfig => apply_config::run(&mut run).await,
             Builtin::CfnInit => cfn_init::run(&mut run).await,
             Builtin::Chef => chef::run(&mut run).await,
+            Builtin::DockerCmd => docker_cmd::run(&mut run).await,
             Builtin::DockerCompose => docker_compose::run(&mut run).await,
             Builtin::Hiera => hiera::run(&mut run).await,
             Builtin::JsonFile => json_file::run(&mut run),
+            Builtin::Kubelet => kubelet::run(&mut run).await,
             Builtin::Puppet => puppet::run(&mut run).await,
+            Builtin::Salt => salt::run(&mut run).await,
         }
     }
 }

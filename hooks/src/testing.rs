@@ -19,19 +19,26 @@ pub(crate) enum Answer {
 #[derive(Default)]
 pub(crate) struct Recorder {
     pub(crate) invocations: Vec<Invocation>,
+    /// What each invocation got on stdin (empty for `run`).
+    pub(crate) stdins: Vec<Vec<u8>>,
     pub(crate) answers: VecDeque<Answer>,
 }
 
 impl Recorder {
     pub(crate) fn answering(answers: Vec<Answer>) -> Recorder {
-        Recorder { invocations: Vec::new(), answers: answers.into() }
+        Recorder { invocations: Vec::new(), stdins: Vec::new(), answers: answers.into() }
     }
 }
 
 impl Tools for Recorder {
     async fn run(&mut self, invocation: Invocation) -> Result<ToolOutput, ToolError> {
+        self.run_with_stdin(invocation, Vec::new()).await
+    }
+
+    async fn run_with_stdin(&mut self, invocation: Invocation, stdin: Vec<u8>) -> Result<ToolOutput, ToolError> {
         let program = invocation.program.clone();
         self.invocations.push(invocation);
+        self.stdins.push(stdin);
         match self.answers.pop_front() {
             Some(Answer::Output(output)) => Ok(output),
             Some(Answer::Missing) => Err(ToolError::Spawn { program, source: io::Error::from_raw_os_error(2) }),

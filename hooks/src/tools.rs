@@ -56,5 +56,15 @@ pub enum ToolError {
 
 /// Runs tools for a built-in hook.
 pub trait Tools: Send {
+    /// Runs the tool with its stdin at end of file (heat-agents' hooks have read theirs whole
+    /// before they start a tool, which inherits it).
     fn run(&mut self, invocation: Invocation) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+
+    /// Runs the tool with `stdin` on its standard input: what a heat-agents hook that never reads
+    /// its own stdin passes on to the tool it starts (the deployment).
+    fn run_with_stdin(
+        &mut self,
+        invocation: Invocation,
+        stdin: Vec<u8>,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
 }

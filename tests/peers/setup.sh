@@ -10,6 +10,8 @@
 #   also runs heat-agents' scripts (55-heat-config needs PyYAML, heat-config-notify requests).
 #   corpus/ (corpus.sh): the real templates of openstack-heat, heat-tempest-plugin and
 #   tripleo-heat-templates that tests/tests/heat_corpus.rs runs through the shim.
+#   ansible/ (python3 -m venv): ansible-core, whose ansible-playbook the built-in ansible hook
+#   runs end to end (tests/tests/hooks_end_to_end.rs).
 #   heat-venv/ (real-heat/install.sh): a real OpenStack Heat and Keystone for the tests that run
 #   stacks on a real engine (real-heat/ctl.sh starts and stops them).
 set -euo pipefail
@@ -169,6 +171,33 @@ if [ ! -f "$venv_marker" ]; then
   echo 'import anneal_peer_sandbox' >"$site/anneal_peer_sandbox.pth"
   touch "$venv_marker"
   echo "tests/peers/setup.sh: $packages ready in $venv" >&2
+fi
+
+# --- ansible/: ansible-core, for the built-in ansible hook's end-to-end test ---------------------
+# Its own venv (ansible-core pins its own dependencies); the hook runs its ansible-playbook with a
+# local-connection playbook.
+ansible_packages="ansible-core==2.18.12"
+ansible_constraints='cffi==2.1.1
+cryptography==50.0.2
+Jinja2==3.1.6
+MarkupSafe==3.0.4
+packaging==26.4
+pycparser==3.12
+PyYAML==6.0.4
+resolvelib==1.0.1'
+ansible_venv="$cache/ansible"
+ansible_marker="$ansible_venv/.complete-$(printf '%s\n%s\n' "$ansible_packages" "$ansible_constraints" | sha256sum | cut -c1-16)"
+if [ ! -f "$ansible_marker" ]; then
+  rm -rf "$ansible_venv"
+  python3 -m venv "$ansible_venv" >&2 || { echo "tests/peers/setup.sh: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
+  printf '%s\n' "$ansible_constraints" >"$ansible_venv/constraints.txt"
+  if ! "$ansible_venv/bin/python3" -m pip install --quiet --disable-pip-version-check \
+      -c "$ansible_venv/constraints.txt" $ansible_packages >&2; then
+    echo "tests/peers/setup.sh: cannot install $ansible_packages from PyPI into $ansible_venv (is the registry reachable?)" >&2
+    exit 1
+  fi
+  touch "$ansible_marker"
+  echo "tests/peers/setup.sh: $ansible_packages ready in $ansible_venv" >&2
 fi
 
 # --- heat-venv: openstack-heat and keystone -----------------------------------------------------

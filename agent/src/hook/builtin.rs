@@ -67,7 +67,7 @@ pub(super) async fn run(
             (HookResult::from_process("", &stderr, 1), Ending::Exited(1))
         }
     };
-    Ok(HookRun { result, ending, duration: started.elapsed() })
+    Ok(HookRun { result, ending, duration: started.elapsed(), wrapped: false })
 }
 
 /// Runs a built-in's tools under the hook's deadline.
@@ -82,6 +82,16 @@ struct AgentTools<'a, F> {
 
 impl<F: FnMut(Spawned) + Send> Tools for AgentTools<'_, F> {
     async fn run(&mut self, invocation: Invocation) -> Result<ToolOutput, ToolError> {
+        self.run_tool(invocation, None).await
+    }
+
+    async fn run_with_stdin(&mut self, invocation: Invocation, stdin: Vec<u8>) -> Result<ToolOutput, ToolError> {
+        self.run_tool(invocation, Some(stdin)).await
+    }
+}
+
+impl<F: FnMut(Spawned) + Send> AgentTools<'_, F> {
+    async fn run_tool(&mut self, invocation: Invocation, stdin: Option<Vec<u8>>) -> Result<ToolOutput, ToolError> {
         let program_name = invocation.program.clone();
         let Some(program) = resolve(&invocation.program, &invocation.env, &invocation.cwd) else {
             return Err(ToolError::Spawn { program: program_name, source: io::Error::from_raw_os_error(2) });
@@ -98,6 +108,7 @@ impl<F: FnMut(Spawned) + Send> Tools for AgentTools<'_, F> {
         let mut spec = self.settings.process_spec(self.deployment_id, &program, &invocation.env, remaining);
         spec.args = &args;
         spec.cwd = &invocation.cwd;
+        spec.stdin = stdin;
         match run_process(spec, self.shutdown, &mut self.on_spawn).await {
             Ok(output) => {
                 let tool_output = ToolOutput {

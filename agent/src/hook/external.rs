@@ -34,11 +34,22 @@ pub(super) async fn run(
     let mut spec = settings.process_spec(&deployment.id, hook, &settings.base_env, timeout);
     spec.stdin = Some(input.into_bytes());
     let output = run_process(spec, shutdown, on_spawn).await.map_err(|error| hook_error(error, &deployment.group))?;
-    let result = match output.ending {
-        Ending::TimedOut { after } => timed_out_result(&deployment.group, &output, after),
-        Ending::Exited(_) | Ending::Signalled(_) => external_result(&output),
+    let (result, wrapped) = match output.ending {
+        Ending::TimedOut { after } => (timed_out_result(&deployment.group, &output, after), false),
+        Ending::Exited(_) | Ending::Signalled(_) => (external_result(&output), !answered(&output)),
     };
-    Ok(HookRun { result, ending: output.ending, duration: output.duration })
+    Ok(HookRun { result, ending: output.ending, duration: output.duration, wrapped })
+}
+
+/// Whether the hook answered as the protocol asks: one JSON object on stdout (whole), or nothing
+/// with exit 0.
+fn answered(output: &ProcessOutput) -> bool {
+    let stdout = output.stdout.text();
+    if stdout.trim().is_empty() {
+        return output.status_code == 0;
+    }
+    !output.stdout.is_truncated()
+        && matches!(serde_json::from_str::<serde_json::Value>(&stdout), Ok(serde_json::Value::Object(_)))
 }
 
 /// heat-config's reading of a hook's output; a truncated stdout is never parsed (its tail could

@@ -94,6 +94,10 @@ pub(crate) enum Ending {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct HookRun {
     pub(crate) result: HookResult,
+    /// The result is heat-config's wrapping of an external hook's stdout that was not one JSON
+    /// object (`{deploy_stdout, deploy_stderr, deploy_status_code}`), as `hook-test --check`
+    /// reports; false for an answer, an empty stdout and every built-in.
+    pub(crate) wrapped: bool,
     pub(crate) ending: Ending,
     pub(crate) duration: Duration,
 }

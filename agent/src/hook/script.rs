@@ -66,7 +66,7 @@ pub(super) async fn run(
             result
         }
     };
-    Ok(HookRun { result, ending: output.ending, duration: output.duration })
+    Ok(HookRun { result, ending: output.ending, duration: output.duration, wrapped: false })
 }
 
 /// Creates the directories, writes the script and removes output files left by an earlier run
@@ -113,7 +113,12 @@ fn script_text(config: &Value) -> String {
 /// The result heat-agents' traceback would have produced, but readable.
 fn not_executable(problem: &str) -> HookRun {
     let stderr = format!("anneal: cannot run the config: {problem}");
-    HookRun { result: HookResult::from_process("", &stderr, 1), ending: Ending::Exited(1), duration: Duration::ZERO }
+    HookRun {
+        result: HookResult::from_process("", &stderr, 1),
+        ending: Ending::Exited(1),
+        duration: Duration::ZERO,
+        wrapped: false,
+    }
 }
 
 /// base_env, then one variable per input (inputs win, as in heat-agents' `env[name] = value`),

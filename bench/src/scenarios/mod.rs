@@ -1,6 +1,6 @@
 //! The scenarios of the benchmark issue, each a module returning a `ScenarioReport`:
 //! 1 `footprint`, 2 `overhead`, 3 `latency`, 4 `chain`, 5 `fleet`, 6 `graph`, 7 `throughput`,
-//! 8 `real_heat`. `Context` says which binaries to run, where the peers are, which stores the
+//! 8 `real_heat`, 9 `hooks`. `Context` says which binaries to run, where the peers are, which stores the
 //! scenarios that compare them measure (5, 6 and 7: `backend`, with `engines` for the
 //! in-process ones and `shims` for the ones that run `anneal-shim serve`) and whether this is
 //! the smoke run (tiny sizes).
@@ -11,6 +11,7 @@ mod engines;
 mod fleet;
 mod footprint;
 mod graph;
+mod hooks;
 mod latency;
 mod overhead;
 mod real_heat;
@@ -90,10 +91,13 @@ pub enum Scenario {
     /// 8: a 5-hop chain on a real Heat: the stock agents vs anneal-agent, each polling every
     /// second, and anneal-agent at its default interval.
     RealHeat,
+    /// 9: per-deployment overhead of the built-in hooks vs heat-agents' Python hooks (same
+    /// fake tool).
+    Hooks,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Footprint,
         Scenario::Overhead,
         Scenario::Latency,
@@ -102,6 +106,7 @@ impl Scenario {
         Scenario::Graph,
         Scenario::Throughput,
         Scenario::RealHeat,
+        Scenario::Hooks,
     ];
 
     pub async fn run(self, context: &Context) -> BenchResult<ScenarioReport> {
@@ -115,6 +120,7 @@ impl Scenario {
             Scenario::Graph => graph::run(context).await?,
             Scenario::Throughput => throughput::run(context).await?,
             Scenario::RealHeat => real_heat::run(context).await?,
+            Scenario::Hooks => hooks::run(context).await?,
         };
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
