@@ -13,8 +13,12 @@
 //!   `DOCKER_HOST`), not docker-py (whose `docker.Client` is gone since docker-py 2).
 //! - Sleeping between polls runs `sleep <poll_period>` through the tool runner, so the agent's
 //!   deadline and shutdown stop it as any tool.
-//! - heat-agents only removes a manifest at the next os-refresh-config run after its deployment
-//!   left the metadata; here DELETE removes it and answers success.
+//! - heat-agents' script replaced every manifest at each run, keeping those of the kubelet
+//!   deployments in the metadata. A hook sees one deployment, and Heat gives each of its actions
+//!   a new id, so the hook remembers which manifest a deployment resource (`deploy_stack_id`,
+//!   `deploy_resource_name`) last wrote, in a hidden file beside the manifests (the kubelet
+//!   ignores dot files): a new action's manifest replaces the previous one, and DELETE removes it
+//!   and answers success.
 //! - What heat-agents' loops mean, not what they do on Python 3: an image found twice is not
 //!   removed twice (a `ValueError`), no prefix is skipped by removing while iterating, a wait
 //!   that found everything does not then time out or sleep once more, and the containers timeout
@@ -42,18 +46,23 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
     );
     prepare_dir(&manifests, 0o700)?;
     let manifest = manifests.join(format!("{}.json", run.deployment.id));
+    let owner = owner_file(run, &manifests);
+    let previous = owner.as_ref().and_then(|owner| std::fs::read_to_string(owner).ok());
+    if let Some(previous) = previous.filter(|previous| *previous != run.deployment.id) {
+        remove_if_present(&manifests.join(format!("{previous}.json")))?;
+    }
     if run.deployment.input_str("deploy_action") == Some("DELETE") {
-        if manifest.symlink_metadata().is_ok() {
-            std::fs::remove_file(&manifest).map_err(|source| HookError::Io {
-                action: "remove",
-                path: manifest.clone(),
-                source,
-            })?;
+        remove_if_present(&manifest)?;
+        if let Some(owner) = &owner {
+            remove_if_present(owner)?;
         }
         return Ok(Response::Printed(success()));
     }
     let text = pyjson::dumps_indented(&run.deployment.config, 2, false);
     write_file(&manifest, text.as_bytes(), 0o600)?;
+    if let Some(owner) = &owner {
+        write_file(owner, run.deployment.id.as_bytes(), 0o600)?;
+    }
 
     let mut log = wait::Log::default();
     let mut docker = wait::Docker::connect(run, &mut log).await?;
@@ -71,6 +80,27 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
     response.insert("deploy_stderr".into(), Value::String(log.render(wait::Level::Warning)));
     response.insert("deploy_status_code".into(), Value::from(state));
     Ok(Response::Printed(response))
+}
+
+/// The hidden file naming the manifest the deployment resource last wrote; `None` without the
+/// `deploy_stack_id` and `deploy_resource_name` inputs Heat always sends.
+fn owner_file<T>(run: &Run<'_, T>, manifests: &std::path::Path) -> Option<PathBuf> {
+    let stack = run.deployment.input_str("deploy_stack_id")?;
+    let resource = run.deployment.input_str("deploy_resource_name")?;
+    let safe = |text: &str| -> String {
+        text.chars()
+            .map(|ch| if ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.') { ch } else { '_' })
+            .collect()
+    };
+    Some(manifests.join(format!(".anneal-owner-{}-{}", safe(stack), safe(resource))))
+}
+
+fn remove_if_present(path: &std::path::Path) -> Result<(), HookError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(HookError::Io { action: "remove", path: path.to_path_buf(), source }),
+    }
 }
 
 #[cfg(test)]

@@ -113,3 +113,8 @@ fn chef_matches_heat_agents() {
 fn docker_compose_matches_heat_agents() {
     compare(cases::docker_compose());
 }
+
+#[test]
+fn docker_cmd_matches_heat_agents() {
+    compare(cases::docker_cmd());
+}

@@ -227,3 +227,38 @@ async fn no_docker_is_the_hooks_error_and_delete_removes_the_manifest() {
     assert!(!manifest(root, ID).exists());
     assert!(tools.invocations.is_empty());
 }
+
+#[tokio::test]
+async fn each_action_replaces_the_manifest_of_the_previous_one_and_delete_removes_it() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let action = |id: &str, action: &str| {
+        let inputs = json!([{"name": "deploy_stack_id", "value": "stack/1"}, {"name": "deploy_resource_name", "value": "pod"},
+            {"name": "deploy_action", "value": action}]);
+        json!({"id": id, "group": "kubelet", "config": pod(), "inputs": inputs})
+    };
+    // CREATE's docker calls fail (no docker): the manifest is written all the same.
+    let _ = run(root, action("create-id", "CREATE"), &mut Recorder::answering(vec![Answer::Missing])).await;
+    assert!(manifest(root, "create-id").is_file());
+    let _ = run(root, action("update-id", "UPDATE"), &mut Recorder::answering(vec![Answer::Missing])).await;
+    assert!(manifest(root, "update-id").is_file());
+    assert!(!manifest(root, "create-id").exists(), "UPDATE's manifest replaced CREATE's");
+    // Another deployment's manifest is left alone.
+    let _ = run(
+        root,
+        json!({"id": "other-id", "group": "kubelet", "config": pod()}),
+        &mut Recorder::answering(vec![Answer::Missing]),
+    )
+    .await;
+    let answer = printed(run(root, action("delete-id", "DELETE"), &mut Recorder::default()).await.unwrap());
+    assert_eq!(answer["deploy_status_code"], 0);
+    assert!(!manifest(root, "update-id").exists(), "DELETE removed the deployment's manifest");
+    assert!(!manifest(root, "delete-id").exists());
+    assert!(manifest(root, "other-id").is_file());
+    let hidden: Vec<_> = std::fs::read_dir(manifest(root, "other-id").parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "{hidden:?}");
+}

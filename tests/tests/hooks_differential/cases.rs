@@ -264,6 +264,64 @@ pub fn chef() -> Vec<Case> {
     ]
 }
 
+/// The built-in's runs of what heat-agents' os-refresh-config script did before the hook (its
+/// `docker ps` listings of docker-cmd's containers), which the heat-agents side does not run.
+fn is_cleanup(record: &Value) -> bool {
+    let args: Vec<&str> =
+        record["args"].as_array().map(|args| args.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    args.first() == Some(&"ps")
+        && (args.contains(&"label=managed_by=docker-cmd")
+            || args.iter().any(|arg| arg.contains("{{.Label \"container_name\"}}")))
+}
+
+/// The hook's own docker runs, the signal and the files agree; the built-in ran its cleanup
+/// listings first.
+fn same_after_cleanup(heat_agents: &Outcome, built_in: &Outcome) {
+    let hook_runs: Vec<Value> = built_in.invocations.iter().filter(|record| !is_cleanup(record)).cloned().collect();
+    assert!(built_in.invocations.len() > hook_runs.len(), "the built-in ran its cleanup listings");
+    assert_eq!(heat_agents.invocations, hook_runs);
+    assert_eq!(heat_agents.signal, built_in.signal);
+    assert_eq!(heat_agents.files, built_in.files);
+}
+
+pub fn docker_cmd() -> Vec<Case> {
+    let config = json!({
+        "db": {"name": "x", "image": "xxx", "privileged": false, "environment": ["foo=bar"], "env_file": "env.file",
+               "start_order": 0},
+        "web-ls": {"action": "exec", "start_order": 2, "command": ["web", "/bin/ls", "-l"]},
+        "web": {"name": "y", "start_order": 1, "image": "yyy", "net": "host", "restart": "always", "privileged": true,
+                "user": "root", "command": "/bin/webserver start", "volumes": ["/run:/run", "db:/var/lib/db"],
+                "environment": ["KOLLA_CONFIG_STRATEGY=COPY_ALWAYS", "FOO=BAR"], "env_file": ["foo.env", "bar.conf"]},
+    });
+    let deployment = json!({"id": "abc123", "name": "abcdef001", "group": "docker-cmd", "config": config,
+        "inputs": [{"name": "deploy_stack_id", "value": "the_stack"}, {"name": "deploy_resource_name", "value": "the_deployment"}]});
+    let yaml = "db:\n  image: xxx\n  privileged: yes\n  detach: no\n  start_order: 0\nweb:\n  image: yyy\n  command: /bin/web start\n  start_order: 1\n";
+    let mut from_yaml = deployment.clone();
+    from_yaml["config"] = json!(yaml);
+    let exit_codes = json!({"id": "abc124", "name": "abcdef002", "group": "docker-cmd",
+        "config": {"web-ls": {"action": "exec", "command": ["web", "/bin/ls", "-l"], "exit_codes": [0, 1]}}});
+    let tools: &[&str] = &["docker"];
+    // Every name is free (`inspect` fails); `run` prints nothing (heat-agents' hook echoes docker's
+    // stdout before its JSON, which heat-config could then not read), `exec` writes to stderr.
+    let free = json!([{"returncode": 1}, {"returncode": 1}, {"returncode": 1}]);
+    let answers = json!({"inspect": free, "run": [{"stderr": "pulled"}, {"stderr": "started"}],
+        "ps -a --filter label=container_name=": [{"stdout": "web-container\n"}], "exec": [{"stderr": "listing", "returncode": 0}]});
+    let failing = json!({"inspect": free, "run": [{"stderr": "no such image", "returncode": 125}, {}]});
+    let listed_failure = json!({"ps -a --filter label=container_name=": [{"stdout": "web\n"}], "exec": [{"stderr": "ls: missing", "returncode": 1}]});
+    let reason =
+        "the built-in runs the cleanup heat-agents' os-refresh-config script ran before the hook (docker ps listings)";
+    vec![
+        case("docker-cmd-start-order", "docker-cmd", deployment.clone(), tools)
+            .answers(answers.clone())
+            .differs(reason, same_after_cleanup),
+        case("docker-cmd-yaml", "docker-cmd", from_yaml, tools).answers(answers).differs(reason, same_after_cleanup),
+        case("docker-cmd-failed", "docker-cmd", deployment, tools).answers(failing).differs(reason, same_after_cleanup),
+        case("docker-cmd-exit-codes", "docker-cmd", exit_codes, tools)
+            .answers(listed_failure)
+            .differs(reason, same_after_cleanup),
+    ]
+}
+
 const COMPOSE_SCRIPT: &str = "heat-config-docker-compose/os-refresh-config/configure.d/50-heat-config-docker-compose";
 
 pub fn docker_compose() -> Vec<Case> {
