@@ -170,6 +170,7 @@ pub async fn once(
     }
     // The signals go out once every hook ran; the client they need is built meanwhile.
     let client_ready = collected.deployments.iter().any(signals_through_client).then(|| outbox.warm_up());
+    executor.set_metadata(collected.metadata.clone());
     executor.converge(&collected.deployments, &shutdown).await?;
     prune(&mut executor, &collected, config);
     let waiting = executor.waiting(&collected.deployments).count();
@@ -214,6 +215,7 @@ pub async fn run(
     let mut recheck = tokio::time::interval(config.agent.poll_interval);
     let mut retry_after_error = false;
     loop {
+        executor.set_metadata(current.metadata.clone());
         if let Err(error) = executor.start_ready(&current.deployments, &shutdown) {
             error!(error = %error_chain(&error), "cannot start deployments; will retry");
             retry_after_error = true;

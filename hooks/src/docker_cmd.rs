@@ -34,7 +34,6 @@
 //! `--env-file=None` for a null `env_file`, a string `environment` passed one character a time.
 
 mod cleanup;
-mod yaml;
 
 use anneal_protocol::Deployment;
 use anneal_protocol::pyjson::{self, is_truthy, python_str};
@@ -90,7 +89,7 @@ fn containers_in_start_order(config: &Value) -> Result<Vec<Container>, HookError
     let config = match config {
         Value::Object(map) => map.clone(),
         Value::String(text) => {
-            match yaml::safe_load(text).map_err(|reason| bad(format!("config is not YAML: {reason}")))? {
+            match crate::pyyaml::safe_load(text).map_err(|reason| bad(format!("config is not YAML: {reason}")))? {
                 Value::Object(map) => map,
                 other => {
                     return Err(bad(format!(

@@ -22,6 +22,7 @@ mod json_file;
 mod kubelet;
 mod puppet;
 mod pyliteral;
+mod pyyaml;
 mod salt;
 mod tools;
 
@@ -91,7 +92,9 @@ impl Builtin {
     pub fn summary(self) -> &'static str {
         match self {
             Builtin::Ansible => "ansible-playbook on the config as a playbook ($HEAT_ANSIBLE_CMD)",
-            Builtin::ApplyConfig => "os-apply-config over the collected metadata ($HEAT_APPLY_CONFIG_CMD)",
+            Builtin::ApplyConfig => {
+                "os-apply-config over the collected metadata ($HEAT_APPLY_CONFIG_CMD); rendered natively without it"
+            }
             Builtin::CfnInit => "cfn-init on the config as AWS::CloudFormation::Init ($HEAT_CFN_INIT_CMD)",
             Builtin::Chef => "chef-client in local mode with the config as run list",
             Builtin::DockerCmd => docker_cmd::SUMMARY,
@@ -111,8 +114,14 @@ impl Builtin {
         context: &Context<'_>,
         tools: &mut T,
     ) -> Result<Response, HookError> {
-        let mut run =
-            Run { deployment, env: context.env, cwd: context.cwd, max_output_bytes: context.max_output_bytes, tools };
+        let mut run = Run {
+            deployment,
+            env: context.env,
+            cwd: context.cwd,
+            max_output_bytes: context.max_output_bytes,
+            metadata: context.metadata,
+            tools,
+        };
         match self {
             Builtin::Ansible => ansible::run(&mut run).await,
             Builtin::ApplyConfig => apply_config::run(&mut run).await,
@@ -139,6 +148,9 @@ pub struct Context<'a> {
     pub cwd: &'a Path,
     /// Per output file read back.
     pub max_output_bytes: usize,
+    /// The server's metadata as os-collect-config would have left it for os-apply-config: every
+    /// source's document deep-merged in config order (`None` where there is none, e.g. hook-test).
+    pub metadata: Option<&'a serde_json::Value>,
 }
 
 /// What a hook answered: what heat-agents' hook prints on stdout, which the agent signals.
@@ -170,6 +182,7 @@ pub(crate) struct Run<'a, T> {
     pub(crate) cwd: &'a Path,
     /// Per output file read back (the agent's `max_output_bytes`).
     pub(crate) max_output_bytes: usize,
+    pub(crate) metadata: Option<&'a serde_json::Value>,
     pub(crate) tools: &'a mut T,
 }
 

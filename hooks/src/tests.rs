@@ -49,7 +49,7 @@ impl Case {
     }
 
     async fn run(&self, builtin: Builtin, document: Value, tools: &mut Recorder) -> Result<Response, HookError> {
-        let context = Context { env: &self.env, cwd: self.root.path(), max_output_bytes: 1 << 20 };
+        let context = Context { env: &self.env, cwd: self.root.path(), max_output_bytes: 1 << 20, metadata: None };
         builtin.run(&deployment(document), &context, tools).await
     }
 }

@@ -7,8 +7,9 @@
 //!   script deployed to it, plus the one-line environment) converges with a real agent;
 //! - heat-tempest-plugin's software-config scenario (script, cfn-init, script and puppet
 //!   deployments on one Nova server), with our environment and the files map its test sends:
-//!   a real agent runs the two script deployments, whose outputs are checked; the cfn-init one
-//!   (NO_SIGNAL) and the puppet one (no puppet here) are checked in the server's metadata;
+//!   a real agent runs the two script deployments, whose outputs are checked, and the cfn-init
+//!   (NO_SIGNAL) and puppet ones through its built-in hooks, with recording stand-ins for
+//!   `cfn-init` and `puppet` and every directory those hooks write in the test's temp dir;
 //! - those whose scripts need a real node (TripleO's: dmidecode, /etc/puppet, /root) are
 //!   created against registered servers with no agent, and the deployment each server's
 //!   metadata holds (group, config, inputs) is checked instead.
@@ -227,10 +228,10 @@ async fn merged_environment(shim: &Shim, files: &[&str]) -> Value {
 async fn tempest_software_config_scenario_runs_its_scripts_with_a_real_agent() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let shim = Shim::start().await;
-    // The Nova server has no `name`: it binds to the registered server named as the resource.
-    let fleet = Fleet::start(&shim, &["server"], &AgentSettings::default()).await;
     // cfg1.sh writes /tmp/$bar: `bar` points into a temp dir of this test.
     let scratch = tempfile::Builder::new().prefix("anneal-corpus-").tempdir_in("/tmp").expect("temp dir in /tmp");
+    // The Nova server has no `name`: it binds to the registered server named as the resource.
+    let fleet = Fleet::start(&shim, &["server"], &built_in_hook_settings(scratch.path())).await;
     let bar = format!("{}/bar", scratch.path().file_name().expect("a name").to_string_lossy());
     let files_dir = corpus_dir().join(TEMPEST_SOFTWARE_CONFIG_FILES);
     let read = |name: &str| std::fs::read_to_string(files_dir.join(name)).expect("corpus.sh wrote the test's files");
@@ -277,5 +278,48 @@ async fn tempest_software_config_scenario_runs_its_scripts_with_a_real_agent() {
     assert_eq!(puppet["group"], "puppet");
     assert_eq!(puppet["config"], read("CFG3_PP.txt").as_str());
     assert_eq!((input(puppet, "foo"), input(puppet, "bar")), (json!("fo"), json!("ba")));
-    assert_eq!(shim.stack_status("tempest").await, "CREATE_IN_PROGRESS", "dep3 waits for a puppet hook");
+
+    // The built-in puppet hook ran `puppet apply` on the manifest with the inputs as facts.
+    let record = scratch.path().join("records");
+    wait_until(Duration::from_secs(30), "the puppet run", || async {
+        (shim.stack_status("tempest").await == "CREATE_COMPLETE").then_some(())
+    })
+    .await;
+    let args = std::fs::read_to_string(record.join("puppet.args")).expect("puppet ran");
+    let manifest = args.lines().last().expect("the manifest is the last argument").to_string();
+    assert!(args.starts_with("apply\n--color\nfalse\n--detailed-exitcodes\n"), "{args}");
+    assert_eq!(std::fs::read_to_string(&manifest).expect("the manifest"), read("CFG3_PP.txt"));
+    let env = std::fs::read_to_string(record.join("puppet.env")).expect("puppet's environment");
+    assert!(
+        env.lines().any(|line| line == "FACTER_foo=fo") && env.lines().any(|line| line == "FACTER_bar=ba"),
+        "{env}"
+    );
+    let metadata = std::fs::read_to_string(scratch.path().join("cfn/last_metadata")).expect("cfn-init's metadata");
+    assert!(metadata.contains("barrr"), "{metadata}");
+}
+
+/// Agent settings whose built-in puppet and cfn-init hooks write in `root` and run recording
+/// stand-ins (`root/bin`) for the tools, which write their arguments and environment to
+/// `root/records`.
+fn built_in_hook_settings(root: &Path) -> AgentSettings {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    std::fs::create_dir_all(root.join("records")).expect("records");
+    for tool in ["puppet", "cfn-init"] {
+        let script = format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {records}/{tool}.args\nenv > {records}/{tool}.env\n",
+            records = root.join("records").display()
+        );
+        std::fs::write(bin.join(tool), script).expect("a stand-in tool");
+        std::fs::set_permissions(bin.join(tool), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path = |relative: &str| root.join(relative).display().to_string();
+    AgentSettings::default()
+        .hook_env("PATH", &format!("{}:/usr/bin:/bin", bin.display()))
+        .hook_env("HEAT_PUPPET_WORKING", &path("puppet/working"))
+        .hook_env("HEAT_PUPPET_OUTPUTS", &path("puppet/outputs"))
+        .hook_env("HEAT_PUPPET_LOGDIR", &path("puppet/logs"))
+        .hook_env("HEAT_PUPPET_HIERA_DATADIR", &path("hieradata"))
+        .hook_env("HEAT_CFN_INIT_LAST_METADATA_DIR", &path("cfn"))
 }

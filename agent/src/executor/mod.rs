@@ -116,6 +116,11 @@ impl Executor {
         Ok(executor)
     }
 
+    /// The merged metadata of the collection the next starts come from (built-in apply-config).
+    pub(crate) fn set_metadata(&self, metadata: Option<Arc<serde_json::Value>>) {
+        self.runner.set_metadata(metadata);
+    }
+
     pub(crate) fn counts(&self) -> &RunCounts {
         &self.counts
     }

@@ -19,14 +19,21 @@ use super::process::{ProcessError, run_process};
 use super::{Ending, HookError, HookRun, HookSettings, Spawned, timed_out_text};
 use crate::fsutil::ensure_private_dir;
 
+/// One run of a built-in: which, on what, with which metadata, under which deadline.
+pub(super) struct Call<'a> {
+    pub(super) builtin: Builtin,
+    pub(super) deployment: &'a Deployment,
+    pub(super) metadata: Option<&'a serde_json::Value>,
+    pub(super) timeout: Duration,
+}
+
 pub(super) async fn run(
     settings: &HookSettings,
-    builtin: Builtin,
-    deployment: &Deployment,
-    timeout: Duration,
+    call: Call<'_>,
     shutdown: &CancellationToken,
     on_spawn: impl FnMut(Spawned) + Send,
 ) -> Result<HookRun, HookError> {
+    let Call { builtin, deployment, metadata, timeout } = call;
     ensure_private_dir(&settings.work_dir).map_err(|source| HookError::Io {
         action: "create directory",
         path: settings.work_dir.clone(),
@@ -34,7 +41,7 @@ pub(super) async fn run(
     })?;
     let started = Instant::now();
     let env = HookEnv::new(settings.base_env.clone());
-    let context = Context { env: &env, cwd: &settings.work_dir, max_output_bytes: settings.max_output_bytes };
+    let context = Context { env: &env, cwd: &settings.work_dir, max_output_bytes: settings.max_output_bytes, metadata };
     let mut tools = AgentTools {
         settings,
         deployment_id: &deployment.id,

@@ -124,11 +124,20 @@ pub enum HookError {
 #[derive(Debug)]
 pub(crate) struct HookRunner {
     settings: HookSettings,
+    /// The merged metadata of the latest collection, for the built-in apply-config hook.
+    metadata: std::sync::RwLock<Option<std::sync::Arc<serde_json::Value>>>,
 }
 
 impl HookRunner {
     pub(crate) fn new(settings: HookSettings) -> HookRunner {
-        HookRunner { settings }
+        HookRunner { settings, metadata: std::sync::RwLock::new(None) }
+    }
+
+    /// The metadata the built-ins see from now on (the collector's merged documents).
+    pub(crate) fn set_metadata(&self, metadata: Option<std::sync::Arc<serde_json::Value>>) {
+        if let Ok(mut current) = self.metadata.write() {
+            *current = metadata;
+        }
     }
 
     /// The script and output files a run of `deployment` may have left (see `script::run_files`).
@@ -158,7 +167,9 @@ impl HookRunner {
         let run = match choice {
             HookChoice::BuiltinScript => script::run(&self.settings, deployment, timeout, shutdown, on_spawn).await?,
             HookChoice::Builtin(builtin) => {
-                builtin::run(&self.settings, *builtin, deployment, timeout, shutdown, on_spawn).await?
+                let metadata = self.metadata.read().ok().and_then(|metadata| metadata.clone());
+                let call = builtin::Call { builtin: *builtin, deployment, metadata: metadata.as_deref(), timeout };
+                builtin::run(&self.settings, call, shutdown, on_spawn).await?
             }
             HookChoice::External(path) => {
                 external::run(&self.settings, path, deployment, timeout, shutdown, on_spawn).await?

@@ -32,6 +32,11 @@ pub(crate) struct Collected {
     /// The `os-collect-config` key of each source whose document carries one, in source order:
     /// (source name, the key's value), for self-configuration (see `crate::selfconfig`).
     pub(crate) self_config_keys: Vec<(String, Value)>,
+    /// Every document deep-merged in config order, as os-apply-config merges the files
+    /// os-collect-config leaves: what the built-in apply-config hook renders its templates with.
+    /// Made only when a deployment of group `apply-config` is listed (a merge copies every
+    /// document).
+    pub(crate) metadata: Option<std::sync::Arc<Value>>,
 }
 
 /// Merges documents given in config order (see `Collected::deployments` for the rule).
@@ -61,6 +66,10 @@ pub(super) fn collected_from<'a>(
     let documents = slots.clone().filter_map(|(name, document, _)| document.map(|document| (name, document)));
     let mut collected = merge_documents(documents);
     collected.complete = slots.clone().all(|(_, document, _)| document.is_some());
+    if collected.deployments.iter().any(|deployment| deployment.group == APPLY_CONFIG) {
+        let documents = slots.clone().filter_map(|(_, document, _)| document);
+        collected.metadata = Some(std::sync::Arc::new(deep_merge(documents)));
+    }
     collected.self_config_keys = slots
         .clone()
         .filter_map(|(name, document, _)| Some((name.to_string(), document?.get(METADATA_KEY)?.clone())))
@@ -68,6 +77,33 @@ pub(super) fn collected_from<'a>(
     collected.failing =
         slots.filter_map(|(name, _, failing)| failing.map(|error| (name.to_string(), error.clone()))).collect();
     collected
+}
+
+/// The group whose built-in hook reads the merged metadata.
+const APPLY_CONFIG: &str = "apply-config";
+
+/// os-apply-config's `merge_configs`: the documents that are objects, merged in order; a key
+/// whose value is an object on both sides is merged again, any other value replaces.
+fn deep_merge<'a>(documents: impl Iterator<Item = &'a Value>) -> Value {
+    let mut merged = Value::Object(serde_json::Map::new());
+    for document in documents.filter(|document| document.as_object().is_some_and(|map| !map.is_empty())) {
+        merge_into(&mut merged, document);
+    }
+    merged
+}
+
+fn merge_into(target: &mut Value, source: &Value) {
+    let (Value::Object(target), Value::Object(source)) = (target, source) else { return };
+    for (key, value) in source {
+        match target.get_mut(key) {
+            Some(existing @ Value::Object(_)) if value.is_object() => merge_into(existing, value),
+            Some(existing @ Value::Object(_)) => *existing = value.clone(),
+            Some(existing) => *existing = value.clone(),
+            None => {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+    }
 }
 
 /// One source and what we know of it.
@@ -169,5 +205,29 @@ impl Slot {
             recorded.persist = self.cache_entry();
         }
         recorded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn metadata_is_merged_as_os_apply_config_merges_its_files() {
+        let first = json!({"a": {"x": 1, "y": {"deep": true}}, "b": [1], "deployments": [{"id": "1", "group": "apply-config"}]});
+        let second = json!({"a": {"y": {"more": 2}, "z": 3}, "b": [2], "c": "new"});
+        let collected = collected_from(
+            [("one", Some(&first), None), ("two", Some(&json!("not a map")), None), ("three", Some(&second), None)]
+                .into_iter(),
+        );
+        let metadata = collected.metadata.expect("an apply-config deployment asks for the merge");
+        assert_eq!(
+            *metadata,
+            json!({"a": {"x": 1, "y": {"deep": true, "more": 2}, "z": 3}, "b": [2],
+                   "deployments": [{"id": "1", "group": "apply-config"}], "c": "new"})
+        );
+        let without = json!({"deployments": [{"id": "2", "group": "script"}]});
+        assert!(collected_from([("one", Some(&without), None)].into_iter()).metadata.is_none());
     }
 }

@@ -24,7 +24,7 @@ impl Case {
     }
 
     async fn run(&self, document: Value, tools: &mut Recorder) -> Result<Response, HookError> {
-        let context = Context { env: &self.env, cwd: self.root.path(), max_output_bytes: 1 << 20 };
+        let context = Context { env: &self.env, cwd: self.root.path(), max_output_bytes: 1 << 20, metadata: None };
         Builtin::DockerCmd.run(&deployment(document), &context, tools).await
     }
 }

@@ -33,7 +33,7 @@ fn variables(root: &Path) -> Vec<(String, String)> {
 
 async fn run(root: &Path, document: Value, tools: &mut Recorder) -> Result<Response, HookError> {
     let env = HookEnv::new(variables(root));
-    let context = Context { env: &env, cwd: root, max_output_bytes: 1 << 20 };
+    let context = Context { env: &env, cwd: root, max_output_bytes: 1 << 20, metadata: None };
     Builtin::Kubelet.run(&deployment(document), &context, tools).await
 }
 

@@ -1,4 +1,5 @@
-//! `yaml.safe_load` of a docker-cmd config given as text, as PyYAML reads it: one document, plain
+//! `yaml.safe_load` as PyYAML reads it, for the YAML heat-agents' hooks and os-apply-config read
+//! with it (docker-cmd configs given as text, os-apply-config's `.oac` control files): one document, plain
 //! scalars resolved by YAML 1.1's rules (`yes`/`no`/`on`/`off` are booleans, `010` is octal 8,
 //! `1_000` is 1000, `1:30` is 90, `1e3` is a string), quoted scalars always strings, anchors and
 //! aliases, `<<` merge keys, duplicate keys (the last value wins, in the first key's place). The
@@ -22,7 +23,7 @@ const MAX_NODES: usize = 1_000_000;
 const CORE_TAGS: &str = "tag:yaml.org,2002:";
 
 /// The single document of `text`, or why PyYAML's `safe_load` would not give one.
-pub(super) fn safe_load(text: &str) -> Result<Value, String> {
+pub(crate) fn safe_load(text: &str) -> Result<Value, String> {
     let mut sink = Events::default();
     Parser::new_from_str(text).load(&mut sink, true).map_err(|error| error.to_string())?;
     let mut builder = Builder { events: sink.0.into_iter(), anchors: HashMap::new(), nodes: 0 };
