@@ -31,7 +31,7 @@ pub(super) async fn run(
     settings: &HookSettings,
     call: Call<'_>,
     shutdown: &CancellationToken,
-    on_spawn: impl FnMut(Spawned) + Send,
+    mut on_spawn: impl FnMut(Spawned) + Send,
 ) -> Result<HookRun, HookError> {
     let Call { builtin, deployment, metadata, timeout } = call;
     ensure_private_dir(&settings.work_dir).map_err(|source| HookError::Io {
@@ -48,7 +48,7 @@ pub(super) async fn run(
         deadline: started + timeout,
         timeout,
         shutdown,
-        on_spawn,
+        on_spawn: &mut on_spawn,
     };
     let answer = builtin.run(deployment, &context, &mut tools).await;
     let (result, ending) = match answer {
@@ -78,16 +78,18 @@ pub(super) async fn run(
 }
 
 /// Runs a built-in's tools under the hook's deadline.
-struct AgentTools<'a, F> {
+/// `on_spawn` is a trait object so that every hook's code is compiled once, not once per caller's
+/// closure type (the executor's and hook-test's): the built-ins are most of the agent's code.
+struct AgentTools<'a> {
     settings: &'a HookSettings,
     deployment_id: &'a str,
     deadline: Instant,
     timeout: Duration,
     shutdown: &'a CancellationToken,
-    on_spawn: F,
+    on_spawn: &'a mut (dyn FnMut(Spawned) + Send),
 }
 
-impl<F: FnMut(Spawned) + Send> Tools for AgentTools<'_, F> {
+impl Tools for AgentTools<'_> {
     async fn run(&mut self, invocation: Invocation) -> Result<ToolOutput, ToolError> {
         self.run_tool(invocation, None).await
     }
@@ -97,7 +99,7 @@ impl<F: FnMut(Spawned) + Send> Tools for AgentTools<'_, F> {
     }
 }
 
-impl<F: FnMut(Spawned) + Send> AgentTools<'_, F> {
+impl AgentTools<'_> {
     async fn run_tool(&mut self, invocation: Invocation, stdin: Option<Vec<u8>>) -> Result<ToolOutput, ToolError> {
         let program_name = invocation.program.clone();
         let Some(program) = resolve(&invocation.program, &invocation.env, &invocation.cwd) else {
@@ -116,7 +118,7 @@ impl<F: FnMut(Spawned) + Send> AgentTools<'_, F> {
         spec.args = &args;
         spec.cwd = &invocation.cwd;
         spec.stdin = stdin;
-        match run_process(spec, self.shutdown, &mut self.on_spawn).await {
+        match run_process(spec, self.shutdown, &mut *self.on_spawn).await {
             Ok(output) => {
                 let tool_output = ToolOutput {
                     stdout: output.stdout.bytes,
