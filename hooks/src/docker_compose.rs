@@ -3,7 +3,8 @@
 //! the `env_file`s it names are written from the `env_files` input (a Python literal list of
 //! `{file_name, content}`, or a JSON list), and `docker-compose up -d --no-build` runs in that
 //! directory. DELETE kills the project and removes its file (heat-agents' script did that at the
-//! next run once the deployment had gone). Where heat-agents' hook crashes on Python 3 (DELETE,
+//! next run once the deployment had gone). A map config is written as that script wrote it
+//! (`yaml.safe_dump`). Where heat-agents' hook crashes on Python 3 (DELETE,
 //! an empty config, a file name without a directory, a compose file with `version:`), it does what
 //! the hook means. Settings: `HEAT_DOCKER_COMPOSE_WORKING`, `HEAT_DOCKER_COMPOSE_CMD`.
 
@@ -38,8 +39,8 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
         Value::String(text) if text.is_empty() => return Ok(Response::Printed(success())),
         Value::Null => return Ok(Response::Printed(success())),
         Value::String(text) => text.clone(),
-        // heat-agents' script dumps a map as YAML; JSON is YAML too.
-        other => pyjson::dumps_indented(other, 2, false),
+        // heat-agents' os-refresh-config script wrote a map config with yaml.safe_dump.
+        other => crate::pyyaml::safe_dump(other),
     };
     write_file(&project.join(COMPOSE_FILE), text.as_bytes(), 0o600)?;
     let referenced = env_file_names(&text)?;

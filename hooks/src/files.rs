@@ -35,6 +35,22 @@ pub(crate) fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), 
     file.write_all(contents).map_err(io_error)
 }
 
+/// `os.path.isfile(path) and os.access(path, os.X_OK)` as root sees it (any execute bit), as
+/// Python's `Popen` and os-apply-config test a program.
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
+}
+
+/// Removes `path`; one that is not there is no error.
+pub(crate) fn remove_if_present(path: &Path) -> Result<(), HookError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(HookError::Io { action: "remove", path: path.to_path_buf(), source }),
+    }
+}
+
 /// `'%s.%s' % (heat_outputs_path, name)`.
 pub(crate) fn output_file(outputs_path: &Path, name: &str) -> PathBuf {
     let mut file = outputs_path.as_os_str().to_owned();

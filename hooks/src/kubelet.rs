@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use anneal_protocol::pyjson;
 use serde_json::{Map, Value};
 
-use crate::files::{prepare_dir, write_file};
+use crate::files::{prepare_dir, remove_if_present, write_file};
 use crate::{HookError, Response, Run, Tools, success};
 
 pub(crate) const SUMMARY: &str =
@@ -93,14 +93,6 @@ fn owner_file<T>(run: &Run<'_, T>, manifests: &std::path::Path) -> Option<PathBu
             .collect()
     };
     Some(manifests.join(format!(".anneal-owner-{}-{}", safe(stack), safe(resource))))
-}
-
-fn remove_if_present(path: &std::path::Path) -> Result<(), HookError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(HookError::Io { action: "remove", path: path.to_path_buf(), source }),
-    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ use anneal_protocol::Deployment;
 use serde_json::{Map, Value};
 
 pub use env::HookEnv;
+pub use files::is_executable;
 pub use tools::{Invocation, ToolError, ToolOutput, Tools};
 
 /// The hooks built into the agent, by the `group` that selects each.

@@ -25,14 +25,13 @@
 //! Settings: `HEAT_SALT_WORKING`, `SALT_MINION_CONFIG` as heat-agents; `HEAT_SALT_CMD` (anneal's:
 //! the salt-call to run, default `salt-call`).
 
-mod yaml;
-
 use std::path::{Path, PathBuf};
 
 use anneal_protocol::pyjson::{self, is_truthy};
 use serde_json::{Map, Value};
 
 use crate::files::{prepare_dir, write_file};
+use crate::pyyaml;
 use crate::{HookError, Invocation, Response, Run, ToolOutput, Tools};
 
 pub(crate) const SUMMARY: &str = "salt-call --local state.sls on the config as a Salt state ($HEAT_SALT_CMD)";
@@ -43,7 +42,7 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
     prepare_dir(&working, 0o700)?;
     let id = run.deployment.id.clone();
     let state = match &run.deployment.config {
-        Value::Object(_) => yaml::safe_dump(&run.deployment.config),
+        Value::Object(_) => pyyaml::safe_dump(&run.deployment.config),
         Value::String(text) => text.clone(),
         Value::Null => String::new(),
         other => {
@@ -84,9 +83,9 @@ fn write_config_dir<T>(run: &Run<'_, T>, dir: &Path, minion_config: &Path) -> Re
     let include: Vec<Value> = include.iter().map(|path| Value::String(path.to_string_lossy().into_owned())).collect();
     let mut minion = Map::new();
     minion.insert("include".into(), Value::Array(include));
-    write_file(&dir.join("minion"), yaml::safe_dump(&Value::Object(minion)).as_bytes(), 0o600)?;
+    write_file(&dir.join("minion"), pyyaml::safe_dump(&Value::Object(minion)).as_bytes(), 0o600)?;
     let inputs: Map<String, Value> = run.input_values().map(|(name, value)| (name.to_string(), value)).collect();
-    write_file(&inputs_file, yaml::safe_dump(&Value::Object(inputs)).as_bytes(), 0o600)?;
+    write_file(&inputs_file, pyyaml::safe_dump(&Value::Object(inputs)).as_bytes(), 0o600)?;
     for name in ["grains", "minion_id"] {
         link(&real_dir.join(name), &dir.join(name))?;
     }
@@ -125,7 +124,7 @@ fn salt_return(output: &ToolOutput) -> Result<Value, HookError> {
 
 /// heat-agents' response: the outputs (`ret.get(name)`), then stdout, stderr and the retcode.
 fn respond<T>(run: &Run<'_, T>, ret: Value, retcode: i64) -> Map<String, Value> {
-    let text = Value::String(yaml::safe_dump(&ret));
+    let text = Value::String(pyyaml::safe_dump(&ret));
     // Salt's retcode is not always sane (heat-agents' comment): a run whose every state
     // succeeded is a success whatever the retcode.
     let succeeded = match &ret {

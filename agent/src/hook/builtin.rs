@@ -152,12 +152,7 @@ fn resolve(program: &str, env: &[(String, String)], cwd: &Path) -> Option<PathBu
     let path = env.iter().rev().find(|(key, _)| key == "PATH").map_or("/usr/bin:/bin", |(_, value)| value.as_str());
     path.split(':')
         .map(|dir| Path::new(if dir.is_empty() { "." } else { dir }).join(program))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
+        .find(|candidate| anneal_hooks::is_executable(candidate))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::control::{self, Control, Outcome};
 use super::render;
+use crate::files::is_executable;
 use crate::{HookError, Invocation, Run, ToolError, Tools};
 
 const DEFAULT_TEMPLATES_DIR: &str = "/usr/libexec/os-apply-config/templates";
@@ -193,13 +194,6 @@ async fn render_template<T: Tools>(run: &mut Run<'_, T>, template: &Path, config
     let text = if text.contains('\r') { text.replace("\r\n", "\n").replace('\r', "\n") } else { text };
     let rendered = render::render(&text, config).map_err(|error| format!("{}: {error}", could_not()))?;
     Ok(rendered.into_bytes())
-}
-
-/// `os.path.isfile(path) and os.access(path, os.X_OK)`, as the agent (root) sees it: any
-/// execute bit.
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 /// `render_executable`: the script run with the metadata's `json.dumps` on stdin; its stdout.

@@ -333,6 +333,10 @@ pub fn docker_compose() -> Vec<Case> {
         "web:\n  name: x\n  env_file:\n  - ./common.env\n  - ./test.env\ndb:\n  name: y\n  env_file: ./test1.env\n";
     let with_inputs = json!({"id": "dc1", "name": "abcdef001", "group": "docker-compose",
         "inputs": [{"name": "env_files", "value": env_files}], "config": compose});
+    // heat-agents' own test data: a map config, which its os-refresh-config script dumps as YAML.
+    let mut map_config = with_inputs.clone();
+    map_config["config"] = json!({"web": {"name": "x", "env_file": ["./common.env", "./test.env"]},
+        "db": {"name": "y", "env_file": "./test1.env", "command": "run --port 5432", "enabled": true}});
     let mut without_inputs = with_inputs.clone();
     without_inputs["inputs"] = json!([]);
     let mut delete = with_inputs.clone();
@@ -341,6 +345,9 @@ pub fn docker_compose() -> Vec<Case> {
     let answers = json!([{"stdout": "Creating abcdef001_web_1", "stderr": "Pulling"}]);
     vec![
         case("docker-compose-env-files", "docker-compose", with_inputs, tools)
+            .answers(answers.clone())
+            .orc_script(COMPOSE_SCRIPT),
+        case("docker-compose-map-config", "docker-compose", map_config, tools)
             .answers(answers.clone())
             .orc_script(COMPOSE_SCRIPT),
         case("docker-compose-no-inputs", "docker-compose", without_inputs, tools)

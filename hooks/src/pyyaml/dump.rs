@@ -1,5 +1,6 @@
 //! PyYAML's `yaml.safe_dump(value, default_flow_style=False)` for JSON values, byte for byte: the
-//! form heat-agents' salt hook writes a map config in (`<id>.sls`) and reports salt's return in.
+//! form heat-agents' salt hook writes a map config in (`<id>.sls`) and reports salt's return in,
+//! and heat-agents' docker-compose script writes a map config's `docker-compose.yml` in.
 //! Keys sorted, block collections (lists under a key not indented), empty ones as `{}`/`[]`,
 //! scalars plain when PyYAML would read them back as the same string, else single- or
 //! double-quoted, non-ASCII escaped (`allow_unicode=False`), lines folded past column 80 and
