@@ -12,6 +12,8 @@
 #   tripleo-heat-templates that tests/tests/heat_corpus.rs runs through the shim.
 #   ansible/ (python3 -m venv): ansible-core, whose ansible-playbook the built-in ansible hook
 #   runs end to end (tests/tests/hooks_end_to_end.rs).
+#   docker-py/ and salt/ (python3 -m venv): the libraries heat-agents' kubelet and salt hooks
+#   import, for the differential suite (tests/tests/hooks_differential.rs).
 #   heat-venv/ (real-heat/install.sh): a real OpenStack Heat and Keystone for the tests that run
 #   stacks on a real engine (real-heat/ctl.sh starts and stops them).
 set -euo pipefail
@@ -173,11 +175,35 @@ if [ ! -f "$venv_marker" ]; then
   echo "tests/peers/setup.sh: $packages ready in $venv" >&2
 fi
 
-# --- ansible/: ansible-core, for the built-in ansible hook's end-to-end test ---------------------
-# Its own venv (ansible-core pins its own dependencies); the hook runs its ansible-playbook with a
+# --- pinned_venv NAME PACKAGES CONSTRAINTS: a venv of its own at $cache/NAME -------------------
+# For peers whose dependencies clash with the main venv's. Every dependency pinned (a pip freeze
+# of a working install); rebuilt only when the pins change. The sandbox module goes in too (active
+# only when a test sets ANNEAL_PEER_SANDBOX).
+pinned_venv() {
+  local name=$1 packages=$2 constraints=$3
+  local venv="$cache/$name"
+  local marker
+  marker="$venv/.complete-$(printf '%s\n%s\n' "$packages" "$constraints" | sha256sum | cut -c1-16)"
+  [ -f "$marker" ] && return 0
+  rm -rf "$venv"
+  python3 -m venv "$venv" >&2 || { echo "tests/peers/setup.sh: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
+  printf '%s\n' "$constraints" >"$venv/constraints.txt"
+  # shellcheck disable=SC2086 # the package list is meant to split
+  if ! "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check -c "$venv/constraints.txt" $packages >&2; then
+    echo "tests/peers/setup.sh: cannot install $packages from PyPI into $venv (is the registry reachable?)" >&2
+    exit 1
+  fi
+  local site
+  site=$("$venv/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  printf '%s' "$sandbox_module" >"$site/anneal_peer_sandbox.py"
+  echo 'import anneal_peer_sandbox' >"$site/anneal_peer_sandbox.pth"
+  touch "$marker"
+  echo "tests/peers/setup.sh: $packages ready in $venv" >&2
+}
+
+# ansible/: ansible-core, whose ansible-playbook the built-in ansible hook runs end to end with a
 # local-connection playbook.
-ansible_packages="ansible-core==2.18.12"
-ansible_constraints='cffi==2.1.1
+pinned_venv ansible "ansible-core==2.18.12" 'cffi==2.1.1
 cryptography==50.0.2
 Jinja2==3.1.6
 MarkupSafe==3.0.4
@@ -185,20 +211,22 @@ packaging==26.4
 pycparser==3.12
 PyYAML==6.0.4
 resolvelib==1.0.1'
-ansible_venv="$cache/ansible"
-ansible_marker="$ansible_venv/.complete-$(printf '%s\n%s\n' "$ansible_packages" "$ansible_constraints" | sha256sum | cut -c1-16)"
-if [ ! -f "$ansible_marker" ]; then
-  rm -rf "$ansible_venv"
-  python3 -m venv "$ansible_venv" >&2 || { echo "tests/peers/setup.sh: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
-  printf '%s\n' "$ansible_constraints" >"$ansible_venv/constraints.txt"
-  if ! "$ansible_venv/bin/python3" -m pip install --quiet --disable-pip-version-check \
-      -c "$ansible_venv/constraints.txt" $ansible_packages >&2; then
-    echo "tests/peers/setup.sh: cannot install $ansible_packages from PyPI into $ansible_venv (is the registry reachable?)" >&2
-    exit 1
-  fi
-  touch "$ansible_marker"
-  echo "tests/peers/setup.sh: $ansible_packages ready in $ansible_venv" >&2
-fi
+
+# docker-py/: docker-py 1.10, the Docker client heat-agents' kubelet hook imports (its
+# docker.Client is gone from docker-py 2 on); the differential suite runs that hook with it
+# against a fake Docker engine on loopback.
+pinned_venv docker-py "docker-py==1.10.6" 'certifi==2026.10.19.post1
+charset-normalizer==3.5.3
+docker-pycreds==0.4.0
+idna==3.20
+requests==2.34.2
+six==1.17.0
+urllib3==2.8.0
+websocket-client==1.9.2'
+
+# salt/: Salt, which heat-agents' salt hook drives in-process and whose salt-call the built-in
+# salt hook runs; the differential suite applies heat-agents' test states with both.
+pinned_venv salt "salt==3008.4" "$(cat "$here/salt-constraints.txt")"
 
 # --- heat-venv: openstack-heat and keystone -----------------------------------------------------
 "$here/real-heat/install.sh"

@@ -4,10 +4,13 @@
 //! (tests/fixtures/hooks/fake-tool.py). Both run through `anneal-agent hook-test`, heat-agents'
 //! as an installed hook file, anneal's as the built-in; each case compares the signal body, every
 //! tool run (argv, environment, working directory, stdin) and every file written (path, mode,
-//! bytes). A difference kept on purpose is a case that says why and checks both sides.
+//! bytes). A difference kept on purpose is a case that says why and checks both sides. kubelet
+//! and salt talk to an engine (Docker, Salt) instead of a tool: their cases are in engines.rs.
 
 #[path = "hooks_differential/cases.rs"]
 mod cases;
+#[path = "hooks_differential/engines.rs"]
+mod engines;
 #[path = "hooks_differential/side.rs"]
 mod side;
 
@@ -15,9 +18,13 @@ use cases::{Case, Expect};
 use side::{Outcome, Peers};
 
 fn peers() -> Peers {
-    let cache =
-        anneal_tests::peers::cache(&["heat-agents/heat-config-ansible/install.d/hook-ansible.py", "venv/bin/python3"]);
-    Peers { heat_agents: cache.join("heat-agents"), python: cache.join("venv/bin/python3") }
+    let cache = anneal_tests::peers::cache(&[
+        "heat-agents/heat-config-ansible/install.d/hook-ansible.py",
+        "venv/bin/python3",
+        "docker-py/bin/python3",
+        "salt/bin/salt-call",
+    ]);
+    Peers { heat_agents: cache.join("heat-agents"), cache }
 }
 
 /// Runs every case on both sides; panics listing each case whose sides disagree.
@@ -117,4 +124,14 @@ fn docker_compose_matches_heat_agents() {
 #[test]
 fn docker_cmd_matches_heat_agents() {
     compare(cases::docker_cmd());
+}
+
+#[test]
+fn kubelet_matches_heat_agents() {
+    compare(engines::kubelet());
+}
+
+#[test]
+fn salt_matches_heat_agents() {
+    compare(engines::salt());
 }

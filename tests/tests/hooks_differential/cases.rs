@@ -21,7 +21,26 @@ pub struct Case {
     pub env: Vec<(&'static str, &'static str)>,
     /// heat-agents' os-refresh-config script for the hook, run before it on the heat-agents side.
     pub orc_script: Option<&'static str>,
+    /// The python heat-agents' hook runs with (and whose `bin` the built-in's tools come from).
+    pub python: Python,
+    /// The fake Docker engine's description (tests/fixtures/hooks/fake-docker.py), when the hook
+    /// talks to docker: `docker` on the PATH, and the Engine API on a loopback port in
+    /// `DOCKER_HOST`.
+    pub docker: Option<Value>,
+    /// Files written into the root before the run: relative path, contents (`{root}` expanded).
+    pub setup_files: Vec<(&'static str, &'static str)>,
     pub expect: Expect,
+}
+
+/// The peers' virtual environments (tests/peers/setup.sh).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Python {
+    /// `venv`: PyYAML and the os-*-config tools, enough for most hooks.
+    Peers,
+    /// `docker-py`: docker-py 1.10, the client heat-agents' kubelet hook imports.
+    DockerPy,
+    /// `salt`: Salt, which heat-agents' salt hook imports and whose salt-call the built-in runs.
+    Salt,
 }
 
 pub enum Expect {
@@ -32,7 +51,7 @@ pub enum Expect {
     Differs { reason: &'static str, check: fn(&Outcome, &Outcome) },
 }
 
-fn case(name: &'static str, group: &'static str, deployment: Value, tools: &'static [&'static str]) -> Case {
+pub(crate) fn case(name: &'static str, group: &'static str, deployment: Value, tools: &'static [&'static str]) -> Case {
     Case {
         name,
         group,
@@ -41,6 +60,9 @@ fn case(name: &'static str, group: &'static str, deployment: Value, tools: &'sta
         tools,
         env: Vec::new(),
         orc_script: None,
+        python: Python::Peers,
+        docker: None,
+        setup_files: Vec::new(),
         expect: Expect::Identical,
     }
 }
@@ -51,12 +73,32 @@ impl Case {
         self
     }
 
-    fn orc_script(mut self, script: &'static str) -> Case {
+    pub(crate) fn orc_script(mut self, script: &'static str) -> Case {
         self.orc_script = Some(script);
         self
     }
 
-    fn differs(mut self, reason: &'static str, check: fn(&Outcome, &Outcome)) -> Case {
+    pub(crate) fn with_env(mut self, name: &'static str, value: &'static str) -> Case {
+        self.env.push((name, value));
+        self
+    }
+
+    pub(crate) fn python(mut self, python: Python) -> Case {
+        self.python = python;
+        self
+    }
+
+    pub(crate) fn docker(mut self, description: Value) -> Case {
+        self.docker = Some(description);
+        self
+    }
+
+    pub(crate) fn setup_file(mut self, path: &'static str, contents: &'static str) -> Case {
+        self.setup_files.push((path, contents));
+        self
+    }
+
+    pub(crate) fn differs(mut self, reason: &'static str, check: fn(&Outcome, &Outcome)) -> Case {
         self.expect = Expect::Differs { reason, check };
         self
     }
@@ -74,7 +116,7 @@ fn deployment(id: &str, group: &str, options: Value, config: Value) -> Value {
 }
 
 /// A heat-agents hook crashed (a traceback, exit 1) where the built-in reports what it means to.
-fn crashed(heat_agents: &Outcome) {
+pub(crate) fn crashed(heat_agents: &Outcome) {
     assert_eq!(heat_agents.signal["deploy_status_code"], 1, "{:?}", heat_agents.signal);
     assert!(heat_agents.signal["deploy_stderr"].as_str().unwrap_or("").contains("Traceback"), "{heat_agents:?}");
 }

@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anneal_tests::{agent_binary, toml_string};
 use serde_json::Value;
 
-use super::cases::Case;
+use super::cases::{Case, Python};
 
 /// Every hook setting heat-agents reads, each a directory (or file) in the root.
 const SETTINGS: [(&str, &str); 16] = [
@@ -52,10 +53,67 @@ pub struct Outcome {
     pub files: BTreeMap<String, (u32, Option<String>)>,
 }
 
-/// Where heat-agents' files and the peers' python are.
+/// Where heat-agents' files and the peers' virtual environments are.
 pub struct Peers {
     pub heat_agents: PathBuf,
-    pub python: PathBuf,
+    /// The cache directory holding the virtual environments (`venv`, `docker-py`, `salt`).
+    pub cache: PathBuf,
+}
+
+impl Peers {
+    /// The `bin` directory of the case's virtual environment.
+    fn bin(&self, python: Python) -> PathBuf {
+        let venv = match python {
+            Python::Peers => "venv",
+            Python::DockerPy => "docker-py",
+            Python::Salt => "salt",
+        };
+        self.cache.join(venv).join("bin")
+    }
+}
+
+/// The fake Docker engine's HTTP side, killed (its process group) and reaped when dropped.
+struct Engine(std::process::Child);
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `fake-docker.py serve` for the case (unless the description says no daemon answers)
+/// and returns the `DOCKER_HOST` both sides use.
+fn start_engine(description: &Value, root: &Path, python: &Path) -> (Option<Engine>, String) {
+    if description["unreachable"] == Value::Bool(true) {
+        // Port 9 (discard) on loopback: nothing listens there in the test's world.
+        return (None, "tcp://127.0.0.1:9".to_string());
+    }
+    let port_file = root.join("state/docker-port");
+    let child = Command::new(python)
+        .arg(fake_docker())
+        .arg("serve")
+        .arg(&port_file)
+        .env("FAKE_DOCKER", description.to_string())
+        .env("FAKE_TOOL_LOG", root.join("tool-log"))
+        .process_group(0)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start the fake Docker engine");
+    let engine = Engine(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(port) = std::fs::read_to_string(&port_file) {
+            return (Some(engine), format!("tcp://127.0.0.1:{}", port.trim()));
+        }
+        assert!(std::time::Instant::now() < deadline, "the fake Docker engine did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn fake_docker() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hooks/fake-docker.py")
 }
 
 /// Runs `case` in a fresh root under `parent`; `python_hook` installs heat-agents' hook file.
@@ -72,9 +130,27 @@ pub fn run(case: &Case, peers: &Peers, parent: &Path, python_hook: bool) -> Outc
     for tool in case.tools {
         std::os::unix::fs::symlink(&fake, root.join("bin").join(tool)).expect("install a fake tool");
     }
-    std::os::unix::fs::symlink(&peers.python, root.join("pybin/python3")).expect("python3 on PATH");
+    let bin = peers.bin(case.python);
+    // A wrapper, not a symlink: python finds its venv from the path it was started by, so a
+    // symlink elsewhere would run the base interpreter without the venv's packages.
+    let wrapper = root.join("pybin/python3");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec '{}' \"$@\"\n", bin.join("python3").display())).expect("python3");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod python3");
+    for (relative, contents) in &case.setup_files {
+        let path = root.join(relative);
+        std::fs::create_dir_all(path.parent().expect("a file in the root")).expect("setup dir");
+        std::fs::write(&path, contents.replace("{root}", &root.display().to_string())).expect("setup file");
+    }
     let deployment = with_root(&case.deployment, &root);
-    let env = hook_env(case, &root);
+    let mut env = hook_env(case, &root, &bin);
+    let mut _engine = None;
+    if let Some(description) = &case.docker {
+        std::os::unix::fs::symlink(fake_docker(), root.join("bin/docker")).expect("install the fake docker");
+        let (engine, host) = start_engine(description, &root, &bin.join("python3"));
+        _engine = engine;
+        env.push(("DOCKER_HOST".into(), host));
+        env.push(("FAKE_DOCKER".into(), description.to_string()));
+    }
     if python_hook {
         install_python_hook(case.group, &peers.heat_agents, &root);
         if let Some(script) = case.orc_script {
@@ -100,7 +176,7 @@ fn with_root(value: &Value, root: &Path) -> Value {
     serde_json::from_str(&text).expect("the case stays JSON")
 }
 
-fn hook_env(case: &Case, root: &Path) -> Vec<(String, String)> {
+fn hook_env(case: &Case, root: &Path, bin: &Path) -> Vec<(String, String)> {
     let path = |relative: &str| root.join(relative).display().to_string();
     let mut env = vec![
         ("PATH".to_string(), format!("{}:{}:/usr/bin:/bin", path("bin"), path("pybin"))),
@@ -111,7 +187,8 @@ fn hook_env(case: &Case, root: &Path) -> Vec<(String, String)> {
     env.extend(SETTINGS.iter().map(|(name, relative)| (name.to_string(), path(relative))));
     for (name, value) in &case.env {
         env.retain(|(existing, _)| existing != name);
-        env.push((name.to_string(), value.replace("{root}", &root.display().to_string())));
+        let value = value.replace("{root}", &root.display().to_string()).replace("{bin}", &bin.display().to_string());
+        env.push((name.to_string(), value));
     }
     env
 }
@@ -211,9 +288,19 @@ fn files(root: &Path) -> BTreeMap<String, (u32, Option<String>)> {
     found
 }
 
-/// The root's path as `{root}` and hook-test's scratch directory as `{scratch}`.
+/// The root's path as `{root}`, hook-test's scratch directory as `{scratch}`, and what differs
+/// from run to run whoever runs the hook: Python logging's `asctime`, the fake Docker engine's
+/// port, the timing of each Salt state.
 fn normalise(text: &str, root: &Path) -> String {
     let text = text.replace(&root.display().to_string(), "{root}");
-    let pattern = regex::Regex::new(r"\{root\}/tmp/anneal-hook-test-[A-Za-z0-9_]+").expect("pattern");
-    pattern.replace_all(&text, "{scratch}").into_owned()
+    let masks = [
+        (r"\{root\}/tmp/anneal-hook-test-[A-Za-z0-9_]+", "{scratch}"),
+        (r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]", "[{time}]"),
+        (r"tcp://127\.0\.0\.1:\d+", "{docker_host}"),
+        (r"duration: [0-9.]+", "duration: {duration}"),
+        (r"start_time: '[0-9:.]+'", "start_time: {start_time}"),
+    ];
+    masks.iter().fold(text, |text, (pattern, replacement)| {
+        regex::Regex::new(pattern).expect("pattern").replace_all(&text, *replacement).into_owned()
+    })
 }
