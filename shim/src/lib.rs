@@ -12,6 +12,7 @@ pub mod client;
 /// Calendar arithmetic, shared with the agent.
 pub use anneal_protocol::dates;
 pub mod engine;
+pub mod graph;
 pub mod model;
 pub mod store;
 pub mod template;

@@ -327,6 +327,8 @@ pub trait Service: Send + Sync + 'static {
     fn list_stacks(&self) -> impl Future<Output = Result<Vec<StackSummary>, ServiceError>> + Send;
     fn show_stack(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
     fn stack_events(&self, name: &str) -> impl Future<Output = Result<Vec<Event>, ServiceError>> + Send;
+    /// The stack's component graph (`NotFound` for an unknown stack).
+    fn stack_graph(&self, name: &str) -> impl Future<Output = Result<crate::graph::StackGraph, ServiceError>> + Send;
 
     /// Whether `token` may be a signal or wait condition handle token: one the engine knows (a
     /// retired deployment token included). A read, never a write transaction: the HTTP layer

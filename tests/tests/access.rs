@@ -320,6 +320,7 @@ fn routes() -> Vec<Route> {
     let (servers, named_server, server_metadata, url_metadata) =
         ("/v1/servers", "/v1/servers/{name}", "/v1/servers/{name}/metadata", "/v1/metadata/{token}");
     let (stacks, stack, events) = ("/v1/stacks", "/v1/stacks/{name}", "/v1/stacks/{name}/events");
+    let graph = "/v1/stacks/{name}/graph";
     let (signals, waitconditions) = ("/v1/signals/{token}", "/v1/waitconditions/{token}");
     let (rotate, rotation) = ("/v1/servers/{name}/token", json!({"grace_secs": 60}).to_string());
     let listed = vec![
@@ -344,6 +345,8 @@ fn routes() -> Vec<Route> {
         route("GET", stack, "/v1/stacks/nosuch", None, Access::Admin, 404),
         route("PUT", stack, "/v1/stacks/scratch", Some(&update), Access::Admin, 202),
         route("GET", events, "/v1/stacks/scratch/events", None, Access::Admin, 200),
+        route("GET", graph, "/v1/stacks/scratch/graph", None, Access::Admin, 200),
+        route("GET", graph, "/v1/stacks/nosuch/graph", None, Access::Admin, 404),
         route("DELETE", stack, "/v1/stacks/scratch", None, Access::Admin, 202),
         route("POST", signals, signals, Some(&result), Access::SignalToken, 200),
         route("PUT", signals, signals, Some(&result), Access::SignalToken, 200),

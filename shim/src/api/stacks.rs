@@ -45,6 +45,16 @@ pub(super) async fn show<S: Service>(
     Ok(Json(state.service.show_stack(&name).await?))
 }
 
+/// `GET /v1/stacks/{name}/graph`: the component graph (see `crate::graph`).
+pub(super) async fn graph<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<crate::graph::StackGraph>, ApiError> {
+    let Path(name) = path?;
+    Ok(Json(state.service.stack_graph(&name).await?))
+}
+
 /// `PUT /v1/stacks/{name}`: the body's name, if any, must be the path's; the engine always
 /// gets it filled in.
 pub(super) async fn update<S: Service>(

@@ -125,6 +125,9 @@ pub enum StackCommand {
     Events(StackReadArgs),
     /// Show a stack's outputs.
     Outputs(StackReadArgs),
+    /// Draw a stack's component graph: Graphviz DOT (render it with `dot -Tsvg`), a
+    /// self-contained SVG, or the API's JSON.
+    Graph(StackGraphArgs),
 }
 
 /// How much history `serve` keeps (see docs/http-api.md, "Retention"); 0 keeps everything.
@@ -263,6 +266,26 @@ pub struct StackReadArgs {
     pub connection: ConnectionArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct StackGraphArgs {
+    pub name: String,
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    pub format: GraphFormat,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT: deployments clustered by server, nodes filled by state.
+    Dot,
+    /// An SVG drawing laid out by anneal (no Graphviz needed).
+    Svg,
+    /// The API's JSON: nodes (kind, status, phase, server) and edges (get_attr, get_resource,
+    /// depends_on, implicit).
+    Json,
+}
+
 /// One `--param K=V`. Its `Debug` hides the value: it may be a hidden parameter (a password).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Param {
@@ -310,6 +333,7 @@ impl ClientCommand {
             ClientCommand::Stack(
                 StackCommand::Show(args) | StackCommand::Events(args) | StackCommand::Outputs(args),
             ) => &args.connection,
+            ClientCommand::Stack(StackCommand::Graph(args)) => &args.connection,
         }
     }
 }

@@ -12,12 +12,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::cli::{
-    AgentConfigFormat, ClientCommand, ListArgs, Param, ServerAddArgs, ServerCommand, ServerDeleteArgs,
-    ServerRotateTokenArgs, StackCommand, StackDeleteArgs, StackReadArgs, StackWriteArgs,
+    AgentConfigFormat, ClientCommand, GraphFormat, ListArgs, Param, ServerAddArgs, ServerCommand, ServerDeleteArgs,
+    ServerRotateTokenArgs, StackCommand, StackDeleteArgs, StackGraphArgs, StackReadArgs, StackWriteArgs,
 };
 use super::http::AdminClient;
 use super::wait::{WaitRequest, wait_for_stack};
 use super::{ClientContext, ClientError, ExitStatus, files, formats, render, write};
+use crate::graph::StackGraph;
 use crate::model::{
     Action, AddServer, Event, RotateToken, RotatedCredentials, ServerCredentials, ServerSummary, StackDetail,
     StackOutput, StackRequest, StackSummary,
@@ -46,6 +47,7 @@ pub(crate) async fn execute(
         ClientCommand::Stack(StackCommand::List(args)) => stack_list(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Events(args)) => stack_events(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Outputs(args)) => stack_outputs(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Graph(args)) => stack_graph(&args, context, out).await,
     }
 }
 
@@ -233,6 +235,22 @@ async fn stack_events(
 ) -> Result<ExitStatus, ClientError> {
     let value = Value::Array(all_events(&AdminClient::new(context)?, &args.name).await?);
     let text = if args.json { pretty(&value) } else { render::events(&decode::<Vec<Event>>(value, "events")?) };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+/// `GET /v1/stacks/{name}/graph`, drawn in the format asked for.
+async fn stack_graph(
+    args: &StackGraphArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "stacks", &args.name, "graph"]).await?;
+    let text = match args.format {
+        GraphFormat::Json => pretty(&value),
+        GraphFormat::Dot => crate::graph::to_dot(&decode::<StackGraph>(value, "stacks/{name}/graph")?),
+        GraphFormat::Svg => crate::graph::to_svg(&decode::<StackGraph>(value, "stacks/{name}/graph")?),
+    };
     write(out, &text)?;
     Ok(ExitStatus::Success)
 }

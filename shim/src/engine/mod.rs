@@ -17,6 +17,7 @@ mod context;
 mod deadlines;
 mod derived;
 mod error;
+pub(crate) mod graph;
 mod mime;
 mod node;
 mod removal;

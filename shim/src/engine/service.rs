@@ -378,6 +378,22 @@ impl<S: Store> Service for Engine<S> {
             .await?)
     }
 
+    async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {
+        let name = name.to_string();
+        let graph = read(self, move |tx| {
+            let Some(stack) = tx.stack(&name)? else { return Ok(None) };
+            let nodes = tx.nodes(&name)?;
+            let mut edges = Vec::new();
+            for node in &nodes {
+                edges.extend(tx.successors(&name, &node.name)?.into_iter().map(|to| (node.name.clone(), to)));
+            }
+            let status = status(stack.action, stack.state);
+            Ok(Some(super::graph::build(&name, &status, &nodes, &edges, rfc3339)))
+        })
+        .await?;
+        graph.ok_or_else(|| ServiceError::NotFound { what: "stack".into() })
+    }
+
     async fn stack_events(&self, name: &str) -> Result<Vec<Event>, ServiceError> {
         let name = name.to_string();
         let rows = self

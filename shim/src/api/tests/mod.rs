@@ -237,6 +237,16 @@ impl Service for FakeService {
         Ok(vec![summary("one", "CREATE_COMPLETE"), summary("two", "UPDATE_FAILED")])
     }
 
+    async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {
+        scripted(name)?;
+        Ok(crate::graph::StackGraph {
+            stack: name.to_string(),
+            status: "CREATE_COMPLETE".into(),
+            nodes: Vec::new(),
+            edges: Vec::new(),
+        })
+    }
+
     async fn show_stack(&self, name: &str) -> Result<StackDetail, ServiceError> {
         scripted(name)?;
         Ok(StackDetail {

@@ -1,0 +1,144 @@
+//! A layered (Sugiyama-style) layout for the SVG drawing, left to right: each node's layer is the
+//! longest path to it from a node with no predecessor, nodes within a layer are ordered by the
+//! mean position of their neighbours (a few sweeps each way, which removes most crossings in the
+//! shallow, wide graphs stacks make), then placed on a grid sized by their labels. Linear in
+//! nodes and edges per sweep; a cycle (the engine refuses them) only flattens layers.
+
+use super::StackGraph;
+
+/// Horizontal gap between layers, and vertical gap between nodes of a layer (pixels).
+const LAYER_GAP: f64 = 90.0;
+const NODE_GAP: f64 = 24.0;
+const MARGIN: f64 = 20.0;
+/// Approximate width of one character at the drawing's font size.
+const CHAR_WIDTH: f64 = 7.0;
+const LINE_HEIGHT: f64 = 15.0;
+const SWEEPS: usize = 4;
+
+/// Where each node's box is (same order as `graph.nodes`), and the drawing's size.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Layout {
+    pub(super) boxes: Vec<NodeBox>,
+    pub(super) width: f64,
+    pub(super) height: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct NodeBox {
+    pub(super) x: f64,
+    pub(super) y: f64,
+    pub(super) width: f64,
+    pub(super) height: f64,
+}
+
+/// Lays `graph` out for boxes holding `lines[i]` (each node's label lines).
+pub(super) fn layout(graph: &StackGraph, lines: &[Vec<String>]) -> Layout {
+    let count = graph.nodes.len();
+    let indexes: std::collections::HashMap<&str, usize> =
+        graph.nodes.iter().enumerate().map(|(index, node)| (node.name.as_str(), index)).collect();
+    let index_of = |name: &str| indexes.get(name).copied();
+    let mut predecessors = vec![Vec::new(); count];
+    let mut successors = vec![Vec::new(); count];
+    for edge in &graph.edges {
+        if let (Some(from), Some(to)) = (index_of(&edge.from), index_of(&edge.to))
+            && from != to
+        {
+            predecessors[to].push(from);
+            successors[from].push(to);
+        }
+    }
+    let layer = layers(&predecessors, &successors);
+    let depth = layer.iter().copied().max().map_or(0, |deepest| deepest + 1);
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); depth];
+    for (node, &at) in layer.iter().enumerate() {
+        rows[at].push(node);
+    }
+    order(&mut rows, &predecessors, &successors);
+    place(&rows, lines)
+}
+
+/// Longest-path layering by Kahn's order; nodes on a cycle go after everything else.
+fn layers(predecessors: &[Vec<usize>], successors: &[Vec<usize>]) -> Vec<usize> {
+    let count = predecessors.len();
+    let mut remaining: Vec<usize> = predecessors.iter().map(Vec::len).collect();
+    let mut ready: Vec<usize> = (0..count).filter(|&node| remaining[node] == 0).collect();
+    let mut layer = vec![0; count];
+    let mut done = vec![false; count];
+    while let Some(node) = ready.pop() {
+        done[node] = true;
+        for &next in &successors[node] {
+            layer[next] = layer[next].max(layer[node] + 1);
+            remaining[next] -= 1;
+            if remaining[next] == 0 {
+                ready.push(next);
+            }
+        }
+    }
+    let deepest = layer.iter().copied().max().unwrap_or(0);
+    for node in (0..count).filter(|&node| !done[node]) {
+        layer[node] = deepest + 1;
+    }
+    layer
+}
+
+/// Barycentre ordering: down sweeps by predecessors, up sweeps by successors.
+fn order(rows: &mut [Vec<usize>], predecessors: &[Vec<usize>], successors: &[Vec<usize>]) {
+    let mut position = vec![0.0; predecessors.len()];
+    let remember = |rows: &[Vec<usize>], position: &mut Vec<f64>| {
+        for row in rows {
+            for (at, &node) in row.iter().enumerate() {
+                position[node] = at as f64;
+            }
+        }
+    };
+    remember(rows, &mut position);
+    for _ in 0..SWEEPS {
+        for at in 1..rows.len() {
+            sort_by_neighbours(&mut rows[at], predecessors, &position);
+            remember(rows, &mut position);
+        }
+        for at in (0..rows.len().saturating_sub(1)).rev() {
+            sort_by_neighbours(&mut rows[at], successors, &position);
+            remember(rows, &mut position);
+        }
+    }
+}
+
+fn sort_by_neighbours(row: &mut [usize], neighbours: &[Vec<usize>], position: &[f64]) {
+    let key = |node: usize| {
+        let around = &neighbours[node];
+        if around.is_empty() {
+            position[node]
+        } else {
+            around.iter().map(|&other| position[other]).sum::<f64>() / around.len() as f64
+        }
+    };
+    // Stable: ties keep the current order (the template's resource order at first).
+    row.sort_by(|&left, &right| key(left).total_cmp(&key(right)));
+}
+
+/// Boxes on the grid: layers left to right, each layer centred vertically.
+fn place(rows: &[Vec<usize>], lines: &[Vec<String>]) -> Layout {
+    let size = |node: usize| {
+        let longest = lines[node].iter().map(|line| line.chars().count()).max().unwrap_or(0);
+        (longest as f64 * CHAR_WIDTH + 20.0, lines[node].len() as f64 * LINE_HEIGHT + 12.0)
+    };
+    let mut boxes = vec![NodeBox { x: 0.0, y: 0.0, width: 0.0, height: 0.0 }; lines.len()];
+    let column_height = |row: &Vec<usize>| {
+        row.iter().map(|&node| size(node).1).sum::<f64>() + NODE_GAP * row.len().saturating_sub(1) as f64
+    };
+    let tallest = rows.iter().map(column_height).fold(0.0, f64::max);
+    let mut x = MARGIN;
+    for row in rows {
+        let widest = row.iter().map(|&node| size(node).0).fold(0.0, f64::max);
+        let mut y = MARGIN + (tallest - column_height(row)) / 2.0;
+        for &node in row {
+            let (width, height) = size(node);
+            boxes[node] = NodeBox { x: x + (widest - width) / 2.0, y, width, height };
+            y += height + NODE_GAP;
+        }
+        x += widest + LAYER_GAP;
+    }
+    let width = (x - LAYER_GAP + MARGIN).max(2.0 * MARGIN);
+    Layout { boxes, width, height: tallest + 2.0 * MARGIN }
+}

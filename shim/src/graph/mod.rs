@@ -1,0 +1,163 @@
+//! A stack's component graph as operators look at it: every resource a node (configs,
+//! deployments, wait conditions, groups, servers, values), every dependency an edge saying why
+//! (`get_attr`, `get_resource`, `depends_on`), deployments grouped by the server they run on,
+//! each node's state. Built by the engine from the stored nodes and edges (`engine::graph`),
+//! served as JSON by
+//! `GET /v1/stacks/{name}/graph`, and drawn by the client as Graphviz DOT (`dot`) or as a
+//! self-contained SVG laid out here (`layout`, `svg`), so no Graphviz is needed to see one.
+
+mod dot;
+mod layout;
+mod svg;
+
+use serde::{Deserialize, Serialize};
+
+pub use dot::to_dot;
+pub use svg::to_svg;
+
+/// The graph of one stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackGraph {
+    pub stack: String,
+    /// e.g. `CREATE_IN_PROGRESS`.
+    pub status: String,
+    /// In the stack's resource order.
+    pub nodes: Vec<GraphNode>,
+    /// `from` must be done before `to` can go (`to` uses `from`).
+    pub edges: Vec<GraphEdge>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphNode {
+    pub name: String,
+    /// e.g. `OS::Heat::SoftwareDeployment`.
+    pub resource_type: String,
+    pub kind: NodeKind,
+    /// Heat's status, e.g. `CREATE_COMPLETE`.
+    pub status: String,
+    pub phase: Phase,
+    pub status_reason: String,
+    /// For deployments: the server it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphEdge {
+    pub from: String,
+    pub to: String,
+    pub kind: EdgeKind,
+}
+
+/// What a resource is, for drawing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    Config,
+    Deployment,
+    Group,
+    Wait,
+    Server,
+    Other,
+}
+
+/// Where a node is in its current action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Not started in this traversal.
+    Waiting,
+    InProgress,
+    Complete,
+    Failed,
+}
+
+/// Why `to` depends on `from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    GetAttr,
+    GetResource,
+    DependsOn,
+    /// A dependency the engine adds itself (a group's members, a server named by a property).
+    Implicit,
+}
+
+impl NodeKind {
+    /// The kind of a resource type (Heat's spelling).
+    pub fn of(resource_type: &str) -> NodeKind {
+        let short = resource_type.rsplit("::").next().unwrap_or(resource_type);
+        match short {
+            "SoftwareConfig" | "StructuredConfig" | "CloudConfig" | "MultipartMime" | "SoftwareComponent" => {
+                NodeKind::Config
+            }
+            "SoftwareDeployment" | "StructuredDeployment" => NodeKind::Deployment,
+            "SoftwareDeploymentGroup" | "StructuredDeploymentGroup" | "ResourceGroup" => NodeKind::Group,
+            "WaitCondition" | "WaitConditionHandle" => NodeKind::Wait,
+            "DeployedServer" | "Server" => NodeKind::Server,
+            _ => NodeKind::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Config => "config",
+            NodeKind::Deployment => "deployment",
+            NodeKind::Group => "group",
+            NodeKind::Wait => "wait",
+            NodeKind::Server => "server",
+            NodeKind::Other => "other",
+        }
+    }
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Waiting => "waiting",
+            Phase::InProgress => "in_progress",
+            Phase::Complete => "complete",
+            Phase::Failed => "failed",
+        }
+    }
+
+    /// Fill and stroke colours, shared by DOT and SVG (and the web view's legend).
+    pub fn colours(self) -> (&'static str, &'static str) {
+        match self {
+            Phase::Waiting => ("#eeeeee", "#888888"),
+            Phase::InProgress => ("#fff3c4", "#c98a00"),
+            Phase::Complete => ("#d8f0d2", "#2e7d32"),
+            Phase::Failed => ("#f8d0cc", "#c62828"),
+        }
+    }
+}
+
+impl EdgeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::GetAttr => "get_attr",
+            EdgeKind::GetResource => "get_resource",
+            EdgeKind::DependsOn => "depends_on",
+            EdgeKind::Implicit => "implicit",
+        }
+    }
+}
+
+/// The last `::` part of a resource type (`SoftwareDeployment`), for labels.
+pub fn short_type(resource_type: &str) -> &str {
+    resource_type.rsplit("::").next().unwrap_or(resource_type)
+}
+
+/// A name or text as one printable line: control characters become spaces, and it is cut at
+/// `limit` characters (a label must not be a megabyte of status reason).
+pub fn one_line(text: &str, limit: usize) -> String {
+    let mut line: String = text.chars().take(limit).map(|ch| if ch.is_control() { ' ' } else { ch }).collect();
+    if text.chars().count() > limit {
+        line.push('…');
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests;

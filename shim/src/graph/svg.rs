@@ -1,0 +1,123 @@
+//! The graph as one self-contained SVG document (no scripts, fonts or links to fetch): boxes
+//! placed by `layout`, filled by phase, curved edges with arrowheads, dashed for `depends_on`.
+//! Each node is a `<g class="node phase-…" data-name="…">` with a `<title>` (its status
+//! reason) so a page can restyle it as signals arrive. All text is XML-escaped.
+
+use std::fmt::Write;
+
+use super::layout::{NodeBox, layout};
+use super::{EdgeKind, StackGraph, one_line, short_type};
+
+const LABEL_LIMIT: usize = 60;
+
+pub fn to_svg(graph: &StackGraph) -> String {
+    let lines: Vec<Vec<String>> = graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut lines = vec![one_line(&node.name, LABEL_LIMIT), short_type(&node.resource_type).to_string()];
+            lines.push(node.status.clone());
+            if let Some(server) = &node.server {
+                lines.push(format!("on {}", one_line(server, LABEL_LIMIT)));
+            }
+            lines
+        })
+        .collect();
+    let placed = layout(graph, &lines);
+    let mut out = String::new();
+    let (width, height) = (placed.width, placed.height + 24.0);
+    let _ = writeln!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
+         viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">"
+    );
+    let _ = writeln!(out, "<title>{}</title>", escape(&format!("{} ({})", graph.stack, graph.status)));
+    out.push_str(
+        "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" \
+         markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#666\"/></marker></defs>\n",
+    );
+    let _ = writeln!(
+        out,
+        "<text x=\"20\" y=\"{:.0}\" font-size=\"12\" font-weight=\"bold\">{}</text>",
+        placed.height + 12.0,
+        escape(&format!("{} — {}", one_line(&graph.stack, LABEL_LIMIT), graph.status))
+    );
+    let indexes: std::collections::HashMap<&str, usize> =
+        graph.nodes.iter().enumerate().map(|(index, node)| (node.name.as_str(), index)).collect();
+    for edge in &graph.edges {
+        let (Some(&from), Some(&to)) = (indexes.get(edge.from.as_str()), indexes.get(edge.to.as_str())) else {
+            continue;
+        };
+        write_edge(&mut out, placed.boxes[from], placed.boxes[to], edge.kind, &edge.from, &edge.to);
+    }
+    for (index, node) in graph.nodes.iter().enumerate() {
+        let at = placed.boxes[index];
+        let (fill, stroke) = node.phase.colours();
+        let _ = writeln!(
+            out,
+            "<g class=\"node phase-{} kind-{}\" data-name=\"{}\"><title>{}</title>",
+            node.phase.as_str(),
+            node.kind.as_str(),
+            escape(&node.name),
+            escape(&one_line(&format!("{}: {}", node.status, node.status_reason), 400))
+        );
+        let _ = writeln!(
+            out,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" rx=\"6\" fill=\"{fill}\" stroke=\"{stroke}\" stroke-width=\"1.5\"/>",
+            at.x, at.y, at.width, at.height
+        );
+        for (line, text) in lines[index].iter().enumerate() {
+            let weight = if line == 0 { " font-weight=\"bold\"" } else { "" };
+            let _ = writeln!(
+                out,
+                "<text x=\"{:.1}\" y=\"{:.1}\"{weight}>{}</text>",
+                at.x + 10.0,
+                at.y + 18.0 + 15.0 * line as f64,
+                escape(text)
+            );
+        }
+        out.push_str("</g>\n");
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn write_edge(out: &mut String, from: NodeBox, to: NodeBox, kind: EdgeKind, from_name: &str, to_name: &str) {
+    let (x1, y1) = (from.x + from.width, from.y + from.height / 2.0);
+    let (x2, y2) = (to.x, to.y + to.height / 2.0);
+    let bend = ((x2 - x1).abs() / 2.0).max(30.0);
+    let dash = match kind {
+        EdgeKind::DependsOn => " stroke-dasharray=\"6 4\"",
+        EdgeKind::Implicit => " stroke-dasharray=\"2 3\"",
+        EdgeKind::GetAttr | EdgeKind::GetResource => "",
+    };
+    let _ = writeln!(
+        out,
+        "<path class=\"edge kind-{}\" data-from=\"{}\" data-to=\"{}\" d=\"M {x1:.1} {y1:.1} C {:.1} {y1:.1}, {:.1} {y2:.1}, {x2:.1} {y2:.1}\" \
+         fill=\"none\" stroke=\"#666\" stroke-width=\"1.2\"{dash} marker-end=\"url(#arrow)\"><title>{}</title></path>",
+        kind.as_str(),
+        escape(from_name),
+        escape(to_name),
+        x1 + bend,
+        x2 - bend,
+        escape(&format!("{from_name} → {to_name} ({})", kind.as_str()))
+    );
+}
+
+/// Text and attribute values: `& < > " '` as entities, control characters (not allowed in XML
+/// 1.0, or collapsed by it) as spaces.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            ch if ch.is_control() => out.push(' '),
+            ch => out.push(ch),
+        }
+    }
+    out
+}

@@ -1,0 +1,177 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::engine::graph::build;
+use crate::model::Action;
+use crate::store::{NodeRecord, NodeRow, NodeState};
+
+fn row(name: &str, resource_type: &str, state: NodeState, server: Option<&str>, definition: Value) -> NodeRow {
+    NodeRow {
+        stack: "s".into(),
+        name: name.into(),
+        resource_type: resource_type.into(),
+        generation: 1,
+        action: Action::Create,
+        state,
+        status_reason: format!("{name} reason"),
+        remaining: 0,
+        definition,
+        attributes: json!({}),
+        record: NodeRecord::default(),
+        derived_config_id: None,
+        signal_token_hash: None,
+        server: server.map(str::to_string),
+        updated_at: 0,
+    }
+}
+
+/// config → first (vm1) → second (vm2, get_attr of first), a wait depending on second.
+fn sample() -> StackGraph {
+    let nodes = vec![
+        row("config", "OS::Heat::SoftwareConfig", NodeState::Complete, None, json!({})),
+        row(
+            "first",
+            "OS::Heat::SoftwareDeployment",
+            NodeState::Complete,
+            Some("vm1"),
+            json!({"properties": {"config": {"get_resource": "config"}, "server": "vm1"}}),
+        ),
+        row(
+            "second",
+            "OS::Heat::SoftwareDeployment",
+            NodeState::InProgress,
+            Some("vm2"),
+            json!({"properties": {"config": {"get_resource": "config"},
+                   "input_values": {"word": {"get_attr": ["first", "word"]}, "id": {"get_resource": "first"}}}}),
+        ),
+        row("wait", "OS::Heat::WaitCondition", NodeState::Init, None, json!({"depends_on": ["second"]})),
+        row("extra", "OS::Heat::None", NodeState::Failed, None, json!({})),
+    ];
+    let edges: Vec<(String, String)> =
+        [("config", "first"), ("config", "second"), ("first", "second"), ("second", "wait"), ("wait", "extra")]
+            .iter()
+            .map(|(from, to)| (from.to_string(), to.to_string()))
+            .collect();
+    build("s", "CREATE_IN_PROGRESS", &nodes, &edges, |_| "2026-01-01T00:00:00Z".into())
+}
+
+#[test]
+fn nodes_carry_kind_phase_and_status_and_edges_say_why() {
+    let graph = sample();
+    let kinds: Vec<NodeKind> = graph.nodes.iter().map(|node| node.kind).collect();
+    assert_eq!(kinds, [NodeKind::Config, NodeKind::Deployment, NodeKind::Deployment, NodeKind::Wait, NodeKind::Other]);
+    let phases: Vec<Phase> = graph.nodes.iter().map(|node| node.phase).collect();
+    assert_eq!(phases, [Phase::Complete, Phase::Complete, Phase::InProgress, Phase::Waiting, Phase::Failed]);
+    assert_eq!(graph.nodes[3].status, "INIT_COMPLETE");
+    assert_eq!(graph.nodes[2].status, "CREATE_IN_PROGRESS");
+    let kinds: Vec<EdgeKind> = graph.edges.iter().map(|edge| edge.kind).collect();
+    // first → second: both get_resource and get_attr name it; get_attr wins.
+    assert_eq!(
+        kinds,
+        [EdgeKind::GetResource, EdgeKind::GetResource, EdgeKind::GetAttr, EdgeKind::DependsOn, EdgeKind::Implicit]
+    );
+    let json = serde_json::to_value(&graph).expect("serialises");
+    assert_eq!(json["edges"][2], json!({"from": "first", "to": "second", "kind": "get_attr"}));
+    assert_eq!(json["nodes"][1]["server"], "vm1");
+    assert_eq!(json["nodes"][1]["phase"], "complete");
+}
+
+#[test]
+fn dot_clusters_deployments_by_server_and_colours_by_phase() {
+    let dot = to_dot(&sample());
+    assert!(dot.starts_with("digraph \"s\" {\n"), "{dot}");
+    assert!(dot.contains("subgraph cluster_0 {\n    label=\"server vm1\";"), "{dot}");
+    assert!(dot.contains("subgraph cluster_1 {\n    label=\"server vm2\";"), "{dot}");
+    assert!(dot.contains("\"first\" -> \"second\" [label=\"get_attr\"];"), "{dot}");
+    assert!(dot.contains("\"second\" -> \"wait\" [label=\"depends_on\", style=dashed];"), "{dot}");
+    let (fill, _) = Phase::Failed.colours();
+    assert!(
+        dot.contains(&format!("\"extra\" [label=\"extra\\nNone\\nCREATE_FAILED\", shape=box, fillcolor=\"{fill}\""))
+    );
+    assert!(dot.ends_with("}\n"));
+}
+
+#[test]
+fn hostile_names_stay_inside_their_dot_strings_and_svg_text() {
+    let hostile = "x\"]; evil [label=\"pwned\\\n<script>&'";
+    let nodes = vec![
+        row(hostile, "OS::Heat::SoftwareConfig", NodeState::Complete, Some("vm\"1</text>"), json!({})),
+        row("b", "OS::Heat::None", NodeState::Init, None, json!({"depends_on": hostile})),
+    ];
+    let graph = build("st\"ack", "CREATE_COMPLETE", &nodes, &[(hostile.into(), "b".into())], |_| String::new());
+    let dot = to_dot(&graph);
+    assert!(dot.contains("\"x\\\"]; evil [label=\\\"pwned\\\\\\n<script>&'\" -> \"b\""), "{dot}");
+    assert!(!dot.contains("\"pwned\""), "no quote is left unescaped: {dot}");
+    let svg = to_svg(&graph);
+    let names = svg_node_names(&svg);
+    assert_eq!(names, [hostile.replace('\n', " "), "b".to_string()]);
+    assert!(!svg.contains("<script>"), "{svg}");
+}
+
+#[test]
+fn svg_is_well_formed_and_draws_every_node_and_edge() {
+    let graph = sample();
+    let svg = to_svg(&graph);
+    let names = svg_node_names(&svg);
+    assert_eq!(names, ["config", "first", "second", "wait", "extra"]);
+    assert_eq!(svg.matches("<path class=\"edge").count(), graph.edges.len());
+    assert!(svg.contains("class=\"node phase-in_progress kind-deployment\" data-name=\"second\""));
+    assert!(!svg.contains("http://") || svg.matches("http://").count() == 1, "only the namespace: nothing to fetch");
+}
+
+#[test]
+fn layers_run_left_to_right_and_boxes_of_a_layer_do_not_overlap() {
+    let graph = sample();
+    let lines: Vec<Vec<String>> = graph.nodes.iter().map(|node| vec![node.name.clone(), "type".into()]).collect();
+    let placed = layout::layout(&graph, &lines);
+    let x = |name: &str| placed.boxes[graph.nodes.iter().position(|node| node.name == name).unwrap()].x;
+    assert!(x("config") < x("first") && x("first") < x("second") && x("second") < x("wait") && x("wait") < x("extra"));
+    for (index, one) in placed.boxes.iter().enumerate() {
+        for other in &placed.boxes[index + 1..] {
+            let apart_x = one.x + one.width <= other.x || other.x + other.width <= one.x;
+            let apart_y = one.y + one.height <= other.y || other.y + other.height <= one.y;
+            assert!(apart_x || apart_y, "{one:?} overlaps {other:?}");
+        }
+        assert!(one.x + one.width <= placed.width && one.y + one.height <= placed.height);
+    }
+}
+
+#[test]
+fn a_cycle_or_a_dangling_edge_still_lays_out() {
+    let nodes = vec![
+        row("a", "OS::Heat::None", NodeState::Init, None, json!({})),
+        row("b", "OS::Heat::None", NodeState::Init, None, json!({})),
+    ];
+    let edges = vec![("a".into(), "b".into()), ("b".into(), "a".into()), ("ghost".into(), "a".into())];
+    let graph = build("s", "CREATE_IN_PROGRESS", &nodes, &edges, |_| String::new());
+    assert_eq!(svg_node_names(&to_svg(&graph)), ["a", "b"]);
+    let empty = build("s", "CREATE_COMPLETE", &[], &[], |_| String::new());
+    assert!(svg_node_names(&to_svg(&empty)).is_empty());
+}
+
+/// Parses the SVG as XML (failing on any error) and returns each node group's `data-name`.
+fn svg_node_names(svg: &str) -> Vec<String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(svg);
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    loop {
+        match reader.read_event().unwrap_or_else(|error| panic!("not well-formed XML: {error}\n{svg}")) {
+            Event::Start(element) => {
+                depth += 1;
+                if element.name().as_ref() == b"g" {
+                    let name = element
+                        .try_get_attribute("data-name")
+                        .expect("attributes parse")
+                        .expect("a node group has data-name");
+                    names.push(name.unescape_value().expect("escaped value").into_owned());
+                }
+            }
+            Event::End(_) => depth -= 1,
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(depth, 0, "every element is closed");
+    names
+}
