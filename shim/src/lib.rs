@@ -13,6 +13,7 @@ pub mod client;
 pub use anneal_protocol::dates;
 pub mod engine;
 pub mod graph;
+pub mod metrics;
 pub mod model;
 pub mod store;
 pub mod template;

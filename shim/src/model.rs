@@ -250,6 +250,9 @@ pub struct MetadataDocument {
     pub body: Arc<str>,
     /// When this version was published, as an HTTP date (RFC 7231), for `Last-Modified`.
     pub last_modified: String,
+    /// When this process learned of this version (after its commit), for the wake-up latency
+    /// of the long-polls it answers; `None` until it is announced.
+    pub announced_at: Option<std::time::Instant>,
 }
 
 /// What a signal did. Repeated and stale signals are accepted (2xx) and change nothing.
@@ -327,6 +330,10 @@ pub trait Service: Send + Sync + 'static {
     fn list_stacks(&self) -> impl Future<Output = Result<Vec<StackSummary>, ServiceError>> + Send;
     fn show_stack(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
     fn stack_events(&self, name: &str) -> impl Future<Output = Result<Vec<Event>, ServiceError>> + Send;
+    /// The counters and histograms the HTTP layer and the engine update.
+    fn metrics(&self) -> &crate::metrics::Metrics;
+    /// The store's counts for the `/metrics` gauges.
+    fn metrics_snapshot(&self) -> impl Future<Output = Result<crate::metrics::Snapshot, ServiceError>> + Send;
     /// The stack's component graph (`NotFound` for an unknown stack).
     fn stack_graph(&self, name: &str) -> impl Future<Output = Result<crate::graph::StackGraph, ServiceError>> + Send;
 

@@ -14,6 +14,7 @@
 #   runs end to end (tests/tests/hooks_end_to_end.rs).
 #   docker-py/ and salt/ (python3 -m venv): the libraries heat-agents' kubelet and salt hooks
 #   import, for the differential suite (tests/tests/hooks_differential.rs).
+#   prometheus/ (python3 -m venv): prometheus_client's parsers, for the metrics tests.
 #   heat-venv/ (real-heat/install.sh): a real OpenStack Heat and Keystone for the tests that run
 #   stacks on a real engine (real-heat/ctl.sh starts and stops them).
 set -euo pipefail
@@ -223,6 +224,10 @@ requests==2.34.2
 six==1.17.0
 urllib3==2.8.0
 websocket-client==1.9.2'
+
+# prometheus/: prometheus_client, the reference parser of the Prometheus text formats, with which
+# the metrics tests read the shim's /metrics and the agent's textfile.
+pinned_venv prometheus "prometheus-client==0.26.0" ''
 
 # salt/: Salt, which heat-agents' salt hook drives in-process and whose salt-call the built-in
 # salt hook runs; the differential suite applies heat-agents' test states with both.

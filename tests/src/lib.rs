@@ -56,3 +56,10 @@ pub fn private_temp_dir(prefix: &str) -> tempfile::TempDir {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod 700 a temp dir");
     dir
 }
+
+/// An HTTP client for talking to the shim from a test (reqwest is built without a default
+/// rustls crypto provider: ring is installed first, once per process).
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy().build().expect("an HTTP client")
+}

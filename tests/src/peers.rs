@@ -76,3 +76,39 @@ pub fn same_answer(shim: &Result<serde_json::Value, String>, heat: &serde_json::
         _ => false,
     }
 }
+
+/// Metrics text parsed by Prometheus's reference parser (prometheus_client, in the peers'
+/// `prometheus` venv; tests/fixtures/metrics/parse.py): `{family: {type, samples: [[name,
+/// labels, value]]}}`. `format` is `openmetrics` or `text`; panics with the parser's message
+/// when the text does not parse.
+pub fn parse_metrics(text: &str, format: &str) -> serde_json::Value {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let cache = cache(&["prometheus/bin/python3"]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/metrics/parse.py");
+    let mut child = Command::new(cache.join("prometheus/bin/python3"))
+        .arg(script)
+        .arg(format)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the prometheus venv's python starts");
+    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write the metrics");
+    let output = child.wait_with_output().expect("the parser ends");
+    assert!(output.status.success(), "{}\n{text}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("the parser prints JSON")
+}
+
+/// The value of the sample `name` whose labels include every pair of `labels` (0 when none).
+pub fn metric_value(families: &serde_json::Value, name: &str, labels: &[(&str, &str)]) -> f64 {
+    families
+        .as_object()
+        .into_iter()
+        .flat_map(|families| families.values())
+        .flat_map(|family| family["samples"].as_array().cloned().unwrap_or_default())
+        .filter(|sample| sample[0] == name)
+        .filter(|sample| labels.iter().all(|(key, value)| sample[1][*key] == *value))
+        .map(|sample| sample[2].as_f64().unwrap_or(0.0))
+        .sum()
+}

@@ -347,6 +347,7 @@ fn routes() -> Vec<Route> {
         route("GET", events, "/v1/stacks/scratch/events", None, Access::Admin, 200),
         route("GET", graph, "/v1/stacks/scratch/graph", None, Access::Admin, 200),
         route("GET", graph, "/v1/stacks/nosuch/graph", None, Access::Admin, 404),
+        route("GET", "/metrics", "/metrics", None, Access::Admin, 200),
         route("DELETE", stack, "/v1/stacks/scratch", None, Access::Admin, 202),
         route("POST", signals, signals, Some(&result), Access::SignalToken, 200),
         route("PUT", signals, signals, Some(&result), Access::SignalToken, 200),

@@ -123,6 +123,7 @@ async fn wait_for_change<S: Service>(
     };
     let deadline = Instant::now() + wait;
     let mut versions = state.service.watch_metadata(server).await?;
+    let _counted = state.service.metrics().hold_long_poll();
     // Served by `api::serve`, every request knows its connection; a router used on its own
     // (tests) has no peer to watch.
     let client_gone = async {
@@ -137,6 +138,9 @@ async fn wait_for_change<S: Service>(
         if *versions.borrow_and_update() != current.version {
             let document = state.service.metadata(server).await?;
             if document.version != current.version {
+                if let Some(announced) = document.announced_at {
+                    state.service.metrics().wakeup(announced.elapsed());
+                }
                 return Ok(Some(document));
             }
         }

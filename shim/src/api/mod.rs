@@ -12,6 +12,7 @@ mod error;
 mod extract;
 mod limits;
 mod metadata;
+mod metrics;
 mod peer;
 mod routes;
 mod servers;

@@ -5,7 +5,7 @@
 
 use axum::routing::{MethodFilter, MethodRouter, on};
 
-use super::{AppState, metadata, servers, signals, stacks};
+use super::{AppState, metadata, metrics, servers, signals, stacks};
 use crate::model::Service;
 
 /// An HTTP method a route answers. A `GET` route answers `HEAD` too (axum does).
@@ -72,6 +72,7 @@ pub enum Endpoint {
     DeploymentSignal,
     WaitConditionHeat,
     WaitConditionAws,
+    Metrics,
 }
 
 /// One served method and path (axum's `{name}` syntax for a path parameter).
@@ -102,6 +103,7 @@ pub const ROUTES: &[Route] = &[
     route(Method::Delete, "/v1/stacks/{name}", Credential::Admin, Endpoint::DeleteStack),
     route(Method::Get, "/v1/stacks/{name}/events", Credential::Admin, Endpoint::StackEvents),
     route(Method::Get, "/v1/stacks/{name}/graph", Credential::Admin, Endpoint::StackGraph),
+    route(Method::Get, "/metrics", Credential::Admin, Endpoint::Metrics),
     route(Method::Post, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
     route(Method::Put, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
     route(Method::Post, "/v1/waitconditions/{token}", Credential::HandleTokenInPath, Endpoint::WaitConditionHeat),
@@ -125,6 +127,7 @@ pub(super) fn method_router<S: Service>(route: &Route) -> MethodRouter<AppState<
         Endpoint::DeleteStack => on(filter, stacks::delete::<S>),
         Endpoint::StackEvents => on(filter, stacks::events::<S>),
         Endpoint::StackGraph => on(filter, stacks::graph::<S>),
+        Endpoint::Metrics => on(filter, metrics::scrape::<S>),
         Endpoint::DeploymentSignal => on(filter, signals::deployment::<S>),
         Endpoint::WaitConditionHeat => on(filter, signals::wait_condition_heat::<S>),
         Endpoint::WaitConditionAws => on(filter, signals::wait_condition_aws::<S>),

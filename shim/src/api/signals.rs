@@ -27,6 +27,17 @@ pub(super) async fn deployment<S: Service>(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
+    let outcome = deployment_signal(&state, path, headers, request).await;
+    count(&state, "deployment", outcome)
+}
+
+async fn deployment_signal<S: Service>(
+    state: &AppState<S>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Json<Value>, ApiError> {
+    let state = state.clone();
     let token = known_token(&state, path?, "signal").await?;
     let body = read_body(&state, request).await?;
     let content_type = headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("unreadable"));
@@ -43,6 +54,16 @@ pub(super) async fn wait_condition_heat<S: Service>(
     path: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
+    let outcome = heat_style(&state, path, request).await;
+    count(&state, "wait_condition", outcome)
+}
+
+async fn heat_style<S: Service>(
+    state: &AppState<S>,
+    path: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Result<Json<Value>, ApiError> {
+    let state = state.clone();
     let token = known_token(&state, path?, "wait condition handle").await?;
     let body = read_body(&state, request).await?;
     require_object_or_empty(&body)?;
@@ -63,6 +84,16 @@ pub(super) async fn wait_condition_aws<S: Service>(
     path: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
+    let outcome = aws_style(&state, path, request).await;
+    count(&state, "wait_condition", outcome)
+}
+
+async fn aws_style<S: Service>(
+    state: &AppState<S>,
+    path: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Result<Json<Value>, ApiError> {
+    let state = state.clone();
     let token = known_token(&state, path?, "wait condition handle").await?;
     let body = read_body(&state, request).await?;
     require_object_or_empty(&body)?;
@@ -145,6 +176,28 @@ fn require_object_or_empty(body: &[u8]) -> Result<(), ApiError> {
 
 fn metadata_format_invalid(error: serde_json::Error) -> ApiError {
     ApiError::bad_request(format!("Metadata format invalid: {error}"))
+}
+
+/// Counts the signal under `anneal_shim_signals{route, outcome}`: the acknowledgement, or why it
+/// was refused.
+fn count<S: Service>(
+    state: &AppState<S>,
+    route: &str,
+    outcome: Result<Json<Value>, ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    let label = match &outcome {
+        Ok(Json(answer)) => answer["result"].as_str().unwrap_or("applied").to_string(),
+        Err(error) => match error.status().as_u16() {
+            404 => "unknown_token".to_string(),
+            400 => "bad_body".to_string(),
+            413 => "too_large".to_string(),
+            408 => "too_slow".to_string(),
+            503 => "unavailable".to_string(),
+            _ => "error".to_string(),
+        },
+    };
+    state.service.metrics().signal(route, &label);
+    outcome
 }
 
 fn acknowledge(ack: Option<SignalAck>, what: &str) -> Result<Json<Value>, ApiError> {

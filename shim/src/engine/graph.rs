@@ -27,12 +27,7 @@ pub fn build(
             } else {
                 format!("{}_{}", node.action, node.state)
             },
-            phase: match node.state {
-                NodeState::Init => Phase::Waiting,
-                NodeState::InProgress => Phase::InProgress,
-                NodeState::Complete => Phase::Complete,
-                NodeState::Failed => Phase::Failed,
-            },
+            phase: phase(node.state),
             status_reason: node.status_reason.clone(),
             server: node.server.clone(),
             updated_at: updated_at(node.updated_at),
@@ -52,6 +47,16 @@ pub fn build(
         })
         .collect();
     StackGraph { stack: stack.to_string(), status: status.to_string(), nodes: graph_nodes, edges: graph_edges }
+}
+
+/// The graph's phase of a stored node state.
+pub(crate) fn phase(state: NodeState) -> Phase {
+    match state {
+        NodeState::Init => Phase::Waiting,
+        NodeState::InProgress => Phase::InProgress,
+        NodeState::Complete => Phase::Complete,
+        NodeState::Failed => Phase::Failed,
+    }
 }
 
 /// How `definition` (a resource as stored: `properties`, `depends_on`, ...) refers to `from`:

@@ -378,6 +378,43 @@ impl<S: Store> Service for Engine<S> {
             .await?)
     }
 
+    fn metrics(&self) -> &crate::metrics::Metrics {
+        Engine::metrics(self)
+    }
+
+    async fn metrics_snapshot(&self) -> Result<crate::metrics::Snapshot, ServiceError> {
+        let counts = read(self, |tx| {
+            let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+            let mut resources: BTreeMap<(String, String), u64> = BTreeMap::new();
+            for stack in tx.stacks()? {
+                *stacks.entry(status(stack.action, stack.state)).or_default() += 1;
+                for node in tx.nodes(&stack.name)? {
+                    let kind = crate::graph::NodeKind::of(&node.resource_type).as_str().to_string();
+                    let phase = super::graph::phase(node.state).as_str().to_string();
+                    *resources.entry((kind, phase)).or_default() += 1;
+                }
+            }
+            let servers: Vec<String> = tx.servers()?.into_iter().map(|server| server.name).collect();
+            Ok((stacks, resources, servers))
+        })
+        .await?;
+        let (stacks, resources, servers) = counts;
+        let now = now_millis();
+        let seen = self.inner.last_seen.lock().map(|seen| seen.clone()).unwrap_or_default();
+        let servers = servers
+            .into_iter()
+            .map(|name| {
+                let age = seen.get(&name).map(|at| now.saturating_sub(*at) as f64 / 1000.0);
+                (name, age)
+            })
+            .collect();
+        Ok(crate::metrics::Snapshot {
+            stacks: stacks.into_iter().collect(),
+            resources: resources.into_iter().map(|((kind, phase), count)| (kind, phase, count)).collect(),
+            servers,
+        })
+    }
+
     async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {
         let name = name.to_string();
         let graph = read(self, move |tx| {

@@ -28,7 +28,10 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
         }
         match engine.transact(sweep).await {
             Ok(0) => {}
-            Ok(fired) => tracing::info!(fired, "deadlines enforced"),
+            Ok(fired) => {
+                engine.metrics().sweeper_fired(fired as u64);
+                tracing::info!(fired, "deadlines enforced");
+            }
             Err(error) => tracing::error!(error = %crate::error_chain(&error), "sweeper pass failed"),
         }
     }

@@ -52,6 +52,7 @@ pub(super) struct Inner<S> {
     pub(super) documents: Mutex<HashMap<String, Cached>>,
     /// Last poll per server, kept in memory: a poll must not cost a store write.
     pub(super) last_seen: Mutex<HashMap<String, u64>>,
+    pub(super) metrics: crate::metrics::Metrics,
 }
 
 pub(super) struct Cached {
@@ -69,13 +70,24 @@ impl<S: Store> Engine<S> {
     pub fn new(store: S, key: TokenKey, config: EngineConfig) -> Engine<S> {
         let public_url = config.public_url.trim_end_matches('/').to_string();
         let replica_urls = config.replica_urls.iter().map(|url| url.trim_end_matches('/').to_string()).collect();
-        let inner =
-            Inner { store, key, public_url, replica_urls, documents: Mutex::default(), last_seen: Mutex::default() };
+        let inner = Inner {
+            store,
+            key,
+            public_url,
+            replica_urls,
+            documents: Mutex::default(),
+            last_seen: Mutex::default(),
+            metrics: crate::metrics::Metrics::new(),
+        };
         Engine { inner: Arc::new(inner) }
     }
 
     pub fn store(&self) -> &S {
         &self.inner.store
+    }
+
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.inner.metrics
     }
 
     /// Runs `work` in one transaction on the blocking pool, then announces the documents it changed.
@@ -84,6 +96,7 @@ impl<S: Store> Engine<S> {
         work: impl FnOnce(&mut Context<'_>) -> Result<T, EngineError> + Send + 'static,
     ) -> Result<T, EngineError> {
         let inner = Arc::clone(&self.inner);
+        let started = std::time::Instant::now();
         let joined = tokio::task::spawn_blocking(move || {
             inner.store.transaction(|tx| {
                 let mut ctx = Context {
@@ -101,13 +114,16 @@ impl<S: Store> Engine<S> {
         })
         .await;
         let (value, published) = joined.map_err(|error| EngineError::Worker { detail: error.to_string() })??;
+        self.inner.metrics.transaction(started.elapsed());
         self.announce(published);
         Ok(value)
     }
 
     fn announce(&self, published: Vec<Published>) {
         let Ok(mut documents) = self.inner.documents.lock() else { return };
-        for Published { server, document } in published {
+        let now = std::time::Instant::now();
+        for Published { server, mut document } in published {
+            document.announced_at = Some(now);
             let version = document.version;
             match documents.get_mut(&server) {
                 Some(cached) if cached.document.version < version => {
@@ -255,5 +271,6 @@ fn render_document(
         version: row.metadata_version,
         body: Arc::from(body),
         last_modified: http_date(row.published_at.max(row.created_at)),
+        announced_at: None,
     })
 }

@@ -53,6 +53,7 @@ pub(super) struct Calls {
 pub(super) struct FakeService {
     servers: Mutex<BTreeMap<String, FakeServer>>,
     pub calls: Mutex<Calls>,
+    metrics: crate::metrics::Metrics,
 }
 
 impl FakeService {
@@ -69,7 +70,7 @@ impl FakeService {
                 (name.to_string(), server)
             })
             .collect();
-        Arc::new(FakeService { servers: Mutex::new(servers), calls: Mutex::default() })
+        Arc::new(FakeService { servers: Mutex::new(servers), calls: Mutex::default(), metrics: Default::default() })
     }
 
     /// A new version of `server`'s document, published `seconds_later` after the first one.
@@ -206,6 +207,7 @@ impl Service for FakeService {
             version: *entry.versions.borrow(),
             body: Arc::from(entry.body.as_str()),
             last_modified: format_http_date(entry.published_at),
+            announced_at: None,
         })
     }
 
@@ -235,6 +237,15 @@ impl Service for FakeService {
 
     async fn list_stacks(&self) -> Result<Vec<StackSummary>, ServiceError> {
         Ok(vec![summary("one", "CREATE_COMPLETE"), summary("two", "UPDATE_FAILED")])
+    }
+
+    fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
+    }
+
+    async fn metrics_snapshot(&self) -> Result<crate::metrics::Snapshot, ServiceError> {
+        let servers = self.servers.lock().unwrap().keys().map(|name| (name.clone(), None)).collect();
+        Ok(crate::metrics::Snapshot { servers, ..Default::default() })
     }
 
     async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {
