@@ -67,6 +67,9 @@ pub struct AgentSettings {
     /// How long the journal entry (and script and output files) of a deployment that left the
     /// metadata is kept once it owes nothing; `None` (`journal_retention_secs = 0`) keeps them all.
     pub journal_retention: Option<Duration>,
+    /// Where the agent writes its metrics for node_exporter's textfile collector (a `*.prom`
+    /// file); `None`: no metrics are written.
+    pub metrics_textfile: Option<PathBuf>,
 }
 
 /// One `[[source]]` table, chosen by its `kind`.
@@ -223,6 +226,7 @@ struct RawAgent {
     hook_kill_grace_secs: Option<u64>,
     parallel: Option<u64>,
     journal_retention_secs: Option<u64>,
+    metrics_textfile: Option<PathBuf>,
     #[serde(default)]
     hook_env: BTreeMap<String, String>,
 }
@@ -292,6 +296,16 @@ fn validate_agent(raw: RawAgent) -> Result<AgentSettings, Problem> {
             return Err((name_key(), "the value contains a NUL byte".to_string()));
         }
     }
+    if let Some(path) = &raw.metrics_textfile {
+        let problem = |reason: String| (key("metrics_textfile"), reason);
+        absolute(path).map_err(problem)?;
+        if path.extension().is_none_or(|extension| extension != "prom") {
+            return Err(problem(format!(
+                "{} must end in .prom: node_exporter's textfile collector reads only *.prom files",
+                path.display()
+            )));
+        }
+    }
     Ok(AgentSettings {
         state_dir,
         hooks_dirs,
@@ -306,6 +320,7 @@ fn validate_agent(raw: RawAgent) -> Result<AgentSettings, Problem> {
             0 => None,
             secs => Some(Duration::from_secs(secs)),
         },
+        metrics_textfile: raw.metrics_textfile,
     })
 }
 

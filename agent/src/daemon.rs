@@ -11,6 +11,7 @@
 //! signal follows a newer document's URL.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anneal_protocol::{Deployment, SignalTransport};
@@ -179,6 +180,8 @@ pub async fn once(
     }
     router.observe(&collected.deployments);
     let signals = outbox.flush(ONCE_SIGNAL_ATTEMPTS, &shutdown).await?;
+    let polled = if collected.failing.is_empty() { now_millis() } else { 0 };
+    write_metrics(config, polled);
     Ok(OnceReport { counts: executor.counts().clone(), waiting, signals })
 }
 
@@ -208,7 +211,7 @@ pub async fn run(
     });
     // Fast-follow off: the polling tasks get no listener and keep the plain schedule.
     let moved = config.agent.fast_follow.then_some(moved);
-    let mut polling = Polling::start(collector, config.agent.poll_interval, moved.clone(), &shutdown);
+    let mut polling = Polling::start(collector, config.agent.poll_interval, moved.clone(), &shutdown, 0);
     let mut current: Arc<Collected> = polling.updates.borrow_and_update().clone();
     route_signals(&router, &current, &wake_outbox);
     // Hooks may appear without a metadata change (another package installs one): look again.
@@ -239,8 +242,12 @@ pub async fn run(
                 if let Err(error) = finished {
                     error!(error = %error_chain(&error), "cannot record a hook result; will retry");
                 }
+                write_metrics(config, polling.last_success());
             }
-            _ = recheck.tick() => prune(&mut executor, &current, config),
+            _ = recheck.tick() => {
+                prune(&mut executor, &current, config);
+                write_metrics(config, polling.last_success());
+            }
             () = tokio::time::sleep(JOURNAL_RETRY), if retry_after_error => retry_after_error = false,
         }
     }
@@ -275,6 +282,8 @@ fn route_signals(router: &SignalRouter, collected: &Collected, wake_outbox: &Not
 struct Polling {
     token: CancellationToken,
     updates: watch::Receiver<Arc<Collected>>,
+    /// When a source last answered (ms since the epoch), for the metrics textfile.
+    last_success: Arc<AtomicU64>,
 }
 
 impl Polling {
@@ -283,10 +292,16 @@ impl Polling {
         poll_interval: Duration,
         moved: Option<EngineMoved>,
         shutdown: &CancellationToken,
+        last_success: u64,
     ) -> Polling {
         let token = shutdown.child_token();
+        let last_success = collector.last_success(last_success);
         let updates = collector.spawn(poll_interval, moved.as_ref(), token.clone());
-        Polling { token, updates }
+        Polling { token, updates, last_success }
+    }
+
+    fn last_success(&self) -> u64 {
+        self.last_success.load(Ordering::Relaxed)
     }
 
     /// Replaces the polling tasks by those of the config's sources and the self-configured ones
@@ -305,7 +320,8 @@ impl Polling {
             Ok(collector) => {
                 info!(sources = ?collector.source_names(), "switching the polled sources");
                 self.token.cancel();
-                *self = Polling::start(collector, config.agent.poll_interval, moved, shutdown);
+                let last_success = self.last_success();
+                *self = Polling::start(collector, config.agent.poll_interval, moved, shutdown, last_success);
             }
             Err(error) => error!(error = %error_chain(&error), "cannot switch to the self-configured sources"),
         }
@@ -317,6 +333,21 @@ impl Polling {
 fn prune(executor: &mut Executor, collected: &Collected, config: &Config) {
     if collected.complete {
         executor.prune(&collected.deployments, config.agent.journal_retention, now_millis());
+    }
+}
+
+/// Rewrites the metrics textfile, when one is configured, from the journal; a failure is
+/// logged and the next write tries again.
+fn write_metrics(config: &Config, last_success: u64) {
+    let Some(path) = &config.agent.metrics_textfile else { return };
+    let entries = Journal::open(&config.agent.state_dir).and_then(|journal| journal.load_all());
+    let written = match entries {
+        Ok(entries) => crate::metrics::write(path, &crate::metrics::render(&entries, last_success))
+            .map_err(|error| format!("{}: {error}", path.display())),
+        Err(error) => Err(error_chain(&error)),
+    };
+    if let Err(error) = written {
+        warn!(%error, "cannot write the metrics textfile");
     }
 }
 

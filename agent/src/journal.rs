@@ -6,7 +6,7 @@
 //! undelivered signals (`index`) and removes the entries retention gives up (`retention`); it does
 //! not decide what to run or when to deliver.
 
-mod entry;
+pub(crate) mod entry;
 mod index;
 pub(crate) mod retention;
 

@@ -1,12 +1,13 @@
 //! `/metrics` on a real shim while a stack converges, read by Prometheus's reference parser
 //! (prometheus_client from PyPI, OpenMetrics): stacks and resources by state follow the stack,
 //! the agent's held long-poll and its signals are counted, an unknown signal token is counted as
-//! rejected, the histograms fill, and the scrape needs the admin token.
+//! rejected, the histograms fill, and the scrape needs the admin token. The agent's node_exporter
+//! textfile, read by the classic text parser, says the same of its side.
 
 use std::time::{Duration, Instant};
 
 use anneal_tests::peers::{metric_value, parse_metrics};
-use anneal_tests::{AgentSettings, Fleet, Shim};
+use anneal_tests::{AgentSettings, Fleet, Shim, toml_string};
 use serde_json::Value;
 
 const TEMPLATE: &str = r##"
@@ -32,7 +33,11 @@ resources:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_follow_a_converging_stack() {
     let shim = Shim::start().await;
-    let fleet = Fleet::start(&shim, &["vm1"], &AgentSettings::default()).await;
+    let textfiles = tempfile::tempdir().expect("a textfile collector directory");
+    let textfile = textfiles.path().join("anneal.prom");
+    let settings =
+        AgentSettings::default().line(&format!("metrics_textfile = {}", toml_string(&textfile.display().to_string())));
+    let fleet = Fleet::start(&shim, &["vm1"], &settings).await;
     shim.cli_ok(&["server", "add", "vm2"]).await;
     let client = anneal_tests::http_client();
     let url = format!("{}/metrics", shim.url());
@@ -83,6 +88,31 @@ async fn metrics_follow_a_converging_stack() {
     assert_eq!(metric_value(&after, "anneal_shim_signals_total", &rejected), 1.0, "{after}");
     assert_eq!(after["anneal_shim_signals"]["type"], "counter");
     assert_eq!(after["anneal_shim_wakeup_seconds"]["type"], "histogram");
+
+    // The agent rewrites its textfile after each run and each poll interval (1 s here).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let agent = loop {
+        let text = std::fs::read_to_string(&textfile).unwrap_or_default();
+        if !text.is_empty() {
+            let families = parse_metrics(&text, "text");
+            if metric_value(&families, "anneal_agent_deployments", &[("state", "signalled")]) == 1.0 {
+                break families;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "vm1's textfile never showed its signalled deployment: {text}\n{}",
+            fleet.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(agent["anneal_agent_hook_duration_seconds"]["type"], "histogram");
+    assert_eq!(metric_value(&agent, "anneal_agent_hook_duration_seconds_count", &[]), 1.0, "{agent}");
+    assert_eq!(metric_value(&agent, "anneal_agent_signals_pending", &[]), 0.0);
+    assert_eq!(metric_value(&agent, "anneal_agent_deployments_failed", &[]), 0.0);
+    let polled = metric_value(&agent, "anneal_agent_last_successful_poll_timestamp_seconds", &[]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
+    assert!((now - 60.0..=now + 1.0).contains(&polled), "the last poll was recent: {polled} vs {now}");
     drop(fleet);
 }
 

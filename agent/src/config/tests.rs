@@ -157,6 +157,13 @@ fn agent_values_are_validated() {
     check_invalid(&with("poll_interval_secs = 0"), "[agent] poll_interval_secs", "at least 1");
     check_invalid(&with("hook_timeout_secs = 0"), "[agent] hook_timeout_secs", "at least 1");
     check_invalid(&with("state_dir = \"var/lib\""), "[agent] state_dir", "absolute");
+    check_invalid(&with("metrics_textfile = \"anneal.prom\""), "[agent] metrics_textfile", "absolute");
+    check_invalid(&with("metrics_textfile = \"/var/lib/anneal.txt\""), "[agent] metrics_textfile", "must end in .prom");
+    let valid = parse_text(&with("metrics_textfile = \"/var/lib/node-exporter/anneal.prom\"")).expect("valid");
+    assert_eq!(
+        valid.agent.metrics_textfile.as_deref(),
+        Some(std::path::Path::new("/var/lib/node-exporter/anneal.prom"))
+    );
     check_invalid(&with("hooks_dirs = [\"/a\", \"b\"]"), "[agent] hooks_dirs[1]", "absolute");
     check_invalid(&with("hook_env = { \"\" = \"x\" }"), "[agent] hook_env.", "environment variable name");
     check_invalid(&with("hook_env = { \"A=B\" = \"x\" }"), "[agent] hook_env.A=B", "environment variable name");

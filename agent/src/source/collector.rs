@@ -9,6 +9,7 @@
 //! document, so the view is incomplete and journal retention prunes nothing (docs/journal.md).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -31,6 +32,9 @@ pub(crate) struct Collector {
     /// failing sources without a document, after the slots.
     unbuilt: Vec<(String, String)>,
     cache: Cache,
+    /// When a source last fetched without failing (ms since the epoch, 0: never), for the
+    /// metrics textfile; set by the polling tasks.
+    last_success: Arc<AtomicU64>,
 }
 
 impl Collector {
@@ -73,10 +77,17 @@ impl Collector {
                 }
             }
         }
-        Ok(Collector { slots, unbuilt, cache })
+        Ok(Collector { slots, unbuilt, cache, last_success: Arc::default() })
     }
 
     /// The names of the sources polled, in order.
+    /// When a source last fetched without failing (ms since the epoch, 0: never yet), as the
+    /// polling tasks record it; `starting_from` carries an earlier collector's value over.
+    pub(crate) fn last_success(&self, starting_from: u64) -> Arc<AtomicU64> {
+        self.last_success.fetch_max(starting_from, Ordering::Relaxed);
+        Arc::clone(&self.last_success)
+    }
+
     pub(crate) fn source_names(&self) -> Vec<String> {
         self.slots.iter().map(|slot| slot.source.name().to_string()).collect()
     }
@@ -137,7 +148,7 @@ impl Collector {
             .map(|slot| SlotView::new(slot.source.name(), slot.document.clone(), slot.failing.clone()))
             .chain(self.unbuilt.iter().map(|(name, error)| SlotView::unbuilt(name, error)))
             .collect();
-        let shared = Arc::new(Shared::new(views, sender));
+        let shared = Arc::new(Shared::new(views, sender, Arc::clone(&self.last_success)));
         for (index, slot) in self.slots.into_iter().enumerate() {
             let listener = moved.map(EngineMoved::listen);
             let shared = Arc::clone(&shared);

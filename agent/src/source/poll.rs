@@ -45,16 +45,25 @@ impl SlotView {
 pub(super) struct Shared {
     views: Mutex<Vec<SlotView>>,
     sender: watch::Sender<Arc<Collected>>,
+    /// ms since the epoch of the last fetch that did not fail (see `Collector::last_success`).
+    last_success: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Shared {
-    pub(super) fn new(views: Vec<SlotView>, sender: watch::Sender<Arc<Collected>>) -> Shared {
-        Shared { views: Mutex::new(views), sender }
+    pub(super) fn new(
+        views: Vec<SlotView>,
+        sender: watch::Sender<Arc<Collected>>,
+        last_success: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Shared {
+        Shared { views: Mutex::new(views), sender, last_success }
     }
 
     /// Records source `index`'s state (`document` is `Some` when it was replaced) and sends the
     /// merged view: unconditionally when this completes the first round, else when it changed.
     fn publish(&self, index: usize, document: Option<Value>, failing: Option<String>) {
+        if failing.is_none() {
+            self.last_success.fetch_max(crate::clock::now_millis(), std::sync::atomic::Ordering::Relaxed);
+        }
         // The lock is never held across an await; a panic elsewhere cannot corrupt this table.
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(view) = views.get_mut(index) else {

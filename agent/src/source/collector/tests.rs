@@ -49,6 +49,7 @@ fn config(state_dir: &Path, sources: Vec<SourceConfig>) -> Config {
             parallel: 1,
             hook_env: Default::default(),
             journal_retention: None,
+            metrics_textfile: None,
         },
         sources,
     }

@@ -426,6 +426,7 @@ async fn collect_once_deletes_the_messages_only_after_caching_the_document() {
             parallel: 1,
             hook_env: Default::default(),
             journal_retention: None,
+            metrics_textfile: None,
         },
         sources: vec![SourceConfig::Zaqar(source_config(&keystone))],
     };
