@@ -334,6 +334,13 @@ pub trait Service: Send + Sync + 'static {
     fn metrics(&self) -> &crate::metrics::Metrics;
     /// The store's counts for the `/metrics` gauges.
     fn metrics_snapshot(&self) -> impl Future<Output = Result<crate::metrics::Snapshot, ServiceError>> + Send;
+    /// One node of a stack for the web view's side panel (`NotFound` for an unknown stack or
+    /// node).
+    fn node_detail(
+        &self,
+        stack: &str,
+        node: &str,
+    ) -> impl Future<Output = Result<crate::graph::NodeDetail, ServiceError>> + Send;
     /// The stack's component graph (`NotFound` for an unknown stack).
     fn stack_graph(&self, name: &str) -> impl Future<Output = Result<crate::graph::StackGraph, ServiceError>> + Send;
 

@@ -162,6 +162,7 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     let _ = std::io::stdout().flush();
     let mut config = ApiConfig::new(token::hash_token(&admin_token));
     config.limits = config.limits.fit_to_open_files(raise_open_file_limit());
+    config.secure_cookies = acceptor.is_some();
     tracing::info!(
         max_connections = config.limits.max_connections,
         max_connections_per_peer = config.limits.max_connections_per_peer,

@@ -25,6 +25,7 @@
 
 pub mod anneal_server;
 pub mod binaries;
+pub mod browser;
 pub mod fleet;
 pub mod metadata;
 pub mod peers;

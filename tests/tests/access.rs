@@ -80,6 +80,11 @@ struct Credential {
 #[derive(Debug, Clone, Copy)]
 enum Access {
     Admin,
+    /// The web view's data: the admin bearer token (or its session cookie, which the matrix
+    /// never sends), so the admin's expectations.
+    AdminSession,
+    /// Anyone: the same answer whatever the credential.
+    Public,
     ServerMetadata(&'static str),
     ServerToken,
     SignalToken,
@@ -91,6 +96,8 @@ impl Access {
     fn declared(self) -> RouteCredential {
         match self {
             Access::Admin => RouteCredential::Admin,
+            Access::AdminSession => RouteCredential::AdminSession,
+            Access::Public => RouteCredential::Public,
             Access::ServerMetadata(_) => RouteCredential::ServerBearer,
             Access::ServerToken => RouteCredential::ServerTokenInPath,
             Access::SignalToken => RouteCredential::SignalTokenInPath,
@@ -205,7 +212,12 @@ async fn run_matrix(shim: &Shim, tokens: &Tokens) -> (Vec<String>, String) {
             }
             let response = request.send().await.expect("the shim answers");
             let status = response.status().as_u16();
-            let text = response.text().await.unwrap_or_default();
+            // An event stream (the web view's watch) never ends: its head is the answer.
+            let streaming = response
+                .headers()
+                .get("content-type")
+                .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+            let text = if streaming { String::new() } else { response.text().await.unwrap_or_default() };
             let expected = expected_status(&route, credential);
             let echoed = credential.path_token.len() > 8 && text.contains(&credential.path_token);
             if echoed && status != route.granted {
@@ -230,18 +242,20 @@ async fn run_matrix(shim: &Shim, tokens: &Tokens) -> (Vec<String>, String) {
 
 fn expected_status(route: &Route, credential: &Credential) -> u16 {
     let holder = match route.access {
-        Access::Admin | Access::ServerMetadata(_) => &credential.header_holder,
+        Access::Public => return route.granted,
+        Access::Admin | Access::AdminSession | Access::ServerMetadata(_) => &credential.header_holder,
         Access::ServerToken | Access::SignalToken | Access::HandleToken => &credential.path_holder,
     };
     match (route.access, holder) {
-        (Access::Admin | Access::ServerMetadata(_), Holder::Nobody) => 401,
-        (Access::Admin, Holder::Admin) => route.granted,
+        (Access::Admin | Access::AdminSession | Access::ServerMetadata(_), Holder::Nobody) => 401,
+        (Access::Admin | Access::AdminSession, Holder::Admin) => route.granted,
         (Access::ServerMetadata(owner), Holder::Server(server)) if owner == *server => route.granted,
-        (Access::Admin | Access::ServerMetadata(_), _) => 403,
+        (Access::Admin | Access::AdminSession | Access::ServerMetadata(_), _) => 403,
         (Access::ServerToken, Holder::Server(_)) => route.granted,
         (Access::SignalToken, Holder::Signal(_)) => route.granted,
         (Access::HandleToken, Holder::Handle) => route.granted,
         (Access::ServerToken | Access::SignalToken | Access::HandleToken, _) => 404,
+        (Access::Public, _) => route.granted,
     }
 }
 
@@ -323,6 +337,7 @@ fn routes() -> Vec<Route> {
     let graph = "/v1/stacks/{name}/graph";
     let (signals, waitconditions) = ("/v1/signals/{token}", "/v1/waitconditions/{token}");
     let (rotate, rotation) = ("/v1/servers/{name}/token", json!({"grace_secs": 60}).to_string());
+    let ui_login = json!({"token": "not-the-admin-token"}).to_string();
     let listed = vec![
         route("POST", servers, servers, Some(&server), Access::Admin, 201),
         route("GET", servers, servers, None, Access::Admin, 200),
@@ -348,6 +363,33 @@ fn routes() -> Vec<Route> {
         route("GET", graph, "/v1/stacks/scratch/graph", None, Access::Admin, 200),
         route("GET", graph, "/v1/stacks/nosuch/graph", None, Access::Admin, 404),
         route("GET", "/metrics", "/metrics", None, Access::Admin, 200),
+        route("GET", "/ui/", "/ui/", None, Access::Public, 200),
+        route("GET", "/ui/assets/{file}", "/ui/assets/app.js", None, Access::Public, 200),
+        route("GET", "/ui/assets/{file}", "/ui/assets/..%2F..%2Fv1%2Fstacks", None, Access::Public, 404),
+        // The body's token is not the admin's: refused whatever the header says.
+        route("POST", "/ui/login", "/ui/login", Some(&ui_login), Access::Public, 403),
+        route("POST", "/ui/logout", "/ui/logout", None, Access::Public, 204),
+        route("GET", "/ui/api/stacks", "/ui/api/stacks", None, Access::AdminSession, 200),
+        route("GET", "/ui/api/stacks/{name}", "/ui/api/stacks/access", None, Access::AdminSession, 200),
+        route("GET", "/ui/api/stacks/{name}", "/ui/api/stacks/nosuch", None, Access::AdminSession, 404),
+        route(
+            "GET",
+            "/ui/api/stacks/{name}/nodes/{node}",
+            "/ui/api/stacks/access/nodes/on_vm1",
+            None,
+            Access::AdminSession,
+            200,
+        ),
+        route(
+            "GET",
+            "/ui/api/stacks/{name}/nodes/{node}",
+            "/ui/api/stacks/access/nodes/nosuch",
+            None,
+            Access::AdminSession,
+            404,
+        ),
+        route("GET", "/ui/api/stacks/{name}/watch", "/ui/api/stacks/access/watch", None, Access::AdminSession, 200),
+        route("GET", "/ui/api/servers", "/ui/api/servers", None, Access::AdminSession, 200),
         route("DELETE", stack, "/v1/stacks/scratch", None, Access::Admin, 202),
         route("POST", signals, signals, Some(&result), Access::SignalToken, 200),
         route("PUT", signals, signals, Some(&result), Access::SignalToken, 200),

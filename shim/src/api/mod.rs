@@ -21,6 +21,7 @@ mod stacks;
 #[cfg(test)]
 mod tests;
 pub mod tls;
+mod ui;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub struct ApiConfig {
     pub body_deadline: Duration,
     /// Caps on concurrent connections (applied by [`serve`]).
     pub limits: ConnectionLimits,
+    /// The web view's session cookie is marked `Secure` (set when serving TLS).
+    pub secure_cookies: bool,
 }
 
 impl ApiConfig {
@@ -73,6 +76,7 @@ impl ApiConfig {
             body_limit: Self::DEFAULT_BODY_LIMIT,
             body_deadline: Self::DEFAULT_BODY_DEADLINE,
             limits: ConnectionLimits::default(),
+            secure_cookies: false,
         }
     }
 }

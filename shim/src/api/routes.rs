@@ -5,7 +5,7 @@
 
 use axum::routing::{MethodFilter, MethodRouter, on};
 
-use super::{AppState, metadata, metrics, servers, signals, stacks};
+use super::{AppState, metadata, metrics, servers, signals, stacks, ui};
 use crate::model::Service;
 
 /// An HTTP method a route answers. A `GET` route answers `HEAD` too (axum does).
@@ -51,6 +51,11 @@ pub enum Credential {
     SignalTokenInPath,
     /// A wait condition handle's token as the last path segment; 404 for anything else.
     HandleTokenInPath,
+    /// The web view's session cookie, or the admin bearer token (as `Admin`: 401 without
+    /// either, 403 for another bearer token).
+    AdminSession,
+    /// None: the web view's page, its assets, and its login and logout.
+    Public,
 }
 
 /// The handler a route runs (one per method and path).
@@ -73,6 +78,15 @@ pub enum Endpoint {
     WaitConditionHeat,
     WaitConditionAws,
     Metrics,
+    UiPage,
+    UiAsset,
+    UiLogin,
+    UiLogout,
+    UiStacks,
+    UiStack,
+    UiNode,
+    UiWatch,
+    UiServers,
 }
 
 /// One served method and path (axum's `{name}` syntax for a path parameter).
@@ -104,6 +118,15 @@ pub const ROUTES: &[Route] = &[
     route(Method::Get, "/v1/stacks/{name}/events", Credential::Admin, Endpoint::StackEvents),
     route(Method::Get, "/v1/stacks/{name}/graph", Credential::Admin, Endpoint::StackGraph),
     route(Method::Get, "/metrics", Credential::Admin, Endpoint::Metrics),
+    route(Method::Get, "/ui/", Credential::Public, Endpoint::UiPage),
+    route(Method::Get, "/ui/assets/{file}", Credential::Public, Endpoint::UiAsset),
+    route(Method::Post, "/ui/login", Credential::Public, Endpoint::UiLogin),
+    route(Method::Post, "/ui/logout", Credential::Public, Endpoint::UiLogout),
+    route(Method::Get, "/ui/api/stacks", Credential::AdminSession, Endpoint::UiStacks),
+    route(Method::Get, "/ui/api/stacks/{name}", Credential::AdminSession, Endpoint::UiStack),
+    route(Method::Get, "/ui/api/stacks/{name}/nodes/{node}", Credential::AdminSession, Endpoint::UiNode),
+    route(Method::Get, "/ui/api/stacks/{name}/watch", Credential::AdminSession, Endpoint::UiWatch),
+    route(Method::Get, "/ui/api/servers", Credential::AdminSession, Endpoint::UiServers),
     route(Method::Post, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
     route(Method::Put, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
     route(Method::Post, "/v1/waitconditions/{token}", Credential::HandleTokenInPath, Endpoint::WaitConditionHeat),
@@ -128,6 +151,15 @@ pub(super) fn method_router<S: Service>(route: &Route) -> MethodRouter<AppState<
         Endpoint::StackEvents => on(filter, stacks::events::<S>),
         Endpoint::StackGraph => on(filter, stacks::graph::<S>),
         Endpoint::Metrics => on(filter, metrics::scrape::<S>),
+        Endpoint::UiPage => on(filter, ui::index),
+        Endpoint::UiAsset => on(filter, ui::asset),
+        Endpoint::UiLogin => on(filter, ui::login::<S>),
+        Endpoint::UiLogout => on(filter, ui::logout::<S>),
+        Endpoint::UiStacks => on(filter, ui::stacks::<S>),
+        Endpoint::UiStack => on(filter, ui::stack::<S>),
+        Endpoint::UiNode => on(filter, ui::node::<S>),
+        Endpoint::UiWatch => on(filter, ui::watch::<S>),
+        Endpoint::UiServers => on(filter, ui::servers::<S>),
         Endpoint::DeploymentSignal => on(filter, signals::deployment::<S>),
         Endpoint::WaitConditionHeat => on(filter, signals::wait_condition_heat::<S>),
         Endpoint::WaitConditionAws => on(filter, signals::wait_condition_aws::<S>),

@@ -4,8 +4,10 @@
 
 use serde_json::Value;
 
-use crate::graph::{EdgeKind, GraphEdge, GraphNode, NodeKind, Phase, StackGraph};
-use crate::store::{NodeRow, NodeState};
+use crate::graph::{
+    DETAIL_EVENTS, EdgeKind, GraphEdge, GraphNode, NodeDetail, NodeEvent, NodeKind, Phase, StackGraph, TAIL_CHARS,
+};
+use crate::store::{EventRow, NodeRow, NodeState, StackRow};
 
 /// `edges` are the stored `(from, to)` pairs: `to` waits for `from`. `updated_at` formats a
 /// stored time.
@@ -16,23 +18,7 @@ pub fn build(
     edges: &[(String, String)],
     updated_at: impl Fn(u64) -> String,
 ) -> StackGraph {
-    let graph_nodes = nodes
-        .iter()
-        .map(|node| GraphNode {
-            name: node.name.clone(),
-            resource_type: node.resource_type.clone(),
-            kind: NodeKind::of(&node.resource_type),
-            status: if node.state == NodeState::Init {
-                "INIT_COMPLETE".to_string()
-            } else {
-                format!("{}_{}", node.action, node.state)
-            },
-            phase: phase(node.state),
-            status_reason: node.status_reason.clone(),
-            server: node.server.clone(),
-            updated_at: updated_at(node.updated_at),
-        })
-        .collect();
+    let graph_nodes = nodes.iter().map(|node| graph_node(node, &updated_at)).collect();
     let definitions: std::collections::HashMap<&str, &Value> =
         nodes.iter().map(|node| (node.name.as_str(), &node.definition)).collect();
     let graph_edges = edges
@@ -47,6 +33,79 @@ pub fn build(
         })
         .collect();
     StackGraph { stack: stack.to_string(), status: status.to_string(), nodes: graph_nodes, edges: graph_edges }
+}
+
+fn graph_node(node: &NodeRow, updated_at: &impl Fn(u64) -> String) -> GraphNode {
+    GraphNode {
+        name: node.name.clone(),
+        resource_type: node.resource_type.clone(),
+        kind: NodeKind::of(&node.resource_type),
+        status: if node.state == NodeState::Init {
+            "INIT_COMPLETE".to_string()
+        } else {
+            format!("{}_{}", node.action, node.state)
+        },
+        phase: phase(node.state),
+        status_reason: node.status_reason.clone(),
+        server: node.server.clone(),
+        updated_at: updated_at(node.updated_at),
+    }
+}
+
+/// The side panel's view of `node` of `stack`, with its events from `events` (the stack's).
+pub(crate) fn detail(
+    stack: &StackRow,
+    node: &NodeRow,
+    events: &[EventRow],
+    time: impl Fn(u64) -> String,
+) -> NodeDetail {
+    let mut properties = node.definition.get("properties").cloned().unwrap_or(Value::Object(Default::default()));
+    mask_hidden_parameters(&mut properties, &stack.hidden_parameters);
+    let attributes = match node.resource_type.rsplit("::").next() {
+        // Their attributes are credentials: a handle's URL and curl command carry its token.
+        Some("WaitConditionHandle" | "RandomString") => Value::String("******".into()),
+        _ => tails(&node.attributes),
+    };
+    let mine: Vec<&EventRow> =
+        events.iter().filter(|event| event.resource == node.name && event.time >= stack.created_at).collect();
+    let events = mine[mine.len().saturating_sub(DETAIL_EVENTS)..]
+        .iter()
+        .map(|row| NodeEvent { time: time(row.time), status: row.status.clone(), reason: row.reason.clone() })
+        .collect();
+    NodeDetail { node: graph_node(node, &time), properties, attributes, events }
+}
+
+/// `{get_param: X}` (or `[X, ...]`) of a hidden parameter becomes `"******"`.
+fn mask_hidden_parameters(value: &mut Value, hidden: &[String]) {
+    match value {
+        Value::Object(map) => {
+            let names_hidden = map.len() == 1
+                && map.get("get_param").is_some_and(|argument| {
+                    let name = argument.as_str().or_else(|| argument.get(0).and_then(Value::as_str));
+                    name.is_some_and(|name| hidden.iter().any(|hidden| hidden == name))
+                });
+            if names_hidden {
+                *value = Value::String("******".into());
+            } else {
+                map.values_mut().for_each(|inner| mask_hidden_parameters(inner, hidden));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|inner| mask_hidden_parameters(inner, hidden)),
+        _ => {}
+    }
+}
+
+/// Every string longer than `TAIL_CHARS` cut to its last `TAIL_CHARS` characters.
+fn tails(value: &Value) -> Value {
+    match value {
+        Value::String(text) if text.chars().count() > TAIL_CHARS => {
+            let skip = text.chars().count() - TAIL_CHARS;
+            Value::String(format!("…{}", text.chars().skip(skip).collect::<String>()))
+        }
+        Value::Object(map) => Value::Object(map.iter().map(|(key, inner)| (key.clone(), tails(inner))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(tails).collect()),
+        other => other.clone(),
+    }
 }
 
 /// The graph's phase of a stored node state.

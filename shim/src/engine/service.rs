@@ -415,6 +415,18 @@ impl<S: Store> Service for Engine<S> {
         })
     }
 
+    async fn node_detail(&self, stack: &str, node: &str) -> Result<crate::graph::NodeDetail, ServiceError> {
+        let (stack, node) = (stack.to_string(), node.to_string());
+        let detail = read(self, move |tx| {
+            let Some(stack_row) = tx.stack(&stack)? else { return Ok(None) };
+            let Some(node_row) = tx.node(&stack, &node)? else { return Ok(None) };
+            let events = tx.events(&stack)?;
+            Ok(Some(super::graph::detail(&stack_row, &node_row, &events, rfc3339)))
+        })
+        .await?;
+        detail.ok_or_else(|| ServiceError::NotFound { what: "resource".into() })
+    }
+
     async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {
         let name = name.to_string();
         let graph = read(self, move |tx| {

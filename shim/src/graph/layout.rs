@@ -15,10 +15,15 @@ const CHAR_WIDTH: f64 = 7.0;
 const LINE_HEIGHT: f64 = 15.0;
 const SWEEPS: usize = 4;
 
-/// Where each node's box is (same order as `graph.nodes`), and the drawing's size.
+/// Where each node's box is (same order as `graph.nodes`), how each edge runs, and the
+/// drawing's size.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Layout {
     pub(super) boxes: Vec<NodeBox>,
+    /// Per edge of `graph.edges`: the points it passes between its ends (the centres of the
+    /// placeholders of the layers it crosses), so a long edge runs between boxes, not through
+    /// them; `None` for an edge not drawn (an end unknown, or a node's edge to itself).
+    pub(super) routes: Vec<Option<Vec<(f64, f64)>>>,
     pub(super) width: f64,
     pub(super) height: f64,
 }
@@ -31,30 +36,79 @@ pub(super) struct NodeBox {
     pub(super) height: f64,
 }
 
+/// Size of the placeholder a long edge has in each layer it crosses.
+const PLACEHOLDER: (f64, f64) = (12.0, 10.0);
+
 /// Lays `graph` out for boxes holding `lines[i]` (each node's label lines).
 pub(super) fn layout(graph: &StackGraph, lines: &[Vec<String>]) -> Layout {
     let count = graph.nodes.len();
     let indexes: std::collections::HashMap<&str, usize> =
         graph.nodes.iter().enumerate().map(|(index, node)| (node.name.as_str(), index)).collect();
-    let index_of = |name: &str| indexes.get(name).copied();
+    let edges: Vec<Option<(usize, usize)>> = graph
+        .edges
+        .iter()
+        .map(|edge| match (indexes.get(edge.from.as_str()), indexes.get(edge.to.as_str())) {
+            (Some(&from), Some(&to)) if from != to => Some((from, to)),
+            _ => None,
+        })
+        .collect();
     let mut predecessors = vec![Vec::new(); count];
     let mut successors = vec![Vec::new(); count];
-    for edge in &graph.edges {
-        if let (Some(from), Some(to)) = (index_of(&edge.from), index_of(&edge.to))
-            && from != to
-        {
-            predecessors[to].push(from);
-            successors[from].push(to);
-        }
+    for &(from, to) in edges.iter().flatten() {
+        predecessors[to].push(from);
+        successors[from].push(to);
     }
-    let layer = layers(&predecessors, &successors);
+    let mut layer = layers(&predecessors, &successors);
+    // A placeholder per layer a long edge crosses, chained from its source to its target.
+    let (mut predecessors, mut successors) = (vec![Vec::new(); count], vec![Vec::new(); count]);
+    let mut chains: Vec<Option<Vec<usize>>> = Vec::with_capacity(edges.len());
+    for edge in &edges {
+        let Some((from, to)) = *edge else {
+            chains.push(None);
+            continue;
+        };
+        let mut chain = Vec::new();
+        let mut previous = from;
+        for crossed in layer[from] + 1..layer[to].max(layer[from] + 1) {
+            let placeholder = layer.len();
+            layer.push(crossed);
+            predecessors.push(vec![previous]);
+            successors.push(Vec::new());
+            successors[previous].push(placeholder);
+            chain.push(placeholder);
+            previous = placeholder;
+        }
+        successors[previous].push(to);
+        predecessors[to].push(previous);
+        chains.push(Some(chain));
+    }
     let depth = layer.iter().copied().max().map_or(0, |deepest| deepest + 1);
     let mut rows: Vec<Vec<usize>> = vec![Vec::new(); depth];
     for (node, &at) in layer.iter().enumerate() {
         rows[at].push(node);
     }
     order(&mut rows, &predecessors, &successors);
-    place(&rows, lines)
+    let size = |node: usize| match lines.get(node) {
+        Some(lines) => {
+            let longest = lines.iter().map(|line| line.chars().count()).max().unwrap_or(0);
+            (longest as f64 * CHAR_WIDTH + 20.0, lines.len() as f64 * LINE_HEIGHT + 12.0)
+        }
+        None => PLACEHOLDER,
+    };
+    let (mut boxes, width, height) = place(&rows, layer.len(), size);
+    let routes = chains
+        .into_iter()
+        .map(|chain| {
+            chain.map(|chain| {
+                chain
+                    .iter()
+                    .map(|&at| (boxes[at].x + boxes[at].width / 2.0, boxes[at].y + boxes[at].height / 2.0))
+                    .collect()
+            })
+        })
+        .collect();
+    boxes.truncate(count);
+    Layout { boxes, routes, width, height }
 }
 
 /// Longest-path layering by Kahn's order; nodes on a cycle go after everything else.
@@ -117,13 +171,10 @@ fn sort_by_neighbours(row: &mut [usize], neighbours: &[Vec<usize>], position: &[
     row.sort_by(|&left, &right| key(left).total_cmp(&key(right)));
 }
 
-/// Boxes on the grid: layers left to right, each layer centred vertically.
-fn place(rows: &[Vec<usize>], lines: &[Vec<String>]) -> Layout {
-    let size = |node: usize| {
-        let longest = lines[node].iter().map(|line| line.chars().count()).max().unwrap_or(0);
-        (longest as f64 * CHAR_WIDTH + 20.0, lines[node].len() as f64 * LINE_HEIGHT + 12.0)
-    };
-    let mut boxes = vec![NodeBox { x: 0.0, y: 0.0, width: 0.0, height: 0.0 }; lines.len()];
+/// Boxes on the grid: layers left to right, each layer centred vertically. Returns the boxes
+/// of all `count` nodes (placeholders included) and the drawing's width and height.
+fn place(rows: &[Vec<usize>], count: usize, size: impl Fn(usize) -> (f64, f64)) -> (Vec<NodeBox>, f64, f64) {
+    let mut boxes = vec![NodeBox { x: 0.0, y: 0.0, width: 0.0, height: 0.0 }; count];
     let column_height = |row: &Vec<usize>| {
         row.iter().map(|&node| size(node).1).sum::<f64>() + NODE_GAP * row.len().saturating_sub(1) as f64
     };
@@ -140,5 +191,5 @@ fn place(rows: &[Vec<usize>], lines: &[Vec<String>]) -> Layout {
         x += widest + LAYER_GAP;
     }
     let width = (x - LAYER_GAP + MARGIN).max(2.0 * MARGIN);
-    Layout { boxes, width, height: tallest + 2.0 * MARGIN }
+    (boxes, width, tallest + 2.0 * MARGIN)
 }

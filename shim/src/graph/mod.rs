@@ -50,6 +50,37 @@ pub struct GraphEdge {
     pub kind: EdgeKind,
 }
 
+/// One node as the web view's side panel shows it: what the graph says, its definition and
+/// attributes with secrets masked, and its events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeDetail {
+    #[serde(flatten)]
+    pub node: GraphNode,
+    /// The resource's properties as the template wrote them (intrinsic functions unresolved);
+    /// a hidden parameter's value never appears, and `get_param` of one shows `"******"`.
+    pub properties: serde_json::Value,
+    /// What `get_attr` reads once it is complete (a deployment's `deploy_stdout`,
+    /// `deploy_stderr`, `deploy_status_code` and outputs), long strings cut to their last
+    /// `TAIL_CHARS` characters; masked for resources whose attributes are credentials (wait
+    /// condition handles, random strings).
+    pub attributes: serde_json::Value,
+    /// Its events, oldest first (at most `DETAIL_EVENTS`, the newest).
+    pub events: Vec<NodeEvent>,
+}
+
+/// One event of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    pub time: String,
+    pub status: String,
+    pub reason: String,
+}
+
+/// The longest attribute text a `NodeDetail` carries (its tail).
+pub const TAIL_CHARS: usize = 4096;
+/// The most events a `NodeDetail` carries.
+pub const DETAIL_EVENTS: usize = 50;
+
 /// What a resource is, for drawing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

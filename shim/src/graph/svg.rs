@@ -44,11 +44,13 @@ pub fn to_svg(graph: &StackGraph) -> String {
     );
     let indexes: std::collections::HashMap<&str, usize> =
         graph.nodes.iter().enumerate().map(|(index, node)| (node.name.as_str(), index)).collect();
-    for edge in &graph.edges {
-        let (Some(&from), Some(&to)) = (indexes.get(edge.from.as_str()), indexes.get(edge.to.as_str())) else {
+    for (edge, route) in graph.edges.iter().zip(&placed.routes) {
+        let (Some(&from), Some(&to), Some(route)) =
+            (indexes.get(edge.from.as_str()), indexes.get(edge.to.as_str()), route.as_ref())
+        else {
             continue;
         };
-        write_edge(&mut out, placed.boxes[from], placed.boxes[to], edge.kind, &edge.from, &edge.to);
+        write_edge(&mut out, (placed.boxes[from], placed.boxes[to]), route, edge.kind, (&edge.from, &edge.to));
     }
     for (index, node) in graph.nodes.iter().enumerate() {
         let at = placed.boxes[index];
@@ -82,24 +84,32 @@ pub fn to_svg(graph: &StackGraph) -> String {
     out
 }
 
-fn write_edge(out: &mut String, from: NodeBox, to: NodeBox, kind: EdgeKind, from_name: &str, to_name: &str) {
-    let (x1, y1) = (from.x + from.width, from.y + from.height / 2.0);
-    let (x2, y2) = (to.x, to.y + to.height / 2.0);
-    let bend = ((x2 - x1).abs() / 2.0).max(30.0);
+/// A curve from the source's right side through `route`'s points to the target's left side,
+/// each stretch a horizontal-tangent cubic (smooth where stretches meet).
+fn write_edge(out: &mut String, ends: (NodeBox, NodeBox), route: &[(f64, f64)], kind: EdgeKind, names: (&str, &str)) {
+    let (from, to) = ends;
+    let mut points = vec![(from.x + from.width, from.y + from.height / 2.0)];
+    points.extend_from_slice(route);
+    points.push((to.x, to.y + to.height / 2.0));
+    let mut d = format!("M {:.1} {:.1}", points[0].0, points[0].1);
+    for pair in points.windows(2) {
+        let ((x1, y1), (x2, y2)) = (pair[0], pair[1]);
+        let bend = ((x2 - x1).abs() / 2.0).max(20.0);
+        let _ = write!(d, " C {:.1} {y1:.1}, {:.1} {y2:.1}, {x2:.1} {y2:.1}", x1 + bend, x2 - bend);
+    }
     let dash = match kind {
         EdgeKind::DependsOn => " stroke-dasharray=\"6 4\"",
         EdgeKind::Implicit => " stroke-dasharray=\"2 3\"",
         EdgeKind::GetAttr | EdgeKind::GetResource => "",
     };
+    let (from_name, to_name) = names;
     let _ = writeln!(
         out,
-        "<path class=\"edge kind-{}\" data-from=\"{}\" data-to=\"{}\" d=\"M {x1:.1} {y1:.1} C {:.1} {y1:.1}, {:.1} {y2:.1}, {x2:.1} {y2:.1}\" \
-         fill=\"none\" stroke=\"#666\" stroke-width=\"1.2\"{dash} marker-end=\"url(#arrow)\"><title>{}</title></path>",
+        "<path class=\"edge kind-{}\" data-from=\"{}\" data-to=\"{}\" d=\"{d}\" fill=\"none\" stroke=\"#666\" \
+         stroke-width=\"1.2\"{dash} marker-end=\"url(#arrow)\"><title>{}</title></path>",
         kind.as_str(),
         escape(from_name),
         escape(to_name),
-        x1 + bend,
-        x2 - bend,
         escape(&format!("{from_name} → {to_name} ({})", kind.as_str()))
     );
 }

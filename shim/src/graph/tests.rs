@@ -175,3 +175,23 @@ fn svg_node_names(svg: &str) -> Vec<String> {
     assert_eq!(depth, 0, "every element is closed");
     names
 }
+
+#[test]
+fn a_long_edge_runs_between_the_boxes_of_the_layers_it_crosses() {
+    let graph = sample();
+    let lines: Vec<Vec<String>> = graph.nodes.iter().map(|node| vec![node.name.clone()]).collect();
+    let placed = layout::layout(&graph, &lines);
+    assert_eq!(placed.routes.len(), graph.edges.len());
+    // config (layer 0) → second (layer 2) crosses layer 1; first → second does not.
+    let long = graph.edges.iter().position(|edge| edge.from == "config" && edge.to == "second").unwrap();
+    let short = graph.edges.iter().position(|edge| edge.from == "first" && edge.to == "second").unwrap();
+    assert_eq!(placed.routes[short].as_deref(), Some(&[][..]));
+    let route = placed.routes[long].as_ref().expect("drawn");
+    assert_eq!(route.len(), 1);
+    for &(x, y) in route {
+        for one in &placed.boxes {
+            let inside = x >= one.x && x <= one.x + one.width && y >= one.y && y <= one.y + one.height;
+            assert!(!inside, "{x},{y} is inside {one:?}");
+        }
+    }
+}

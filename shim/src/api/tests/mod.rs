@@ -4,6 +4,7 @@
 mod admin;
 mod metadata;
 mod signals;
+mod ui;
 mod units;
 
 use std::collections::BTreeMap;
@@ -246,6 +247,11 @@ impl Service for FakeService {
     async fn metrics_snapshot(&self) -> Result<crate::metrics::Snapshot, ServiceError> {
         let servers = self.servers.lock().unwrap().keys().map(|name| (name.clone(), None)).collect();
         Ok(crate::metrics::Snapshot { servers, ..Default::default() })
+    }
+
+    async fn node_detail(&self, stack: &str, _node: &str) -> Result<crate::graph::NodeDetail, ServiceError> {
+        scripted(stack)?;
+        Err(ServiceError::NotFound { what: "resource".into() })
     }
 
     async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {

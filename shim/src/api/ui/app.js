@@ -1,0 +1,221 @@
+// anneal's web view: stacks, a stack's component graph updated live (Server-Sent Events), a
+// node's details, servers. Plain JavaScript, no dependencies: served by the shim, works
+// offline. Text from the server goes into the page as text (textContent), never as markup; the
+// one exception is the graph's SVG, which the shim builds with every name escaped.
+"use strict";
+
+// Set once per page load: a test tells a live update from a reload by it.
+window.annealLoadedAt = window.annealLoadedAt || Date.now();
+
+const sections = ["login", "stacks", "stack", "servers"];
+let watch = null;
+let selected = null;
+let currentStack = null;
+
+function $(id) { return document.getElementById(id); }
+
+function show(section) {
+  for (const name of sections) $(name).hidden = name !== section;
+  $("error").hidden = true;
+}
+
+function fail(message) {
+  $("error").textContent = message;
+  $("error").hidden = false;
+}
+
+class Unauthorised extends Error {}
+
+async function api(path) {
+  const response = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (response.status === 401 || response.status === 403) throw new Unauthorised();
+  if (!response.ok) {
+    let message = response.statusText;
+    try { message = (await response.json()).error.message; } catch (_) { /* keep the status text */ }
+    throw new Error(message);
+  }
+  return response.json();
+}
+
+function stopWatching() {
+  if (watch) { watch.close(); watch = null; }
+  $("live").hidden = true;
+}
+
+async function route() {
+  stopWatching();
+  const hash = decodeURIComponent(location.hash.slice(1) || "/");
+  try {
+    if (hash.startsWith("/stacks/")) await showStack(hash.slice("/stacks/".length));
+    else if (hash === "/servers") await showServers();
+    else await showStacks();
+    $("logout").hidden = false;
+  } catch (error) {
+    if (error instanceof Unauthorised) { show("login"); $("logout").hidden = true; }
+    else fail(error.message);
+  }
+}
+
+function cell(row, text) {
+  const td = row.insertCell();
+  td.textContent = text;
+  return td;
+}
+
+function phaseOf(status) {
+  if (status.endsWith("_COMPLETE")) return "complete";
+  if (status.endsWith("_FAILED")) return "failed";
+  if (status.endsWith("_IN_PROGRESS")) return "in_progress";
+  return "waiting";
+}
+
+async function showStacks() {
+  const stacks = await api("/ui/api/stacks");
+  const body = document.querySelector("#stacks tbody");
+  body.replaceChildren();
+  for (const stack of stacks) {
+    const row = body.insertRow();
+    const link = document.createElement("a");
+    link.href = "#/stacks/" + encodeURIComponent(stack.name);
+    link.textContent = stack.name;
+    row.insertCell().append(link);
+    const status = cell(row, stack.status);
+    status.className = "badge phase-" + phaseOf(stack.status);
+    cell(row, stack.status_reason);
+    cell(row, stack.updated_at);
+  }
+  document.querySelector("#stacks .empty").hidden = stacks.length > 0;
+  show("stacks");
+}
+
+function drawGraph(view) {
+  currentStack = view.graph.stack;
+  $("stack-name").textContent = view.graph.stack;
+  const badge = $("stack-status");
+  badge.textContent = view.graph.status;
+  badge.className = "badge phase-" + phaseOf(view.graph.status);
+  // Built by the shim with every name and text XML-escaped (see shim/src/graph/svg.rs).
+  $("graph").innerHTML = view.svg;
+  for (const node of $("graph").querySelectorAll("g.node")) {
+    const name = node.getAttribute("data-name");
+    if (name === selected) node.classList.add("selected");
+    node.addEventListener("click", () => showNode(name));
+  }
+}
+
+async function showStack(name) {
+  const view = await api("/ui/api/stacks/" + encodeURIComponent(name));
+  selected = null;
+  $("panel").hidden = true;
+  drawGraph(view);
+  show("stack");
+  watch = new EventSource("/ui/api/stacks/" + encodeURIComponent(name) + "/watch");
+  watch.addEventListener("open", () => { $("live").hidden = false; });
+  watch.addEventListener("error", () => { $("live").hidden = true; });
+  watch.addEventListener("graph", (event) => {
+    drawGraph(JSON.parse(event.data));
+    if (selected) showNode(selected, true);
+  });
+  watch.addEventListener("gone", () => { stopWatching(); fail("The stack " + name + " is gone."); });
+}
+
+async function showNode(name, quietly) {
+  selected = name;
+  for (const node of $("graph").querySelectorAll("g.node")) {
+    node.classList.toggle("selected", node.getAttribute("data-name") === name);
+  }
+  let detail;
+  try {
+    detail = await api("/ui/api/stacks/" + encodeURIComponent(currentStack) + "/nodes/" + encodeURIComponent(name));
+  } catch (error) {
+    if (!quietly) fail(error.message);
+    return;
+  }
+  $("panel-name").textContent = detail.name;
+  const facts = $("panel-facts");
+  facts.replaceChildren();
+  const fact = (label, value) => {
+    if (value === undefined || value === null || value === "") return;
+    const dt = document.createElement("dt");
+    dt.textContent = label;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    facts.append(dt, dd);
+  };
+  fact("type", detail.resource_type);
+  fact("status", detail.status);
+  fact(detail.phase === "in_progress" ? "waiting for" : "reason", detail.status_reason);
+  fact("server", detail.server);
+  fact("since", detail.updated_at);
+  $("panel-properties").textContent = JSON.stringify(detail.properties, null, 2);
+  $("panel-attributes").textContent = JSON.stringify(detail.attributes, null, 2);
+  const events = $("panel-events");
+  events.replaceChildren();
+  for (const event of detail.events) {
+    const item = document.createElement("li");
+    item.textContent = event.time + " " + event.status + (event.reason ? ": " + event.reason : "");
+    events.append(item);
+  }
+  $("panel").hidden = false;
+}
+
+async function showServers() {
+  const servers = await api("/ui/api/servers");
+  const body = document.querySelector("#servers tbody");
+  body.replaceChildren();
+  for (const server of servers) {
+    const row = body.insertRow();
+    cell(row, server.name);
+    cell(row, server.last_seen || "never");
+    cell(row, "version " + server.metadata_version);
+    const list = row.insertCell();
+    for (const deployment of server.deployments) {
+      const line = document.createElement("div");
+      const link = document.createElement("a");
+      link.href = "#/stacks/" + encodeURIComponent(deployment.stack);
+      link.textContent = deployment.stack + " / " + deployment.name;
+      const status = document.createElement("span");
+      status.className = "badge phase-" + deployment.phase;
+      status.textContent = deployment.status;
+      line.append(link, " ", status);
+      list.append(line);
+    }
+  }
+  show("servers");
+}
+
+async function logIn(event) {
+  event.preventDefault();
+  const response = await fetch("/ui/login", {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token: $("token").value.trim() }),
+  });
+  $("token").value = "";
+  if (response.ok) {
+    $("login-error").textContent = "";
+    route();
+  } else {
+    $("login-error").textContent = response.status === 403 ? "That is not the admin token." : "Login failed (" + response.status + ").";
+  }
+}
+
+async function logOut() {
+  stopWatching();
+  await fetch("/ui/logout", { method: "POST", credentials: "same-origin" });
+  show("login");
+  $("logout").hidden = true;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", logIn);
+  $("logout").addEventListener("click", logOut);
+  $("panel-close").addEventListener("click", () => {
+    selected = null;
+    $("panel").hidden = true;
+    for (const node of $("graph").querySelectorAll("g.node.selected")) node.classList.remove("selected");
+  });
+  window.addEventListener("hashchange", route);
+  route();
+});
