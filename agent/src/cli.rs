@@ -45,8 +45,15 @@ pub enum Command {
         json: bool,
         /// Show the metadata sources in use (agent.toml's and the self-configured ones) instead
         /// of the deployments; credentials are never shown.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         sources: bool,
+        /// Show the deployments again every --interval-secs until Ctrl-C: on a terminal the table
+        /// is redrawn in place, otherwise printed anew (with --json, one JSON array per line).
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between rounds of --watch.
+        #[arg(long, default_value_t = 2, requires = "watch", value_parser = clap::value_parser!(u64).range(1..=3600))]
+        interval_secs: u64,
     },
     /// Configure the metadata sources from a server's Heat metadata (its os-collect-config key),
     /// for a server Heat did not boot: writes STATE_DIR/os-collect-config.toml.

@@ -19,6 +19,7 @@ pub mod hooktest;
 pub mod httpclient;
 pub(crate) mod journal;
 pub(crate) mod keystone;
+pub mod live;
 pub(crate) mod metrics;
 pub(crate) mod orphan;
 pub(crate) mod schedule;

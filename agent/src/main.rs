@@ -5,7 +5,7 @@
 
 mod cli;
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use anneal_agent::daemon::{self, DaemonError};
 use anneal_agent::error_chain;
 use anneal_agent::httpclient::TrustRoots;
 use anneal_agent::waitsignal::{WaitSignal, send_wait_signal};
-use anneal_agent::{failpoint, hooklist, hooktest, selfconfig, status};
+use anneal_agent::{failpoint, hooklist, hooktest, live, selfconfig, status};
 use anneal_protocol::Outcome;
 use anneal_runtime::{LOG_FILTER_VARIABLE, cancel_on_signal, init_logging};
 use clap::Parser;
@@ -68,8 +68,11 @@ async fn dispatch(command: Command) -> ExitCode {
     match command {
         Command::Run { config } => run(&config, shutdown).await,
         Command::Once { config } => once(&config, shutdown).await,
-        Command::Status { config, json, sources: false } => show_status(&config, json),
-        Command::Status { config, json, sources: true } => show_sources(&config, json),
+        Command::Status { config, json, sources: false, watch: true, interval_secs } => {
+            watch_status(&config, json, Duration::from_secs(interval_secs), shutdown).await
+        }
+        Command::Status { config, json, sources: false, .. } => show_status(&config, json),
+        Command::Status { config, json, sources: true, .. } => show_sources(&config, json),
         Command::Bootstrap { from_metadata, config } => bootstrap(&from_metadata, &config),
         Command::Signal { url, status, reason, data, id, aws, retry_for_secs, ca_files, config } => {
             let config = match config.as_deref().map(load_config).transpose() {
@@ -113,7 +116,19 @@ async fn once(path: &Path, shutdown: CancellationToken) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    match daemon::once(&config, hook_base_env(), shutdown).await {
+    // On a terminal, a line shows what runs while the cycle goes on.
+    let line = std::io::stderr().is_terminal().then(|| {
+        let stop = CancellationToken::new();
+        let state_dir = config.agent.state_dir.clone();
+        let drawing = stop.clone();
+        (stop, tokio::spawn(async move { live::show_once_progress(&state_dir, drawing).await }))
+    });
+    let finished = daemon::once(&config, hook_base_env(), shutdown).await;
+    if let Some((stop, task)) = line {
+        stop.cancel();
+        let _ = task.await;
+    }
+    match finished {
         Ok(report) => {
             tracing::info!(
                 ran = report.counts.ran,
@@ -163,6 +178,23 @@ fn show_status(path: &Path, json: bool) -> ExitCode {
         status::render_text(&rows)
     };
     print_stdout(&text)
+}
+
+async fn watch_status(path: &Path, json: bool, interval: Duration, shutdown: CancellationToken) -> ExitCode {
+    let config = match load_config(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let format = match (json, std::io::stdout().is_terminal()) {
+        (true, _) => live::WatchFormat::Json,
+        (false, true) => live::WatchFormat::Terminal,
+        (false, false) => live::WatchFormat::Text,
+    };
+    let mut stdout = std::io::stdout();
+    match live::watch_status(&config.agent.state_dir, format, interval, shutdown, &mut stdout).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(1, &error),
+    }
 }
 
 fn show_sources(path: &Path, json: bool) -> ExitCode {

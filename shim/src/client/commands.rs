@@ -4,7 +4,7 @@
 //! is read or the network is touched.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use reqwest::Method;
@@ -154,6 +154,7 @@ async fn stack_write(
         timeout: args.timeout.map(Duration::from_secs),
         interval,
         json: args.json,
+        live: std::io::stderr().is_terminal(),
     };
     wait_for_stack(&client, &wait, out).await
 }
@@ -202,6 +203,7 @@ async fn stack_delete(
         timeout: args.timeout.map(Duration::from_secs),
         interval,
         json: false,
+        live: std::io::stderr().is_terminal(),
     };
     wait_for_stack(&client, &wait, out).await
 }

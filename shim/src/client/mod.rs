@@ -10,6 +10,7 @@ mod commands;
 mod files;
 pub mod formats;
 mod http;
+mod live;
 pub mod render;
 mod validate;
 mod wait;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::http::AdminClient;
+use super::live::LiveLine;
 use super::render;
 use super::{ClientError, ExitStatus, write};
 use crate::model::{Action, StackDetail};
@@ -26,6 +27,8 @@ pub(crate) struct WaitRequest<'a> {
     pub interval: Duration,
     /// Print the final stack as JSON instead of progress lines.
     pub json: bool,
+    /// Draw the live progress line on stderr (it is a terminal).
+    pub live: bool,
 }
 
 /// Where a stack status stands relative to the action waited for.
@@ -42,6 +45,7 @@ pub(crate) async fn wait_for_stack(
     out: &mut dyn Write,
 ) -> Result<ExitStatus, ClientError> {
     let started = Instant::now();
+    let live = LiveLine::new(request.live && !request.json);
     let mut progress = Progress::default();
     let mut outage_since: Option<Instant> = None;
     let mut last: Option<Value> = None;
@@ -51,16 +55,24 @@ pub(crate) async fn wait_for_stack(
                 outage_since = None;
                 let detail: StackDetail = decode(value.clone())?;
                 if !request.json {
-                    progress.report(&detail, request.action, out)?;
+                    live.print(&progress.report(&detail, request.action), out)?;
+                    live.update(&detail, started.elapsed());
                 }
                 last = Some(value);
                 match standing(&detail.summary.status, request.action) {
                     Standing::InProgress => {}
-                    Standing::Complete => return finish(request, last.as_ref(), ExitStatus::Success, out),
-                    Standing::Failed => return finish(request, last.as_ref(), ExitStatus::Failed, out),
+                    Standing::Complete => {
+                        live.finish();
+                        return finish(request, last.as_ref(), ExitStatus::Success, out);
+                    }
+                    Standing::Failed => {
+                        live.finish();
+                        return finish(request, last.as_ref(), ExitStatus::Failed, out);
+                    }
                 }
             }
             Err(error) if request.action == Action::Delete && error.is_not_found() => {
+                live.finish();
                 if !request.json {
                     write(out, &render::progress_line(&now_rfc3339(), request.stack, "DELETE_COMPLETE", ""))?;
                 }
@@ -78,6 +90,7 @@ pub(crate) async fn wait_for_stack(
         if let Some(timeout) = request.timeout {
             let elapsed = started.elapsed();
             if elapsed >= timeout {
+                live.finish();
                 return timed_out(request, timeout, last.as_ref(), &progress, out);
             }
             pause = pause.min(timeout - elapsed);
@@ -165,9 +178,9 @@ struct Progress {
 }
 
 impl Progress {
-    /// Prints what changed since the last poll: a new stack status first (last when it is the
-    /// final one), then each resource whose status changed, in the API's order.
-    fn report(&mut self, detail: &StackDetail, action: Action, out: &mut dyn Write) -> Result<(), ClientError> {
+    /// The lines of what changed since the last poll: a new stack status first (last when it
+    /// is the final one), then each resource whose status changed, in the API's order.
+    fn report(&mut self, detail: &StackDetail, action: Action) -> String {
         let summary = &detail.summary;
         let stack_changed = self.stack_status.as_deref() != Some(summary.status.as_str());
         let stack_line =
@@ -192,7 +205,7 @@ impl Progress {
             text.push_str(&stack_line);
         }
         self.stack_status = Some(summary.status.clone());
-        write(out, &text)
+        text
     }
 }
 
