@@ -364,6 +364,8 @@ fn routes() -> Vec<Route> {
         route("GET", graph, "/v1/stacks/nosuch/graph", None, Access::Admin, 404),
         route("GET", "/metrics", "/metrics", None, Access::Admin, 200),
         route("GET", "/ui/", "/ui/", None, Access::Public, 200),
+        route("GET", "/ui/stacks/{name}", "/ui/stacks/access", None, Access::Public, 200),
+        route("GET", "/ui/servers", "/ui/servers", None, Access::Public, 200),
         route("GET", "/ui/assets/{file}", "/ui/assets/app.js", None, Access::Public, 200),
         route("GET", "/ui/assets/{file}", "/ui/assets/..%2F..%2Fv1%2Fstacks", None, Access::Public, 404),
         // The body's token is not the admin's: refused whatever the header says.

@@ -117,6 +117,7 @@ async fn the_web_view_follows_a_stack_converging_without_a_reload() {
         .await;
     browser.wait_for(&complete("base"), "vm1's agent completes base", secs(30)).await;
     let loaded_at = browser.execute("return window.annealLoadedAt", json!([])).await;
+    assert_eq!(browser.execute("return location.pathname", json!([])).await, "/ui/stacks/web");
     // A resource named like markup is drawn as text, and nothing of it runs.
     let hostile = browser
         .execute(
@@ -152,7 +153,7 @@ async fn the_web_view_follows_a_stack_converging_without_a_reload() {
     assert!(facts.as_str().unwrap_or("").contains("vm2"), "{facts}");
     std::fs::write(shots.join("web-view-after.png"), browser.screenshot().await).expect("a screenshot");
 
-    browser.click("header nav a[href='#/servers']").await;
+    browser.click("header nav a[href='/ui/servers']").await;
     browser
         .wait_for(
             "return document.querySelectorAll('#servers tbody tr').length === 3",
@@ -166,6 +167,10 @@ async fn the_web_view_follows_a_stack_converging_without_a_reload() {
         servers.contains("web / app") && servers.contains("web / worker") && servers.contains("web / base"),
         "{servers}"
     );
+
+    // A stack's page opens from its own URL too (the session cookie carries over).
+    browser.navigate(&format!("{}/ui/stacks/web", shim.url())).await;
+    browser.wait_for(&complete("worker"), "the stack's own URL draws its graph", secs(20)).await;
     drop(browser);
     drop(fleet);
 }

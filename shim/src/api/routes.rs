@@ -119,6 +119,8 @@ pub const ROUTES: &[Route] = &[
     route(Method::Get, "/v1/stacks/{name}/graph", Credential::Admin, Endpoint::StackGraph),
     route(Method::Get, "/metrics", Credential::Admin, Endpoint::Metrics),
     route(Method::Get, "/ui/", Credential::Public, Endpoint::UiPage),
+    route(Method::Get, "/ui/stacks/{name}", Credential::Public, Endpoint::UiPage),
+    route(Method::Get, "/ui/servers", Credential::Public, Endpoint::UiPage),
     route(Method::Get, "/ui/assets/{file}", Credential::Public, Endpoint::UiAsset),
     route(Method::Post, "/ui/login", Credential::Public, Endpoint::UiLogin),
     route(Method::Post, "/ui/logout", Credential::Public, Endpoint::UiLogout),

@@ -42,12 +42,21 @@ function stopWatching() {
   $("live").hidden = true;
 }
 
+// The view's own URLs: /ui/ (stacks), /ui/stacks/NAME, /ui/servers. Links within the page move
+// with history.pushState, so only the first load fetches the page.
+function go(path) {
+  history.pushState(null, "", path);
+  route();
+}
+
+function stackPath(name) { return "/ui/stacks/" + encodeURIComponent(name); }
+
 async function route() {
   stopWatching();
-  const hash = decodeURIComponent(location.hash.slice(1) || "/");
+  const path = location.pathname;
   try {
-    if (hash.startsWith("/stacks/")) await showStack(hash.slice("/stacks/".length));
-    else if (hash === "/servers") await showServers();
+    if (path.startsWith("/ui/stacks/")) await showStack(decodeURIComponent(path.slice("/ui/stacks/".length)));
+    else if (path === "/ui/servers") await showServers();
     else await showStacks();
     $("logout").hidden = false;
   } catch (error) {
@@ -76,7 +85,7 @@ async function showStacks() {
   for (const stack of stacks) {
     const row = body.insertRow();
     const link = document.createElement("a");
-    link.href = "#/stacks/" + encodeURIComponent(stack.name);
+    link.href = stackPath(stack.name);
     link.textContent = stack.name;
     row.insertCell().append(link);
     const status = cell(row, stack.status);
@@ -172,7 +181,7 @@ async function showServers() {
     for (const deployment of server.deployments) {
       const line = document.createElement("div");
       const link = document.createElement("a");
-      link.href = "#/stacks/" + encodeURIComponent(deployment.stack);
+      link.href = stackPath(deployment.stack);
       link.textContent = deployment.stack + " / " + deployment.name;
       const status = document.createElement("span");
       status.className = "badge phase-" + deployment.phase;
@@ -203,6 +212,7 @@ async function logIn(event) {
 
 async function logOut() {
   stopWatching();
+  history.replaceState(null, "", "/ui/");
   await fetch("/ui/logout", { method: "POST", credentials: "same-origin" });
   show("login");
   $("logout").hidden = true;
@@ -216,6 +226,14 @@ document.addEventListener("DOMContentLoaded", () => {
     $("panel").hidden = true;
     for (const node of $("graph").querySelectorAll("g.node.selected")) node.classList.remove("selected");
   });
-  window.addEventListener("hashchange", route);
+  // Links to the view's own pages stay in the page.
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a");
+    if (!link || link.origin !== location.origin || !link.pathname.startsWith("/ui/")) return;
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) return;
+    event.preventDefault();
+    go(link.pathname);
+  });
+  window.addEventListener("popstate", route);
   route();
 });
