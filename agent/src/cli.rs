@@ -1,4 +1,5 @@
-//! The command line of `anneal-agent` as clap types (a module of the binary, not the library):
+//! The command line of `anneal-agent` as clap types (in the library so that the man page and
+//! shell completions are generated from it, see packaging/gen):
 //! `run`, `once`, `status`, `bootstrap`, `signal` and `hook-test`, and the global `--log-format`. Parsing only:
 //! nothing here reads files or environment variables. See docs/cli.md.
 
@@ -13,7 +14,7 @@ pub const DEFAULT_CONFIG: &str = "/etc/anneal/agent.toml";
 #[derive(Parser)]
 #[command(
     name = "anneal-agent",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("ANNEAL_COMMIT"), ")"),
     about = "Runs Heat software deployments on this machine and signals their results"
 )]
 pub struct Cli {

@@ -7,6 +7,7 @@
 //! shutdown as a `CancellationToken`.
 
 mod backoff;
+pub mod cli;
 mod clock;
 pub mod config;
 pub mod daemon;

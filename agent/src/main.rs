@@ -3,13 +3,12 @@
 //! maps the outcome to an exit code (0 success, 1 a deployment failed or a signal was not
 //! delivered, 2 usage or config error). See docs/cli.md.
 
-mod cli;
-
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anneal_agent::cli::{Cli, Command, DEFAULT_CONFIG};
 use anneal_agent::config::{self, Config, ConfigError};
 use anneal_agent::daemon::{self, DaemonError};
 use anneal_agent::error_chain;
@@ -19,7 +18,6 @@ use anneal_agent::{failpoint, hooklist, hooktest, live, selfconfig, status};
 use anneal_protocol::Outcome;
 use anneal_runtime::{LOG_FILTER_VARIABLE, cancel_on_signal, init_logging};
 use clap::Parser;
-use cli::{Cli, Command, DEFAULT_CONFIG};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {

@@ -20,7 +20,7 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite:///var/lib/anneal/shim.db";
 #[derive(Debug, Parser)]
 #[command(
     name = "anneal-shim",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("ANNEAL_COMMIT"), ")"),
     about = "Engine side of anneal: HOT software-config templates, the component graph, metadata and signals"
 )]
 pub struct Cli {
