@@ -98,10 +98,29 @@ pub(crate) fn build(
     if let Some(timeout) = timeout {
         builder = builder.timeout(timeout);
     }
-    if !roots.certificates.is_empty() {
-        builder = builder.tls_certs_merge(roots.certificates.iter().cloned());
+    let extra: Vec<reqwest::Certificate> = roots.certificates.iter().chain(fallback_roots()).cloned().collect();
+    if !extra.is_empty() {
+        builder = builder.tls_certs_merge(extra);
     }
     builder.build()
+}
+
+/// The Mozilla roots built into the binary (webpki-root-certs), when the system has no CA store
+/// of its own (a minimal image without ca-certificates): looked for once per process.
+fn fallback_roots() -> &'static [reqwest::Certificate] {
+    static ROOTS: std::sync::OnceLock<Vec<reqwest::Certificate>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| builtin_roots_unless(!rustls_native_certs::load_native_certs().certs.is_empty()))
+}
+
+fn builtin_roots_unless(system_has_roots: bool) -> Vec<reqwest::Certificate> {
+    if system_has_roots {
+        return Vec::new();
+    }
+    tracing::info!("the system has no CA certificates; using the Mozilla roots built into anneal-agent");
+    webpki_root_certs::TLS_SERVER_ROOT_CERTS
+        .iter()
+        .filter_map(|der| reqwest::Certificate::from_der(der.as_ref()).ok())
+        .collect()
 }
 
 #[cfg(test)]

@@ -169,7 +169,10 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
         max_long_polls = config.limits.max_long_polls,
         "connection limits"
     );
+    // systemd's Type=notify: ready once the socket listens and the database is open.
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     let served = api::serve_with_tls(listener, Arc::new(engine), config, acceptor, shutdown.clone()).await;
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     shutdown.cancel();
     let _ = sweeper.await;
     let _ = replication.await;

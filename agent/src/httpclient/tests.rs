@@ -56,3 +56,10 @@ fn ca_files_that_cannot_be_used_are_named() {
     assert!(matches!(&error, CaFileError::Read { key, path, .. } if key == "--ca-file" && *path == missing));
     assert_eq!(error.to_string(), format!("--ca-file: cannot read CA file {}", missing.display()));
 }
+
+#[test]
+fn the_built_in_roots_stand_in_only_for_a_missing_system_store() {
+    assert!(super::builtin_roots_unless(true).is_empty());
+    let built_in = super::builtin_roots_unless(false);
+    assert!(built_in.len() > 100, "the Mozilla roots: {}", built_in.len());
+}
