@@ -142,7 +142,14 @@ fn svg_nodes(svg: &str) -> Vec<(String, String)> {
     let mut nodes = Vec::new();
     loop {
         match reader.read_event().unwrap_or_else(|error| panic!("not well-formed: {error}\n{svg}")) {
-            Event::Start(element) if element.name().as_ref() == b"g" => {
+            Event::Start(element)
+                if element.name().as_ref() == b"g"
+                    && element
+                        .try_get_attribute("class")
+                        .ok()
+                        .flatten()
+                        .is_some_and(|class| class.value.starts_with(b"node ")) =>
+            {
                 let attribute = |key: &str| {
                     let value = element.try_get_attribute(key).expect("attributes").expect("present");
                     value.unescape_value().expect("escaped").into_owned()

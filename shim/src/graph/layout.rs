@@ -24,9 +24,24 @@ pub(super) struct Layout {
     /// placeholders of the layers it crosses), so a long edge runs between boxes, not through
     /// them; `None` for an edge not drawn (an end unknown, or a node's edge to itself).
     pub(super) routes: Vec<Option<Vec<(f64, f64)>>>,
+    /// One band per server, holding the deployments that run on it (resources of no server
+    /// are above them).
+    pub(super) lanes: Vec<Lane>,
     pub(super) width: f64,
     pub(super) height: f64,
 }
+
+/// A server's swimlane: its name and where its band is.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Lane {
+    pub(super) server: String,
+    pub(super) y: f64,
+    pub(super) height: f64,
+}
+
+/// Room above a server's band for its name, and between bands.
+const LANE_LABEL: f64 = 18.0;
+const LANE_GAP: f64 = 16.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct NodeBox {
@@ -59,6 +74,15 @@ pub(super) fn layout(graph: &StackGraph, lines: &[Vec<String>]) -> Layout {
         successors[from].push(to);
     }
     let mut layer = layers(&predecessors, &successors);
+    // Swimlanes: lane 0 for the resources of no server, then one per server, by name.
+    let mut servers: Vec<&str> = graph.nodes.iter().filter_map(|node| node.server.as_deref()).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let mut lane: Vec<usize> = graph
+        .nodes
+        .iter()
+        .map(|node| node.server.as_deref().map_or(0, |server| 1 + servers.binary_search(&server).unwrap_or(0)))
+        .collect();
     // A placeholder per layer a long edge crosses, chained from its source to its target.
     let (mut predecessors, mut successors) = (vec![Vec::new(); count], vec![Vec::new(); count]);
     let mut chains: Vec<Option<Vec<usize>>> = Vec::with_capacity(edges.len());
@@ -72,6 +96,7 @@ pub(super) fn layout(graph: &StackGraph, lines: &[Vec<String>]) -> Layout {
         for crossed in layer[from] + 1..layer[to].max(layer[from] + 1) {
             let placeholder = layer.len();
             layer.push(crossed);
+            lane.push(lane[to]);
             predecessors.push(vec![previous]);
             successors.push(Vec::new());
             successors[previous].push(placeholder);
@@ -88,6 +113,10 @@ pub(super) fn layout(graph: &StackGraph, lines: &[Vec<String>]) -> Layout {
         rows[at].push(node);
     }
     order(&mut rows, &predecessors, &successors);
+    for row in &mut rows {
+        // Stable: within a lane, the crossing-reducing order stays.
+        row.sort_by_key(|&node| lane[node]);
+    }
     let size = |node: usize| match lines.get(node) {
         Some(lines) => {
             let longest = lines.iter().map(|line| line.chars().count()).max().unwrap_or(0);
@@ -95,7 +124,14 @@ pub(super) fn layout(graph: &StackGraph, lines: &[Vec<String>]) -> Layout {
         }
         None => PLACEHOLDER,
     };
-    let (mut boxes, width, height) = place(&rows, layer.len(), size);
+    let (mut boxes, bands, width, height) = place(&rows, &lane, size);
+    let lanes = bands
+        .into_iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, (_, height))| *height > 0.0)
+        .map(|(index, (y, height))| Lane { server: servers[index - 1].to_string(), y, height })
+        .collect();
     let routes = chains
         .into_iter()
         .map(|chain| {
@@ -108,7 +144,7 @@ pub(super) fn layout(graph: &StackGraph, lines: &[Vec<String>]) -> Layout {
         })
         .collect();
     boxes.truncate(count);
-    Layout { boxes, routes, width, height }
+    Layout { boxes, routes, lanes, width, height }
 }
 
 /// Longest-path layering by Kahn's order; nodes on a cycle go after everything else.
@@ -171,25 +207,47 @@ fn sort_by_neighbours(row: &mut [usize], neighbours: &[Vec<usize>], position: &[
     row.sort_by(|&left, &right| key(left).total_cmp(&key(right)));
 }
 
-/// Boxes on the grid: layers left to right, each layer centred vertically. Returns the boxes
-/// of all `count` nodes (placeholders included) and the drawing's width and height.
-fn place(rows: &[Vec<usize>], count: usize, size: impl Fn(usize) -> (f64, f64)) -> (Vec<NodeBox>, f64, f64) {
-    let mut boxes = vec![NodeBox { x: 0.0, y: 0.0, width: 0.0, height: 0.0 }; count];
-    let column_height = |row: &Vec<usize>| {
-        row.iter().map(|&node| size(node).1).sum::<f64>() + NODE_GAP * row.len().saturating_sub(1) as f64
+/// Boxes on the grid: layers left to right; top to bottom, the lanes (each as tall as its
+/// tallest layer), a layer's nodes of one lane centred in it. Returns every node's box
+/// (placeholders included), each lane's band (top, height; height 0 for an empty lane), and
+/// the drawing's width and height.
+type Placed = (Vec<NodeBox>, Vec<(f64, f64)>, f64, f64);
+
+fn place(rows: &[Vec<usize>], lane: &[usize], size: impl Fn(usize) -> (f64, f64)) -> Placed {
+    let lanes = lane.iter().copied().max().map_or(1, |last| last + 1);
+    let stack = |row: &Vec<usize>, which: usize| {
+        let heights: Vec<f64> = row.iter().filter(|&&node| lane[node] == which).map(|&node| size(node).1).collect();
+        heights.iter().sum::<f64>() + NODE_GAP * heights.len().saturating_sub(1) as f64
     };
-    let tallest = rows.iter().map(column_height).fold(0.0, f64::max);
+    let mut bands = Vec::with_capacity(lanes);
+    let mut y = MARGIN;
+    for which in 0..lanes {
+        let height = rows.iter().map(|row| stack(row, which)).fold(0.0, f64::max);
+        if height == 0.0 {
+            bands.push((y, 0.0));
+            continue;
+        }
+        // A server's band has its name above its nodes.
+        let label = if which == 0 { 0.0 } else { LANE_LABEL };
+        bands.push((y, height + label));
+        y += height + label + LANE_GAP;
+    }
+    let mut boxes = vec![NodeBox { x: 0.0, y: 0.0, width: 0.0, height: 0.0 }; lane.len()];
     let mut x = MARGIN;
     for row in rows {
         let widest = row.iter().map(|&node| size(node).0).fold(0.0, f64::max);
-        let mut y = MARGIN + (tallest - column_height(row)) / 2.0;
-        for &node in row {
-            let (width, height) = size(node);
-            boxes[node] = NodeBox { x: x + (widest - width) / 2.0, y, width, height };
-            y += height + NODE_GAP;
+        for (which, &(top, band)) in bands.iter().enumerate() {
+            let label = if which == 0 { 0.0 } else { LANE_LABEL };
+            let mut at = top + label + (band - label - stack(row, which)) / 2.0;
+            for &node in row.iter().filter(|&&node| lane[node] == which) {
+                let (width, height) = size(node);
+                boxes[node] = NodeBox { x: x + (widest - width) / 2.0, y: at, width, height };
+                at += height + NODE_GAP;
+            }
         }
         x += widest + LAYER_GAP;
     }
     let width = (x - LAYER_GAP + MARGIN).max(2.0 * MARGIN);
-    (boxes, width, tallest + 2.0 * MARGIN)
+    let height = (y - LANE_GAP + MARGIN).max(2.0 * MARGIN);
+    (boxes, bands, width, height)
 }

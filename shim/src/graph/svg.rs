@@ -42,6 +42,20 @@ pub fn to_svg(graph: &StackGraph) -> String {
         placed.height + 12.0,
         escape(&format!("{} — {}", one_line(&graph.stack, LABEL_LIMIT), graph.status))
     );
+    for lane in &placed.lanes {
+        let _ = writeln!(
+            out,
+            "<g class=\"lane\" data-server=\"{server}\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" rx=\"8\" \
+             fill=\"#f3f6fa\" stroke=\"#d3dbe6\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#4a5a70\">server {server}</text></g>",
+            8.0,
+            lane.y - 4.0,
+            placed.width - 16.0,
+            lane.height + 8.0,
+            14.0,
+            lane.y + 9.0,
+            server = escape(&one_line(&lane.server, LABEL_LIMIT)),
+        );
+    }
     let indexes: std::collections::HashMap<&str, usize> =
         graph.nodes.iter().enumerate().map(|(index, node)| (node.name.as_str(), index)).collect();
     for (edge, route) in graph.edges.iter().zip(&placed.routes) {

@@ -159,7 +159,9 @@ fn svg_node_names(svg: &str) -> Vec<String> {
         match reader.read_event().unwrap_or_else(|error| panic!("not well-formed XML: {error}\n{svg}")) {
             Event::Start(element) => {
                 depth += 1;
-                if element.name().as_ref() == b"g" {
+                let class = element.try_get_attribute("class").expect("attributes parse");
+                let is_node = class.is_some_and(|class| class.value.starts_with(b"node "));
+                if element.name().as_ref() == b"g" && is_node {
                     let name = element
                         .try_get_attribute("data-name")
                         .expect("attributes parse")
@@ -194,4 +196,28 @@ fn a_long_edge_runs_between_the_boxes_of_the_layers_it_crosses() {
             assert!(!inside, "{x},{y} is inside {one:?}");
         }
     }
+}
+
+#[test]
+fn deployments_are_drawn_in_their_server_s_lane() {
+    let graph = sample();
+    let lines: Vec<Vec<String>> = graph.nodes.iter().map(|node| vec![node.name.clone()]).collect();
+    let placed = layout::layout(&graph, &lines);
+    let servers: Vec<&str> = placed.lanes.iter().map(|lane| lane.server.as_str()).collect();
+    assert_eq!(servers, ["vm1", "vm2"]);
+    for (node, at) in graph.nodes.iter().zip(&placed.boxes) {
+        match &node.server {
+            Some(server) => {
+                let lane = placed.lanes.iter().find(|lane| &lane.server == server).expect("its lane");
+                assert!(at.y >= lane.y && at.y + at.height <= lane.y + lane.height, "{} in {lane:?}", node.name);
+            }
+            None => {
+                for lane in &placed.lanes {
+                    assert!(at.y + at.height <= lane.y || at.y >= lane.y + lane.height, "{} is in no lane", node.name);
+                }
+            }
+        }
+    }
+    let svg = to_svg(&graph);
+    assert!(svg.contains("<g class=\"lane\" data-server=\"vm1\">"), "{svg}");
 }
