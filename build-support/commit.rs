@@ -6,8 +6,15 @@
 fn emit_commit() {
     println!("cargo:rerun-if-env-changed=ANNEAL_COMMIT");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for watched in [".git/HEAD", ".git/index"] {
-        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    // A commit moves the branch HEAD names (or HEAD itself, when detached), not HEAD's file.
+    let mut watched = vec![root.join(".git/HEAD"), root.join(".git/packed-refs")];
+    if let Ok(head) = std::fs::read_to_string(root.join(".git/HEAD"))
+        && let Some(branch) = head.trim().strip_prefix("ref: ")
+    {
+        watched.push(root.join(".git").join(branch));
+    }
+    for path in watched.iter().filter(|path| path.exists()) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
     let commit = std::env::var("ANNEAL_COMMIT").ok().filter(|commit| !commit.trim().is_empty()).or_else(|| {
         let output = std::process::Command::new("git")

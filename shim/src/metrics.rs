@@ -22,7 +22,7 @@ pub struct Snapshot {
     pub stacks: Vec<(String, u64)>,
     /// (kind, phase, count), as the graph names them (`deployment`, `in_progress`).
     pub resources: Vec<(String, String, u64)>,
-    /// (server, seconds since its agent last asked for metadata; `None`: not since start).
+    /// (server, seconds since its agent last asked for metadata; `None`: never).
     pub servers: Vec<(String, Option<f64>)>,
 }
 
@@ -88,7 +88,7 @@ impl Metrics {
         let servers_never_seen = Gauge::default();
         registry.register(
             "servers_never_seen",
-            "Registered servers whose agent has not asked for metadata since the shim started",
+            "Registered servers whose agent has never asked for metadata",
             servers_never_seen.clone(),
         );
         let signals = Family::<SignalLabels, Counter>::default();

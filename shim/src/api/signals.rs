@@ -27,24 +27,16 @@ pub(super) async fn deployment<S: Service>(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let outcome = deployment_signal(&state, path, headers, request).await;
-    count(&state, "deployment", outcome)
-}
-
-async fn deployment_signal<S: Service>(
-    state: &AppState<S>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    request: Request,
-) -> Result<Json<Value>, ApiError> {
-    let state = state.clone();
-    let token = known_token(&state, path?, "signal").await?;
-    let body = read_body(&state, request).await?;
-    let content_type = headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("unreadable"));
-    let details = signal_details(content_type, &body)?;
-    let signal_id = signal_id(&headers)?;
-    let ack = state.service.deployment_signal(&token, details, signal_id).await?;
-    acknowledge(ack, "signal")
+    let outcome = async {
+        let token = known_token(&state, path?, "signal").await?;
+        let body = read_body(&state, request).await?;
+        let content_type = headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("unreadable"));
+        let details = signal_details(content_type, &body)?;
+        let signal_id = signal_id(&headers)?;
+        let ack = state.service.deployment_signal(&token, details, signal_id).await?;
+        acknowledge(ack, "signal")
+    };
+    count(&state, "deployment", outcome.await)
 }
 
 /// `POST /v1/waitconditions/{token}` with `{status, reason, data, id}`, every key optional;
@@ -54,28 +46,16 @@ pub(super) async fn wait_condition_heat<S: Service>(
     path: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let outcome = heat_style(&state, path, request).await;
-    count(&state, "wait_condition", outcome)
-}
-
-async fn heat_style<S: Service>(
-    state: &AppState<S>,
-    path: Result<Path<String>, PathRejection>,
-    request: Request,
-) -> Result<Json<Value>, ApiError> {
-    let state = state.clone();
-    let token = known_token(&state, path?, "wait condition handle").await?;
-    let body = read_body(&state, request).await?;
-    require_object_or_empty(&body)?;
-    let signal = HeatWaitSignal::from_body(&body).map_err(metadata_format_invalid)?;
-    let signal = WaitConditionSignal {
-        success: signal.status == WaitStatus::Success,
-        reason: signal.reason,
-        data: signal.data,
-        id: signal.id,
-    };
-    let ack = state.service.wait_condition_signal(&token, signal).await?;
-    acknowledge(ack, "wait condition handle")
+    let outcome = wait_condition(&state, path, request, |body| {
+        let signal = HeatWaitSignal::from_body(body).map_err(metadata_format_invalid)?;
+        Ok(WaitConditionSignal {
+            success: signal.status == WaitStatus::Success,
+            reason: signal.reason,
+            data: signal.data,
+            id: signal.id,
+        })
+    });
+    count(&state, "wait_condition", outcome.await)
 }
 
 /// `PUT /v1/waitconditions/{token}` with exactly `{Status, Reason, UniqueId, Data}` (cfn-signal).
@@ -84,27 +64,29 @@ pub(super) async fn wait_condition_aws<S: Service>(
     path: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let outcome = aws_style(&state, path, request).await;
-    count(&state, "wait_condition", outcome)
+    let outcome = wait_condition(&state, path, request, |body| {
+        let signal: AwsWaitSignal = serde_json::from_slice(body).map_err(metadata_format_invalid)?;
+        Ok(WaitConditionSignal {
+            success: signal.status == WaitStatus::Success,
+            reason: Some(signal.reason),
+            data: Some(signal.data),
+            id: Some(signal.unique_id),
+        })
+    });
+    count(&state, "wait_condition", outcome.await)
 }
 
-async fn aws_style<S: Service>(
+/// A wait condition handle signal whose body (an object, or empty) `parse` reads in its style.
+async fn wait_condition<S: Service>(
     state: &AppState<S>,
     path: Result<Path<String>, PathRejection>,
     request: Request,
+    parse: impl FnOnce(&[u8]) -> Result<WaitConditionSignal, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
-    let state = state.clone();
-    let token = known_token(&state, path?, "wait condition handle").await?;
-    let body = read_body(&state, request).await?;
+    let token = known_token(state, path?, "wait condition handle").await?;
+    let body = read_body(state, request).await?;
     require_object_or_empty(&body)?;
-    let signal: AwsWaitSignal = serde_json::from_slice(&body).map_err(metadata_format_invalid)?;
-    let signal = WaitConditionSignal {
-        success: signal.status == WaitStatus::Success,
-        reason: Some(signal.reason),
-        data: Some(signal.data),
-        id: Some(signal.unique_id),
-    };
-    let ack = state.service.wait_condition_signal(&token, signal).await?;
+    let ack = state.service.wait_condition_signal(&token, parse(&body)?).await?;
     acknowledge(ack, "wait condition handle")
 }
 

@@ -206,6 +206,15 @@ async fn read<S: Store, T: Send + 'static>(
         .map_err(EngineError::from)
 }
 
+impl<S: Store> Engine<S> {
+    /// When each server's agent last asked for metadata: this process's memory of its polls,
+    /// else what the store kept (a poll seen by another replica, or before a restart).
+    fn last_seen(&self) -> impl Fn(&crate::store::ServerRow) -> Option<u64> {
+        let seen = self.inner.last_seen.lock().map(|seen| seen.clone()).unwrap_or_default();
+        move |row| seen.get(&row.name).copied().or(row.last_seen)
+    }
+}
+
 impl<S: Store> Service for Engine<S> {
     async fn add_server(&self, request: AddServer) -> Result<ServerCredentials, ServiceError> {
         valid_name("server", &request.name)?;
@@ -234,11 +243,11 @@ impl<S: Store> Service for Engine<S> {
 
     async fn list_servers(&self) -> Result<Vec<ServerSummary>, ServiceError> {
         let rows = self.transact(|ctx| Ok(ctx.tx.servers()?)).await?;
-        let last_seen = self.inner.last_seen.lock().map(|seen| seen.clone()).unwrap_or_default();
+        let last_seen = self.last_seen();
         Ok(rows
             .into_iter()
             .map(|row| ServerSummary {
-                last_seen: last_seen.get(&row.name).copied().or(row.last_seen).map(rfc3339),
+                last_seen: last_seen(&row).map(rfc3339),
                 created_at: rfc3339(row.created_at),
                 metadata_version: row.metadata_version,
                 name: row.name,
@@ -394,19 +403,15 @@ impl<S: Store> Service for Engine<S> {
                     *resources.entry((kind, phase)).or_default() += 1;
                 }
             }
-            let servers: Vec<String> = tx.servers()?.into_iter().map(|server| server.name).collect();
-            Ok((stacks, resources, servers))
+            Ok((stacks, resources, tx.servers()?))
         })
         .await?;
-        let (stacks, resources, servers) = counts;
+        let (stacks, resources, rows) = counts;
         let now = now_millis();
-        let seen = self.inner.last_seen.lock().map(|seen| seen.clone()).unwrap_or_default();
-        let servers = servers
-            .into_iter()
-            .map(|name| {
-                let age = seen.get(&name).map(|at| now.saturating_sub(*at) as f64 / 1000.0);
-                (name, age)
-            })
+        let last_seen = self.last_seen();
+        let servers = rows
+            .iter()
+            .map(|row| (row.name.clone(), last_seen(row).map(|at| now.saturating_sub(at) as f64 / 1000.0)))
             .collect();
         Ok(crate::metrics::Snapshot {
             stacks: stacks.into_iter().collect(),
