@@ -149,6 +149,11 @@ async fn the_web_view_follows_a_stack_converging_without_a_reload() {
         properties.contains("******") && !properties.contains("s3cr3t-value"),
         "the hidden parameter is masked: {properties}"
     );
+    // The inputs as vm2 got them: the address from vm1's output, the hidden password masked.
+    let inputs = browser.execute("return document.getElementById('panel-inputs').textContent", json!([])).await;
+    let inputs = inputs.as_str().unwrap_or("");
+    assert!(inputs.contains("address = \"10.0.0.1\"") && inputs.contains("password = \"******\""), "{inputs}");
+    assert!(inputs.contains("deploy_signal_id = \"******\"") && !inputs.contains("s3cr3t-value"), "{inputs}");
     let facts = browser.execute("return document.getElementById('panel-facts').textContent", json!([])).await;
     assert!(facts.as_str().unwrap_or("").contains("vm2"), "{facts}");
     std::fs::write(shots.join("web-view-after.png"), browser.screenshot().await).expect("a screenshot");

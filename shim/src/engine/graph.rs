@@ -52,15 +52,18 @@ fn graph_node(node: &NodeRow, updated_at: &impl Fn(u64) -> String) -> GraphNode 
     }
 }
 
-/// The side panel's view of `node` of `stack`, with its events from `events` (the stack's).
+/// The side panel's view of `node` of `stack`, with its events from `events` (the stack's) and
+/// its published `entry` (a deployment's, if any).
 pub(crate) fn detail(
     stack: &StackRow,
     node: &NodeRow,
+    entry: Option<&Value>,
     events: &[EventRow],
     time: impl Fn(u64) -> String,
 ) -> NodeDetail {
     let mut properties = node.definition.get("properties").cloned().unwrap_or(Value::Object(Default::default()));
     mask_hidden_parameters(&mut properties, &stack.hidden_parameters);
+    let inputs = entry.map_or_else(Vec::new, |entry| resolved_inputs(entry, &properties));
     let attributes = match node.resource_type.rsplit("::").next() {
         // Their attributes are credentials: a handle's URL and curl command carry its token.
         Some("WaitConditionHandle" | "RandomString") => Value::String("******".into()),
@@ -72,7 +75,28 @@ pub(crate) fn detail(
         .iter()
         .map(|row| NodeEvent { time: time(row.time), status: row.status.clone(), reason: row.reason.clone() })
         .collect();
-    NodeDetail { node: graph_node(node, &time), properties, attributes, events }
+    NodeDetail { node: graph_node(node, &time), properties, inputs, attributes, events }
+}
+
+/// The entry's inputs as `{name, value}`, masked where `properties` (already masked) shows the
+/// input's value came from a hidden parameter, and the signal URL.
+fn resolved_inputs(entry: &Value, properties: &Value) -> Vec<Value> {
+    let masked = |name: &str| {
+        name == "deploy_signal_id"
+            || properties
+                .get("input_values")
+                .and_then(|values| values.get(name))
+                .is_some_and(|value| value.to_string().contains("\"******\""))
+    };
+    let inputs = entry.get("inputs").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    inputs
+        .iter()
+        .filter_map(|input| {
+            let name = input.get("name")?.as_str()?;
+            let value = if masked(name) { Value::String("******".into()) } else { tails(input.get("value")?) };
+            Some(serde_json::json!({"name": name, "value": value}))
+        })
+        .collect()
 }
 
 /// `{get_param: X}` (or `[X, ...]`) of a hidden parameter becomes `"******"`.

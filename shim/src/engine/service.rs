@@ -426,7 +426,12 @@ impl<S: Store> Service for Engine<S> {
             let Some(stack_row) = tx.stack(&stack)? else { return Ok(None) };
             let Some(node_row) = tx.node(&stack, &node)? else { return Ok(None) };
             let events = tx.events(&stack)?;
-            Ok(Some(super::graph::detail(&stack_row, &node_row, &events, rfc3339)))
+            let entry = match &node_row.server {
+                Some(server) => tx.entries(server)?.into_iter().find(|row| row.stack == stack && row.node == node),
+                None => None,
+            };
+            let entry = entry.map(|row| row.entry);
+            Ok(Some(super::graph::detail(&stack_row, &node_row, entry.as_ref(), &events, rfc3339)))
         })
         .await?;
         detail.ok_or_else(|| ServiceError::NotFound { what: "resource".into() })

@@ -59,6 +59,11 @@ pub struct NodeDetail {
     /// The resource's properties as the template wrote them (intrinsic functions unresolved);
     /// a hidden parameter's value never appears, and `get_param` of one shows `"******"`.
     pub properties: serde_json::Value,
+    /// A deployment's inputs as its server got them (`{name, value}`, resolved), once it is
+    /// published: `"******"` for an input whose value comes from a hidden parameter and for
+    /// `deploy_signal_id` (a capability URL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<serde_json::Value>,
     /// What `get_attr` reads once it is complete (a deployment's `deploy_stdout`,
     /// `deploy_stderr`, `deploy_status_code` and outputs), long strings cut to their last
     /// `TAIL_CHARS` characters; masked for resources whose attributes are credentials (wait

@@ -156,6 +156,10 @@ async function showNode(name, quietly) {
   fact(detail.phase === "in_progress" ? "waiting for" : "reason", detail.status_reason);
   fact("server", detail.server);
   fact("since", detail.updated_at);
+  const inputs = detail.inputs || [];
+  $("panel-inputs").textContent = inputs.length
+    ? inputs.map((input) => input.name + " = " + JSON.stringify(input.value)).join("\n")
+    : "(none published)";
   $("panel-properties").textContent = JSON.stringify(detail.properties, null, 2);
   $("panel-attributes").textContent = JSON.stringify(detail.attributes, null, 2);
   const events = $("panel-events");
