@@ -1,4 +1,4 @@
-//! `anneal-agent hooks`: the hooks built into the agent (`script` and anneal-hooks'), and for
+//! `anneal-agent hooks`: the hooks built into the agent (anneal-hooks', `script` first), and for
 //! each the installed hook file that runs instead, found the way a deployment's hook is found
 //! (the first `<dir>/<group>` in `hooks_dirs`).
 
@@ -15,18 +15,16 @@ pub struct HookRow {
     pub overridden_by: Option<PathBuf>,
 }
 
-const SCRIPT_SUMMARY: &str = "runs the config as an executable, inputs as environment variables";
-
 /// Every built-in, `script` first, with its override in `hooks_dirs`.
 pub fn rows(hooks_dirs: &[PathBuf]) -> Vec<HookRow> {
-    let mut rows =
-        vec![HookRow { group: "script", summary: SCRIPT_SUMMARY, overridden_by: find_hook(hooks_dirs, "script") }];
-    rows.extend(anneal_hooks::Builtin::ALL.into_iter().map(|builtin| HookRow {
-        group: builtin.group(),
-        summary: builtin.summary(),
-        overridden_by: find_hook(hooks_dirs, builtin.group()),
-    }));
-    rows
+    anneal_hooks::Builtin::ALL
+        .into_iter()
+        .map(|builtin| HookRow {
+            group: builtin.group(),
+            summary: builtin.summary(),
+            overridden_by: find_hook(hooks_dirs, builtin.group()),
+        })
+        .collect()
 }
 
 /// The table `anneal-agent hooks` prints.

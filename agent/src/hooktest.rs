@@ -150,6 +150,6 @@ fn not_runnable(choice: &HookChoice) -> Option<String> {
             Some(format!("no hook for group {group} in {}", dirs.join(", ")))
         }
         HookChoice::Unsafe { group, problem } => Some(format!("cannot run the hook for group {group}: {problem}")),
-        HookChoice::BuiltinScript | HookChoice::Builtin(_) | HookChoice::External(_) => None,
+        HookChoice::Builtin(_) | HookChoice::External(_) => None,
     }
 }

@@ -72,7 +72,8 @@ pub(crate) fn read_outputs(outputs_path: &Path, outputs: &[OutputDecl], limit: u
     response
 }
 
-fn is_safe_output_name(name: &str) -> bool {
+/// Output names that address a file next to `heat_outputs_path`, not elsewhere.
+pub(crate) fn is_safe_output_name(name: &str) -> bool {
     !name.contains('/') && !name.contains('\0') && name != "." && name != ".."
 }
 

@@ -6,8 +6,7 @@
 //! recorder in tests). Its settings come from the hook's environment (`HEAT_ANSIBLE_CMD`, ...),
 //! read from the variables the agent gives hooks, as heat-agents' hooks read their own.
 //!
-//! `script` is not here: the agent's runner implements it directly (it is the one hook that
-//! executes the config itself).
+//! `script` is here too: it hands the config itself to [`Tools`] as the program to run.
 
 mod ansible;
 mod apply_config;
@@ -24,6 +23,7 @@ mod puppet;
 mod pyliteral;
 mod pyyaml;
 mod salt;
+mod script;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -33,11 +33,13 @@ use serde_json::{Map, Value};
 
 pub use env::HookEnv;
 pub use files::is_executable;
+pub use script::run_files as script_run_files;
 pub use tools::{Invocation, ToolError, ToolOutput, Tools};
 
 /// The hooks built into the agent, by the `group` that selects each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Builtin {
+    Script,
     Ansible,
     ApplyConfig,
     CfnInit,
@@ -53,7 +55,8 @@ pub enum Builtin {
 
 impl Builtin {
     /// Every built-in, in the order `anneal-agent hooks` lists them.
-    pub const ALL: [Builtin; 11] = [
+    pub const ALL: [Builtin; 12] = [
+        Builtin::Script,
         Builtin::Ansible,
         Builtin::ApplyConfig,
         Builtin::CfnInit,
@@ -75,6 +78,7 @@ impl Builtin {
     /// The group, which is also the name of heat-agents' hook file.
     pub fn group(self) -> &'static str {
         match self {
+            Builtin::Script => "script",
             Builtin::Ansible => "ansible",
             Builtin::ApplyConfig => "apply-config",
             Builtin::CfnInit => "cfn-init",
@@ -92,6 +96,7 @@ impl Builtin {
     /// What the hook runs, for `anneal-agent hooks`.
     pub fn summary(self) -> &'static str {
         match self {
+            Builtin::Script => script::SUMMARY,
             Builtin::Ansible => "ansible-playbook on the config as a playbook ($HEAT_ANSIBLE_CMD)",
             Builtin::ApplyConfig => {
                 "os-apply-config over the collected metadata ($HEAT_APPLY_CONFIG_CMD); rendered natively without it"
@@ -119,11 +124,13 @@ impl Builtin {
             deployment,
             env: context.env,
             cwd: context.cwd,
+            outputs_dir: context.outputs_dir,
             max_output_bytes: context.max_output_bytes,
             metadata: context.metadata,
             tools,
         };
         match self {
+            Builtin::Script => script::run(&mut run).await,
             Builtin::Ansible => ansible::run(&mut run).await,
             Builtin::ApplyConfig => apply_config::run(&mut run).await,
             Builtin::CfnInit => cfn_init::run(&mut run).await,
@@ -147,6 +154,8 @@ pub struct Context<'a> {
     /// The directory the hook runs in (an external hook's cwd); tools of hooks that do not
     /// change directory run here.
     pub cwd: &'a Path,
+    /// Where `script` keeps its `heat_outputs_path` files (the caller made it, like `cwd`).
+    pub outputs_dir: &'a Path,
     /// Per output file read back.
     pub max_output_bytes: usize,
     /// The server's metadata as os-collect-config would have left it for os-apply-config: every
@@ -162,6 +171,9 @@ pub enum Response {
     /// Nothing on stdout (heat-agents' hook returned early); heat-config signals `{}`, a success.
     /// `reason` is what the hook logged.
     Silent { reason: String },
+    /// The config ran as the hook process itself (`script`): `result` as heat-config would
+    /// record it, `status_code` the process's exit (negated signal number when killed).
+    Executed { result: Map<String, Value>, status_code: i64 },
 }
 
 /// A run that could not finish the way heat-agents' hook does (where heat-agents' hook would
@@ -172,6 +184,9 @@ pub enum HookError {
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
     #[error("{reason}")]
     BadDeployment { reason: String },
+    /// An id that cannot be a file name (the agent's journal refuses these before any run).
+    #[error("deployment id {id:?} cannot be used as a file name")]
+    UnsafeId { id: String },
     #[error(transparent)]
     Tool(#[from] ToolError),
 }
@@ -181,6 +196,7 @@ pub(crate) struct Run<'a, T> {
     pub(crate) deployment: &'a Deployment,
     pub(crate) env: &'a HookEnv,
     pub(crate) cwd: &'a Path,
+    pub(crate) outputs_dir: &'a Path,
     /// Per output file read back (the agent's `max_output_bytes`).
     pub(crate) max_output_bytes: usize,
     pub(crate) metadata: Option<&'a serde_json::Value>,

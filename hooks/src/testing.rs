@@ -7,7 +7,9 @@ use std::io;
 use anneal_protocol::Deployment;
 use serde_json::Value;
 
-use crate::{Invocation, ToolError, ToolOutput, Tools};
+use std::path::Path;
+
+use crate::{Context, HookEnv, Invocation, Response, ToolError, ToolOutput, Tools};
 
 /// What the recorder answers to one invocation.
 pub(crate) enum Answer {
@@ -53,4 +55,18 @@ pub(crate) fn output(stdout: &str, stderr: &str, status_code: i64) -> Answer {
 
 pub(crate) fn deployment(document: Value) -> Deployment {
     serde_json::from_value(document).unwrap()
+}
+
+/// A run's context with every directory at `dir`, no metadata and a 1 MiB output bound.
+pub(crate) fn context<'a>(env: &'a HookEnv, dir: &'a Path) -> Context<'a> {
+    Context { env, cwd: dir, outputs_dir: dir, max_output_bytes: 1 << 20, metadata: None }
+}
+
+/// What a hook printed, as JSON; a hook that printed nothing fails the test.
+pub(crate) fn printed(response: Response) -> Value {
+    match response {
+        Response::Printed(map) => Value::Object(map),
+        Response::Silent { reason } => panic!("silent: {reason}"),
+        Response::Executed { .. } => panic!("only script executes its config"),
+    }
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::testing::{Answer, Recorder, deployment, output};
-use crate::{Builtin, Context, HookEnv, HookError, Response};
+use crate::testing::{Answer, Recorder, context, deployment, output, printed};
+use crate::{Builtin, HookEnv, HookError, Response};
 
 struct Case {
     root: tempfile::TempDir,
@@ -49,20 +49,13 @@ impl Case {
     }
 
     async fn run(&self, builtin: Builtin, document: Value, tools: &mut Recorder) -> Result<Response, HookError> {
-        let context = Context { env: &self.env, cwd: self.root.path(), max_output_bytes: 1 << 20, metadata: None };
+        let context = context(&self.env, self.root.path());
         builtin.run(&deployment(document), &context, tools).await
     }
 }
 
 fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o777
-}
-
-fn printed(response: Response) -> Value {
-    match response {
-        Response::Printed(map) => Value::Object(map),
-        Response::Silent { reason } => panic!("silent: {reason}"),
-    }
 }
 
 #[tokio::test]
@@ -295,6 +288,6 @@ fn groups_name_their_built_ins() {
     for builtin in Builtin::ALL {
         assert_eq!(Builtin::from_group(builtin.group()), Some(builtin));
     }
-    assert_eq!(Builtin::from_group("script"), None);
+    assert_eq!(Builtin::from_group("script"), Some(Builtin::Script));
     assert_eq!(Builtin::from_group("Ansible"), None);
 }

@@ -1,5 +1,5 @@
-//! Built-in hooks other than `script` (anneal-hooks: ansible, puppet, json-file, ...): the
-//! agent's side of the [`Tools`] seam. Each tool a built-in asks for runs through `process` like
+//! Built-in hooks (anneal-hooks: script, ansible, puppet, json-file, ...): the agent's side of
+//! the [`Tools`] seam. Each tool a built-in asks for runs through `process` like
 //! any hook (its own process group, the hook's remaining deadline, the run marker in its
 //! environment, recorded as the run's process when it starts), so a built-in obeys the same
 //! contracts as an external hook. What the built-in answers becomes the result heat-config would
@@ -34,18 +34,26 @@ pub(super) async fn run(
     mut on_spawn: impl FnMut(Spawned) + Send,
 ) -> Result<HookRun, HookError> {
     let Call { builtin, deployment, metadata, timeout } = call;
-    ensure_private_dir(&settings.work_dir).map_err(|source| HookError::Io {
-        action: "create directory",
-        path: settings.work_dir.clone(),
-        source,
-    })?;
+    for dir in [&settings.work_dir, &settings.outputs_dir] {
+        ensure_private_dir(dir).map_err(|source| HookError::Io {
+            action: "create directory",
+            path: dir.clone(),
+            source,
+        })?;
+    }
     let started = Instant::now();
     let env = HookEnv::new(settings.base_env.clone());
-    let context = Context { env: &env, cwd: &settings.work_dir, max_output_bytes: settings.max_output_bytes, metadata };
+    let context = Context {
+        env: &env,
+        cwd: &settings.work_dir,
+        outputs_dir: &settings.outputs_dir,
+        max_output_bytes: settings.max_output_bytes,
+        metadata,
+    };
     let mut tools = AgentTools {
         settings,
         deployment_id: &deployment.id,
-        deadline: started + timeout,
+        deadline: started.checked_add(timeout),
         timeout,
         shutdown,
         on_spawn: &mut on_spawn,
@@ -53,6 +61,7 @@ pub(super) async fn run(
     let answer = builtin.run(deployment, &context, &mut tools).await;
     let (result, ending) = match answer {
         Ok(Response::Printed(map)) => (HookResult(map), Ending::Exited(0)),
+        Ok(Response::Executed { result, status_code }) => (HookResult(result), ending_of(status_code)),
         Ok(Response::Silent { reason }) => {
             // heat-config signals an empty stdout as `{}`, a success; say why in the log.
             warn!(deployment_id = %deployment.id, hook = builtin.group(), %reason, "hook answered nothing");
@@ -68,6 +77,7 @@ pub(super) async fn run(
         Err(anneal_hooks::HookError::Tool(ToolError::Cancelled { .. })) => {
             return Err(HookError::Cancelled { group: deployment.group.clone() });
         }
+        Err(anneal_hooks::HookError::UnsafeId { id }) => return Err(HookError::UnsafeId { id }),
         Err(error) => {
             // Where heat-agents' hook would end in a traceback (exit 1, signalled as status 1).
             let stderr = format!("anneal: hook {}: {}", builtin.group(), crate::error_chain(&error));
@@ -77,13 +87,23 @@ pub(super) async fn run(
     Ok(HookRun { result, ending, duration: started.elapsed(), wrapped: false })
 }
 
+/// How a process that ran as the hook itself ended, from its `returncode`.
+fn ending_of(status_code: i64) -> Ending {
+    match i32::try_from(status_code) {
+        Ok(code) if code < 0 => Ending::Signalled(-code),
+        Ok(code) => Ending::Exited(code),
+        Err(_) => Ending::Exited(1),
+    }
+}
+
 /// Runs a built-in's tools under the hook's deadline.
 /// `on_spawn` is a trait object so that every hook's code is compiled once, not once per caller's
 /// closure type (the executor's and hook-test's): the built-ins are most of the agent's code.
 struct AgentTools<'a> {
     settings: &'a HookSettings,
     deployment_id: &'a str,
-    deadline: Instant,
+    /// `None` when the timeout is beyond what the clock can add (metadata may say `u64::MAX`).
+    deadline: Option<Instant>,
     timeout: Duration,
     shutdown: &'a CancellationToken,
     on_spawn: &'a mut (dyn FnMut(Spawned) + Send),
@@ -105,7 +125,10 @@ impl AgentTools<'_> {
         let Some(program) = resolve(&invocation.program, &invocation.env, &invocation.cwd) else {
             return Err(ToolError::Spawn { program: program_name, source: io::Error::from_raw_os_error(2) });
         };
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let remaining = match self.deadline {
+            Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+            None => self.timeout,
+        };
         if remaining.is_zero() {
             return Err(ToolError::TimedOut {
                 program: program_name,
@@ -155,5 +178,7 @@ fn resolve(program: &str, env: &[(String, String)], cwd: &Path) -> Option<PathBu
         .find(|candidate| anneal_hooks::is_executable(candidate))
 }
 
+#[cfg(test)]
+mod script_tests;
 #[cfg(test)]
 mod tests;

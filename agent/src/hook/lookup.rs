@@ -15,7 +15,6 @@ use crate::fsutil::check_trusted_path;
 
 /// The group heat-config whitelists: os-apply-config applies its metadata itself (bug 1715497).
 const OS_APPLY_CONFIG: &str = "os-apply-config";
-const SCRIPT: &str = "script";
 
 /// heat-config's hook file name for a group: every character outside `[A-Za-z0-9_-]` dropped
 /// (`Heat::Ungrouped` becomes `HeatUngrouped`).
@@ -44,8 +43,8 @@ pub(crate) fn choose(hooks_dirs: &[PathBuf], deployment: &Deployment) -> HookCho
         };
     }
     let group = deployment.group.as_str();
-    if group == SCRIPT || (group == UNGROUPED && is_script(&deployment.config)) {
-        return HookChoice::BuiltinScript;
+    if group == UNGROUPED && is_script(&deployment.config) {
+        return HookChoice::Builtin(anneal_hooks::Builtin::Script);
     }
     if let Some(builtin) = anneal_hooks::Builtin::from_group(group) {
         return HookChoice::Builtin(builtin);
@@ -121,7 +120,7 @@ mod tests {
     fn script_is_built_in_unless_installed() {
         let root = tempfile::tempdir().unwrap();
         let dirs = settings(root.path()).hooks_dirs;
-        assert_eq!(choose_for(&dirs, "script", json!("#!/bin/sh")), HookChoice::BuiltinScript);
+        assert_eq!(choose_for(&dirs, "script", json!("#!/bin/sh")), HookChoice::Builtin(anneal_hooks::Builtin::Script));
         let installed = shell_script(&dirs[1], "script", "exit 0");
         assert_eq!(choose_for(&dirs, "script", json!("#!/bin/sh")), HookChoice::External(installed));
     }
@@ -130,7 +129,10 @@ mod tests {
     fn ungrouped_scripts_are_built_in_other_ungrouped_configs_are_missing() {
         let root = tempfile::tempdir().unwrap();
         let dirs = settings(root.path()).hooks_dirs;
-        assert_eq!(choose_for(&dirs, UNGROUPED, json!("#!/bin/bash\necho hi")), HookChoice::BuiltinScript);
+        assert_eq!(
+            choose_for(&dirs, UNGROUPED, json!("#!/bin/bash\necho hi")),
+            HookChoice::Builtin(anneal_hooks::Builtin::Script)
+        );
         let missing = choose_for(&dirs, UNGROUPED, json!({"files": {}}));
         assert_eq!(missing, HookChoice::Missing { group: UNGROUPED.into(), searched: dirs.clone() });
         let not_script = choose_for(&dirs, UNGROUPED, json!("echo hi"));

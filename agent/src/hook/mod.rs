@@ -1,5 +1,6 @@
 //! Running one deployment through its hook, the heat-agents way: choosing the hook (`lookup`),
-//! the built-in `script` hook (`script`), the other built-ins of anneal-hooks (`builtin`), external hooks fed the deployment on stdin (`external`),
+//! the built-ins of anneal-hooks, `script` among them (`builtin`), external hooks fed the
+//! deployment on stdin (`external`),
 //! and the only code in the agent that spawns processes (`process`, with bounded output capture in
 //! `capture`). Every child gets a clean environment, its own process group and a deadline.
 
@@ -8,7 +9,6 @@ mod capture;
 mod external;
 pub(crate) mod lookup;
 pub(crate) mod process;
-mod script;
 #[cfg(test)]
 mod testing;
 
@@ -53,7 +53,6 @@ pub struct HookSettings {
 /// How a deployment would be run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HookChoice {
-    BuiltinScript,
     /// One of anneal-hooks' built-ins (no file of its name in the hooks dirs).
     Builtin(anneal_hooks::Builtin),
     External(PathBuf),
@@ -140,9 +139,10 @@ impl HookRunner {
         }
     }
 
-    /// The script and output files a run of `deployment` may have left (see `script::run_files`).
+    /// The script and output files a run of `deployment` may have left (see
+    /// `anneal_hooks::script_run_files`).
     pub(crate) fn run_files(&self, deployment: &Deployment) -> Vec<PathBuf> {
-        script::run_files(&self.settings, deployment)
+        anneal_hooks::script_run_files(&self.settings.work_dir, &self.settings.outputs_dir, deployment)
     }
 
     pub(crate) fn settings(&self) -> &HookSettings {
@@ -165,7 +165,6 @@ impl HookRunner {
         on_spawn: impl FnMut(Spawned) + Send,
     ) -> Result<HookRun, HookError> {
         let run = match choice {
-            HookChoice::BuiltinScript => script::run(&self.settings, deployment, timeout, shutdown, on_spawn).await?,
             HookChoice::Builtin(builtin) => {
                 let metadata = self.metadata.read().ok().and_then(|metadata| metadata.clone());
                 let call = builtin::Call { builtin: *builtin, deployment, metadata: metadata.as_deref(), timeout };
@@ -290,7 +289,8 @@ mod tests {
         let runner = HookRunner::new(settings(root.path()));
         let target = deployment(json!({"id": "d1", "group": "script"}));
         let shutdown = CancellationToken::new();
-        let future = runner.run(&target, &HookChoice::BuiltinScript, Duration::from_secs(1), &shutdown, |_| {});
+        let choice = HookChoice::Builtin(anneal_hooks::Builtin::Script);
+        let future = runner.run(&target, &choice, Duration::from_secs(1), &shutdown, |_| {});
         assert_send(&future);
     }
 

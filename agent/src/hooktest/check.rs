@@ -117,7 +117,6 @@ pub async fn check(
 
 fn describe_choice(choice: &HookChoice) -> String {
     match choice {
-        HookChoice::BuiltinScript => "the built-in script hook".to_string(),
         HookChoice::Builtin(builtin) => format!("the built-in {} hook", builtin.group()),
         HookChoice::External(path) => path.display().to_string(),
         other => format!("{other:?}"),
@@ -167,6 +166,8 @@ fn findings(case: &Case, ran: &Ran) -> Vec<Finding> {
     }
     let shape = match &ran.choice {
         HookChoice::External(_) => external_shape(run, &mut found),
+        // The config is the script hook's process: its exit status is its deploy_status_code.
+        HookChoice::Builtin(anneal_hooks::Builtin::Script) => Shape::Answer,
         HookChoice::Builtin(_) => builtin_shape(run, &mut found),
         _ => Shape::Answer,
     };

@@ -54,7 +54,8 @@ impl Case {
         metadata: Option<&Value>,
         tools: &mut Recorder,
     ) -> serde_json::Map<String, Value> {
-        let context = Context { env, cwd: self.root.path(), max_output_bytes: 1 << 20, metadata };
+        let context =
+            Context { env, cwd: self.root.path(), outputs_dir: self.root.path(), max_output_bytes: 1 << 20, metadata };
         let deployment = deployment(json!({"id": "d1", "group": "apply-config", "config": ""}));
         match Builtin::ApplyConfig.run(&deployment, &context, tools).await.unwrap() {
             Response::Printed(response) => response,
@@ -86,7 +87,13 @@ async fn os_apply_config_runs_when_it_starts() {
 async fn a_configured_command_that_cannot_start_is_an_error() {
     let case = Case::new();
     let env = case.env(&[("HEAT_APPLY_CONFIG_CMD", "/nowhere/os-apply-config")]);
-    let context = Context { env: &env, cwd: case.root.path(), max_output_bytes: 1024, metadata: None };
+    let context = Context {
+        env: &env,
+        cwd: case.root.path(),
+        outputs_dir: case.root.path(),
+        max_output_bytes: 1024,
+        metadata: None,
+    };
     let deployment = deployment(json!({"id": "d1", "group": "apply-config"}));
     assert!(Builtin::ApplyConfig.run(&deployment, &context, &mut missing()).await.is_err());
 }

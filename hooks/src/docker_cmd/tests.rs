@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::testing::{Answer, Recorder, deployment, output};
-use crate::{Builtin, Context, HookEnv, HookError, Response};
+use crate::testing::{Answer, Recorder, context, deployment, output, printed};
+use crate::{Builtin, HookEnv, HookError, Response};
 
 const DOCKER: &str = "/fake/docker";
 
@@ -24,7 +24,7 @@ impl Case {
     }
 
     async fn run(&self, document: Value, tools: &mut Recorder) -> Result<Response, HookError> {
-        let context = Context { env: &self.env, cwd: self.root.path(), max_output_bytes: 1 << 20, metadata: None };
+        let context = context(&self.env, self.root.path());
         Builtin::DockerCmd.run(&deployment(document), &context, tools).await
     }
 }
@@ -51,13 +51,6 @@ fn args(tools: &Recorder) -> Vec<Vec<String>> {
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| item.to_string()).collect()
-}
-
-fn printed(response: Response) -> Value {
-    match response {
-        Response::Printed(map) => Value::Object(map),
-        Response::Silent { reason } => panic!("silent: {reason}"),
-    }
 }
 
 const LIST_RESOURCE_CONFIGS: [&str; 10] = [

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::wait::{id_to_pod_name_part, required_images, required_patterns};
-use crate::testing::{Answer, Recorder, deployment, output};
-use crate::{Builtin, Context, HookEnv, HookError, Invocation, Response};
+use crate::testing::{Answer, Recorder, context, deployment, output, printed};
+use crate::{Builtin, HookEnv, HookError, Invocation, Response};
 
 const ID: &str = "a50ae8dd-b0c4-407f-8732-3571b3a0f28b";
 
@@ -33,7 +33,7 @@ fn variables(root: &Path) -> Vec<(String, String)> {
 
 async fn run(root: &Path, document: Value, tools: &mut Recorder) -> Result<Response, HookError> {
     let env = HookEnv::new(variables(root));
-    let context = Context { env: &env, cwd: root, max_output_bytes: 1 << 20, metadata: None };
+    let context = context(&env, root);
     Builtin::Kubelet.run(&deployment(document), &context, tools).await
 }
 
@@ -54,13 +54,6 @@ const PS: [&str; 4] = ["ps", "--no-trunc", "--format", "{{.Names}}"];
 fn untimed(text: &Value) -> Vec<String> {
     let text = text.as_str().unwrap();
     text.lines().map(|line| line.split_once("] (heat-config) ").unwrap().1.to_string()).collect()
-}
-
-fn printed(response: Response) -> serde_json::Map<String, Value> {
-    match response {
-        Response::Printed(map) => map,
-        Response::Silent { reason } => panic!("silent: {reason}"),
-    }
 }
 
 fn manifest(root: &Path, id: &str) -> PathBuf {
@@ -155,7 +148,7 @@ async fn kubelet_writes_the_manifest_and_polls_until_the_pod_runs() {
     );
     let stdout = answer["deploy_stdout"].as_str().unwrap();
     assert!(stdout.starts_with('[') && stdout.as_bytes()[24] == b']', "{stdout}");
-    let keys: Vec<&String> = answer.keys().collect();
+    let keys: Vec<&String> = answer.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["deploy_stdout", "deploy_stderr", "deploy_status_code"]);
     assert_eq!(answer["deploy_stderr"], "");
     assert_eq!(answer["deploy_status_code"], 0);
@@ -223,7 +216,7 @@ async fn no_docker_is_the_hooks_error_and_delete_removes_the_manifest() {
     let document = json!({"id": ID, "group": "kubelet", "config": pod(),
         "inputs": [{"name": "deploy_action", "value": "DELETE"}]});
     let answer = printed(run(root, document, &mut tools).await.unwrap());
-    assert_eq!(Value::Object(answer), json!({"deploy_stdout": "", "deploy_stderr": "", "deploy_status_code": 0}));
+    assert_eq!(answer, json!({"deploy_stdout": "", "deploy_stderr": "", "deploy_status_code": 0}));
     assert!(!manifest(root, ID).exists());
     assert!(tools.invocations.is_empty());
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::testing::{Answer, Recorder, deployment, output};
-use crate::{Builtin, Context, HookEnv, HookError, Invocation, Response};
+use crate::testing::{Answer, Recorder, context, deployment, output, printed};
+use crate::{Builtin, HookEnv, HookError, Invocation, Response};
 
 fn variables(root: &Path) -> Vec<(String, String)> {
     let working = root.join("salt").to_string_lossy().into_owned();
@@ -20,15 +20,8 @@ fn variables(root: &Path) -> Vec<(String, String)> {
 
 async fn run(root: &Path, document: Value, tools: &mut Recorder) -> Result<Response, HookError> {
     let env = HookEnv::new(variables(root));
-    let context = Context { env: &env, cwd: root, max_output_bytes: 1 << 20, metadata: None };
+    let context = context(&env, root);
     Builtin::Salt.run(&deployment(document), &context, tools).await
-}
-
-fn printed(response: Response) -> Value {
-    match response {
-        Response::Printed(map) => Value::Object(map),
-        Response::Silent { reason } => panic!("silent: {reason}"),
-    }
 }
 
 fn mode(path: &Path) -> u32 {

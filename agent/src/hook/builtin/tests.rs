@@ -123,3 +123,17 @@ fn programs_are_found_as_popen_finds_them() {
     assert_eq!(resolve("bin/tool", &env, root.path()), Some(root.path().join("bin/tool")));
     assert_eq!(resolve("/bin/sh", &env, root.path()), Some(std::path::PathBuf::from("/bin/sh")));
 }
+
+#[tokio::test]
+async fn a_timeout_beyond_the_clock_runs_the_tool_without_a_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    let runner = runner(root.path());
+    shell_script(&root.path().join("bin"), "ansible-playbook", "echo ran");
+    let target = ansible("a1", json!({}));
+    let choice = runner.choose(&target);
+    let shutdown = CancellationToken::new();
+    // Metadata may ask for any number of seconds; Instant + Duration::MAX would overflow.
+    let run = runner.run(&target, &choice, Duration::MAX, &shutdown, |_| {}).await.unwrap();
+    assert_eq!(run.result.0["deploy_stdout"], "ran\n");
+    assert_eq!(run.ending, Ending::Exited(0));
+}

@@ -23,7 +23,7 @@ fn ran_wrapped(result: HookResult, ending: Ending) -> (Case, Ran) {
 }
 
 fn ran_as(choice: HookChoice, result: HookResult, ending: Ending, wrapped: bool) -> (Case, Ran) {
-    let group = if choice == HookChoice::BuiltinScript { "script" } else { "my-tool" };
+    let group = if choice == HookChoice::Builtin(anneal_hooks::Builtin::Script) { "script" } else { "my-tool" };
     let case = cases::cases(group).remove(0);
     let run = HookRun { result, ending, duration: Duration::from_millis(5), wrapped };
     let ran = Ran { deployment: case.deployment.clone(), choice, run };
@@ -98,7 +98,7 @@ fn missing_outputs_are_a_note_for_neutral_configs_and_a_violation_for_scripts() 
     let found = findings(&case, &ran);
     assert!(violations(&found).is_empty());
     assert_eq!(found[0].message, "declared outputs not in the result (Heat stores null): result");
-    let (case, ran) = self::ran(HookChoice::BuiltinScript, answer, Ending::Exited(0));
+    let (case, ran) = self::ran(HookChoice::Builtin(anneal_hooks::Builtin::Script), answer, Ending::Exited(0));
     assert!(violations(&findings(&case, &ran))[0].contains("missing: result"));
 }
 
@@ -112,7 +112,8 @@ fn timeouts_are_violations_unless_the_case_intends_one() {
         vec!["timed out after 2 s: the process group was killed and deploy_status_code is 124"]
     );
     let timeout_case = cases::cases("script").into_iter().find(|case| case.name == "timeout").unwrap();
-    let (_, mut ran) = self::ran(HookChoice::BuiltinScript, killed, Ending::TimedOut { after });
+    let (_, mut ran) =
+        self::ran(HookChoice::Builtin(anneal_hooks::Builtin::Script), killed, Ending::TimedOut { after });
     ran.deployment = timeout_case.deployment.clone();
     let found = findings(&timeout_case, &ran);
     assert!(violations(&found).is_empty() && found[0].message.starts_with("killed at its 2 s deadline"), "{found:?}");

@@ -6,8 +6,15 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::*;
+use std::fs;
+use std::time::Duration;
+
+use anneal_hooks::Builtin;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
 use crate::hook::testing::{deployment, settings};
+use crate::hook::{Ending, HookError, HookRun, HookSettings, Spawned};
 use crate::hook::{HookChoice, HookRunner, TIMED_OUT_STATUS};
 
 struct Fixture {
@@ -32,7 +39,7 @@ impl Fixture {
     async fn run_with_timeout(&self, document: Value, timeout: Duration) -> Result<HookRun, HookError> {
         let target = deployment(document);
         let choice = self.runner.choose(&target);
-        assert_eq!(choice, HookChoice::BuiltinScript);
+        assert_eq!(choice, HookChoice::Builtin(Builtin::Script));
         self.runner.run(&target, &choice, timeout, &CancellationToken::new(), |_| {}).await
     }
 
@@ -141,7 +148,8 @@ async fn a_config_without_shebang_fails_clearly_without_spawning() {
     let flag = Arc::clone(&spawned);
     let on_spawn = move |_: Spawned| *flag.lock().unwrap() = true;
     let shutdown = CancellationToken::new();
-    let run = fixture.runner.run(&target, &HookChoice::BuiltinScript, Duration::from_secs(5), &shutdown, on_spawn);
+    let run =
+        fixture.runner.run(&target, &HookChoice::Builtin(Builtin::Script), Duration::from_secs(5), &shutdown, on_spawn);
     let run = run.await.unwrap();
     assert!(!*spawned.lock().unwrap());
     assert_eq!(run.ending, Ending::Exited(1));
@@ -177,7 +185,8 @@ async fn a_non_string_config_fails_clearly() {
     let fixture = fixture();
     let target = deployment(json!({"id": "d1", "group": "script", "config": {"not": "a script"}}));
     let shutdown = CancellationToken::new();
-    let run = fixture.runner.run(&target, &HookChoice::BuiltinScript, Duration::from_secs(5), &shutdown, |_| {});
+    let run =
+        fixture.runner.run(&target, &HookChoice::Builtin(Builtin::Script), Duration::from_secs(5), &shutdown, |_| {});
     let run = run.await.unwrap();
     assert_eq!(run.result.status_code(), Some(&json!(1)));
     let script = fs::read_to_string(fixture.settings().work_dir.join("d1")).unwrap();
@@ -252,7 +261,8 @@ async fn shutdown_is_reported_as_cancelled() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         canceller.cancel();
     });
-    let run = fixture.runner.run(&target, &HookChoice::BuiltinScript, Duration::from_secs(30), &shutdown, |_| {});
+    let run =
+        fixture.runner.run(&target, &HookChoice::Builtin(Builtin::Script), Duration::from_secs(30), &shutdown, |_| {});
     assert!(matches!(run.await, Err(HookError::Cancelled { group }) if group == "script"));
 }
 
@@ -261,16 +271,7 @@ async fn unsafe_ids_are_refused() {
     let fixture = fixture();
     let target = deployment(script("../escape", "#!/bin/sh\necho hi"));
     let shutdown = CancellationToken::new();
-    let run = fixture.runner.run(&target, &HookChoice::BuiltinScript, Duration::from_secs(5), &shutdown, |_| {});
+    let run =
+        fixture.runner.run(&target, &HookChoice::Builtin(Builtin::Script), Duration::from_secs(5), &shutdown, |_| {});
     assert!(matches!(run.await, Err(HookError::UnsafeId { id }) if id == "../escape"));
-}
-
-#[test]
-fn output_files_are_capped() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("d1.big");
-    fs::write(&path, "abcdef").unwrap();
-    assert_eq!(read_limited(&path, 4).unwrap(), Some("abcd".into()));
-    assert_eq!(read_limited(&path, 6).unwrap(), Some("abcdef".into()));
-    assert_eq!(read_limited(&dir.path().join("absent"), 4).unwrap(), None);
 }

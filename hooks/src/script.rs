@@ -1,0 +1,172 @@
+//! heat-agents' `script` hook (`hook-script.py`): the config is written to `<work_dir>/<id>`
+//! (0700) and executed directly, each input becomes an environment variable,
+//! `heat_outputs_path=<outputs_dir>/<id>`, and each declared output `X` is the whole file
+//! `${heat_outputs_path}.X`. Unlike heat-agents it replaces the script file atomically (a longer
+//! earlier script leaves no tail), removes stale output files first, accepts non-string input
+//! values, and turns an exec failure into a failed result instead of a traceback. The script
+//! runs through the caller's [`Tools`] like any tool, so it gets the same process group,
+//! deadline and run marker; unlike the other hooks, the script is the hook process itself, so
+//! its exit is the run's exit ([`Response::Executed`]).
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anneal_protocol::deployment::is_safe_id;
+use anneal_protocol::env::{input_env_value, is_valid_env_name};
+use anneal_protocol::{Deployment, pyjson};
+use serde_json::{Map, Value};
+use tracing::warn;
+
+use crate::files::{is_safe_output_name, output_file, remove_if_present};
+use crate::{HookError, Invocation, Response, Run, ToolError, Tools, with_process_result};
+
+/// What `anneal-agent hooks` says the hook does.
+pub(crate) const SUMMARY: &str = "runs the config as an executable, inputs as environment variables";
+
+const OUTPUTS_PATH_VARIABLE: &str = "heat_outputs_path";
+
+/// `E2BIG` from `execve`: the environment (the inputs) is larger than the kernel takes.
+const ARGUMENT_LIST_TOO_LONG: i32 = 7;
+
+pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, HookError> {
+    let deployment = run.deployment;
+    if !is_safe_id(&deployment.id) {
+        return Err(HookError::UnsafeId { id: deployment.id.clone() });
+    }
+    let text = script_text(&deployment.config);
+    let script = prepare(run, &text)?;
+    if !text.starts_with("#!") {
+        let problem = format!("{} does not start with #! (an interpreter line such as #!/bin/sh)", script.display());
+        return Ok(not_executable(&problem));
+    }
+    let outputs_path = run.outputs_dir.join(&deployment.id);
+    let invocation = Invocation {
+        // Relative to the tool's directory, which is the script's: right whatever work_dir is.
+        program: format!("./{}", deployment.id),
+        args: Vec::new(),
+        env: script_env(run, &outputs_path),
+        cwd: run.cwd.to_path_buf(),
+    };
+    let output = match run.tools.run(invocation).await {
+        Ok(output) => output,
+        Err(ToolError::Spawn { source, .. }) => {
+            let hint = if source.raw_os_error() == Some(ARGUMENT_LIST_TOO_LONG) {
+                "the inputs are too large to pass as environment variables (the kernel's limit)"
+            } else {
+                "does it start with #! naming an installed interpreter?"
+            };
+            return Ok(not_executable(&format!("{}: {source}; {hint}", script.display())));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let result = with_process_result(run.read_outputs(&outputs_path), &output);
+    Ok(Response::Executed { result, status_code: output.status_code })
+}
+
+/// Writes the script and removes output files left by an earlier run of the same id (a rerun
+/// must not report outputs it did not write). The caller made both directories. Returns the
+/// script's path.
+fn prepare<T>(run: &Run<'_, T>, text: &str) -> Result<PathBuf, HookError> {
+    let script = run.cwd.join(&run.deployment.id);
+    // Not fsync'd: it runs at once, and any rerun writes it anew.
+    replace_file(&script, text.as_bytes(), 0o700).map_err(|source| HookError::Io {
+        action: "write script",
+        path: script.clone(),
+        source,
+    })?;
+    let outputs_path = run.outputs_dir.join(&run.deployment.id);
+    for output in run.deployment.outputs.iter().filter(|output| is_safe_output_name(&output.name)) {
+        remove_if_present(&output_file(&outputs_path, &output.name))?;
+    }
+    Ok(script)
+}
+
+/// Writes a new file beside `path` and renames it over `path`: a file being executed is never
+/// opened for writing, and nothing of an earlier, longer script remains.
+fn replace_file(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    let file_name = path.file_name().ok_or_else(|| io::Error::other("path has no file name"))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(file_name);
+    temp_name.push(format!(".tmp.{}", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    // A temp file of an earlier run of this process that died midway; the directory is private.
+    match fs::remove_file(&temp) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+        _ => {}
+    }
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&temp)
+        .and_then(|mut file| file.write_all(contents))
+        .and_then(|()| fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
+/// heat-agents writes `c.get('config', '')`; a non-string config (which cannot be a script) is
+/// written as its JSON text so the failure names what was received.
+fn script_text(config: &Value) -> String {
+    match config {
+        Value::String(text) => text.clone(),
+        other => pyjson::dumps(other, false),
+    }
+}
+
+/// The result heat-agents' traceback would have produced, but readable.
+fn not_executable(problem: &str) -> Response {
+    let mut result = Map::new();
+    result.insert("deploy_stdout".into(), Value::String(String::new()));
+    result.insert("deploy_stderr".into(), Value::String(format!("anneal: cannot run the config: {problem}")));
+    result.insert("deploy_status_code".into(), Value::from(1));
+    Response::Executed { result, status_code: 1 }
+}
+
+/// The hook's environment, then one variable per input (inputs win, as in heat-agents'
+/// `env[name] = value`), then `heat_outputs_path`.
+fn script_env<T>(run: &Run<'_, T>, outputs_path: &Path) -> Vec<(String, String)> {
+    let deployment = run.deployment;
+    let mut env = run.env.variables().to_vec();
+    for input in &deployment.inputs {
+        if !is_valid_env_name(&input.name) {
+            warn!(deployment_id = %deployment.id, input = %input.name, "input name cannot be an environment variable; not passed to the script");
+            continue;
+        }
+        let value = input_env_value(input.value.as_ref());
+        if value.contains('\0') {
+            warn!(deployment_id = %deployment.id, input = %input.name, "input value contains a NUL byte; not passed to the script");
+            continue;
+        }
+        env.push((input.name.clone(), value));
+    }
+    env.push((OUTPUTS_PATH_VARIABLE.to_string(), outputs_path.to_string_lossy().into_owned()));
+    env
+}
+
+/// The files a run of `deployment` may have left: its script in `work_dir` and its output files
+/// in `outputs_dir` (the agent's journal retention removes them with the entry).
+pub fn run_files(work_dir: &Path, outputs_dir: &Path, deployment: &Deployment) -> Vec<PathBuf> {
+    if !is_safe_id(&deployment.id) {
+        return Vec::new();
+    }
+    let outputs_path = outputs_dir.join(&deployment.id);
+    let resolved = deployment.resolve_component().ok().flatten();
+    let outputs = deployment.outputs.iter().chain(resolved.iter().flat_map(|resolved| resolved.outputs.iter()));
+    let mut files = vec![work_dir.join(&deployment.id)];
+    for output in outputs.filter(|output| is_safe_output_name(&output.name)) {
+        let file = output_file(&outputs_path, &output.name);
+        // A component's outputs repeat the deployment's own.
+        if !files.contains(&file) {
+            files.push(file);
+        }
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests;
