@@ -42,9 +42,10 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
         return Ok(not_executable(&problem));
     }
     let outputs_path = run.outputs_dir.join(&deployment.id);
+    // The absolute path, as heat-agents runs `[fn]`: it is the script's `$0`.
+    let program = std::path::absolute(&script).unwrap_or_else(|_| script.clone());
     let invocation = Invocation {
-        // Relative to the tool's directory, which is the script's: right whatever work_dir is.
-        program: format!("./{}", deployment.id),
+        program: program.to_string_lossy().into_owned(),
         args: Vec::new(),
         env: script_env(run, &outputs_path),
         cwd: run.cwd.to_path_buf(),

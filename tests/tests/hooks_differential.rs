@@ -82,6 +82,11 @@ fn difference(heat_agents: &Outcome, built_in: &Outcome) -> Option<String> {
 }
 
 #[test]
+fn script_matches_heat_agents() {
+    compare(cases::script());
+}
+
+#[test]
 fn ansible_matches_heat_agents() {
     compare(cases::ansible());
 }

@@ -56,7 +56,7 @@ async fn the_config_runs_from_its_directory_with_inputs_in_its_environment() {
     // The stale output of an earlier run is gone before the script runs, so it is not reported.
     assert_eq!(result, json!({"deploy_stdout": "out", "deploy_stderr": "err", "deploy_status_code": 3}));
     let invocation = &tools.invocations[0];
-    assert_eq!(invocation.program, "./d1");
+    assert_eq!(invocation.program, dirs.root.path().join("work/d1").to_string_lossy());
     assert!(invocation.args.is_empty());
     assert_eq!(invocation.cwd, dirs.root.path().join("work"));
     let outputs_variable = ("heat_outputs_path".to_string(), outputs_path.to_string_lossy().into_owned());

@@ -121,6 +121,62 @@ pub(crate) fn crashed(heat_agents: &Outcome) {
     assert!(heat_agents.signal["deploy_stderr"].as_str().unwrap_or("").contains("Traceback"), "{heat_agents:?}");
 }
 
+/// The script hook's config is the program: heat-agents' test_hook_script.py runs its fake tool
+/// as the config, and so do these (ours, which records how it ran). heat-agents' hook keeps its
+/// script and outputs in HEAT_SCRIPT_WORKING / HEAT_SCRIPT_OUTPUTS, the built-in in hook-test's
+/// scratch directory: the settings put heat-agents' there too, so the recorded paths (the
+/// program, its directory, `heat_outputs_path`) compare equal once normalised.
+pub fn script() -> Vec<Case> {
+    let fake_tool = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/hooks/fake-tool.py"))
+        .expect("read the fake tool");
+    let mut base = deployment("1234", "script", json!({}), json!(fake_tool));
+    // heat-agents' test inputs: JSON text in strings, passed as they are.
+    base["inputs"] = json!([{"name": "foo", "value": "bar"}, {"name": "another", "value": "input"},
+        {"name": "a_dict", "value": "{\"key\": \"value\"}"}, {"name": "a_list", "value": "[\"v1\", 12]"}]);
+    let with = |name, deployment: Value, answers: Value| {
+        case(name, "script", deployment, &[])
+            .answers(answers)
+            .with_env("HEAT_SCRIPT_WORKING", "{root}/tmp/anneal-hook-test-heatagents/script")
+            .with_env("HEAT_SCRIPT_OUTPUTS", "{root}/tmp/anneal-hook-test-heatagents/outputs")
+    };
+    let outputs = json!([{"stdout": "script success", "stderr": "thing happened", "files": {
+        "$heat_outputs_path.first_output": "output 1", "$heat_outputs_path.second_output": "output 2\r\nline\r"}}]);
+    let mut structured = base.clone();
+    structured["inputs"] = json!([{"name": "bag", "type": "Json", "value": {"k": ["é", null, true]}},
+        {"name": "list", "value": ["a", 1]}, {"name": "novalue"}]);
+    let mut number = base.clone();
+    number["inputs"] = json!([{"name": "count", "type": "Number", "value": 3}]);
+    let mut not_a_script = base.clone();
+    not_a_script["config"] = json!("echo no interpreter line");
+    vec![
+        with("script-success", base.clone(), outputs),
+        with(
+            "script-failed",
+            base,
+            json!([{"stdout": "script failed", "stderr": "bad thing happened", "returncode": 1}]),
+        ),
+        with("script-structured-inputs", structured, json!([])),
+        with("script-number-input", number, json!([])).differs(
+            "heat-agents passes a Number input's value to Popen's env and crashes; the built-in passes its JSON text",
+            |heat_agents, built_in| {
+                crashed(heat_agents);
+                assert_eq!(built_in.signal["deploy_status_code"], 0, "{:?}", built_in.signal);
+                assert_eq!(built_in.invocations[0]["env"]["count"], "3");
+            },
+        ),
+        with("script-not-a-script", not_a_script, json!([])).differs(
+            "heat-agents' Popen fails with a traceback (exec format error); the built-in says what is missing",
+            |heat_agents, built_in| {
+                crashed(heat_agents);
+                assert_eq!(built_in.signal["deploy_status_code"], 1);
+                let stderr = built_in.signal["deploy_stderr"].as_str().unwrap_or("");
+                assert!(stderr.contains("does not start with #!"), "{stderr}");
+                assert!(built_in.invocations.is_empty());
+            },
+        ),
+    ]
+}
+
 pub fn ansible() -> Vec<Case> {
     let playbook = json!("the ansible playbook");
     let outputs = json!([{"stdout": "ansible success", "stderr": "thing happened", "files": {

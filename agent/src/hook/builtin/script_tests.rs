@@ -275,3 +275,11 @@ async fn unsafe_ids_are_refused() {
         fixture.runner.run(&target, &HookChoice::Builtin(Builtin::Script), Duration::from_secs(5), &shutdown, |_| {});
     assert!(matches!(run.await, Err(HookError::UnsafeId { id }) if id == "../escape"));
 }
+
+#[tokio::test]
+async fn the_script_is_run_by_its_absolute_path_as_heat_agents_runs_it() {
+    let fixture = fixture();
+    let run = fixture.run(script("d1", "#!/bin/sh\necho \"$0\"")).await;
+    let expected = format!("{}\n", fixture.settings().work_dir.join("d1").display());
+    assert_eq!(run.result.0["deploy_stdout"], json!(expected));
+}
