@@ -10,7 +10,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anneal_protocol::deployment::is_safe_id;
@@ -102,7 +102,10 @@ fn replace_file(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
         .create_new(true)
         .mode(mode)
         .open(&temp)
-        .and_then(|mut file| file.write_all(contents))
+        // The mode whatever the umask: the script must be executable by its owner.
+        .and_then(|mut file| {
+            file.set_permissions(fs::Permissions::from_mode(mode)).and_then(|()| file.write_all(contents))
+        })
         .and_then(|()| fs::rename(&temp, path));
     if written.is_err() {
         let _ = fs::remove_file(&temp);
