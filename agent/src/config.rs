@@ -282,7 +282,8 @@ fn validate_agent(raw: RawAgent) -> Result<AgentSettings, Problem> {
         at_least(raw.poll_interval_secs.unwrap_or(30), 1).map_err(|reason| (key("poll_interval_secs"), reason))?;
     let hook_timeout =
         at_least(raw.hook_timeout_secs.unwrap_or(3600), 1).map_err(|reason| (key("hook_timeout_secs"), reason))?;
-    let hook_kill_grace = Duration::from_secs(raw.hook_kill_grace_secs.unwrap_or(10));
+    let hook_kill_grace = at_most(raw.hook_kill_grace_secs.unwrap_or(10), MAX_KILL_GRACE_SECS)
+        .map_err(|reason| (key("hook_kill_grace_secs"), reason))?;
     let parallel = raw.parallel.unwrap_or(1);
     if !(1..=MAX_PARALLEL).contains(&parallel) {
         return Err((key("parallel"), format!("must be between 1 and {MAX_PARALLEL}, got {parallel}")));
@@ -399,6 +400,17 @@ pub(crate) fn absolute(path: &Path) -> Result<(), String> {
     } else {
         Err(format!("must be an absolute path, got {:?}", path.display().to_string()))
     }
+}
+
+/// The longest `hook_kill_grace_secs`: a day. Any longer is a mistake, and the deadline of a
+/// grace must stay within what the clock can add.
+const MAX_KILL_GRACE_SECS: u64 = 86_400;
+
+fn at_most(secs: u64, maximum: u64) -> Result<Duration, String> {
+    if secs > maximum {
+        return Err(format!("must be at most {maximum}, got {secs}"));
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 pub(crate) fn at_least(secs: u64, minimum: u64) -> Result<Duration, String> {

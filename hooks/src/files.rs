@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anneal_protocol::OutputDecl;
 use serde_json::{Map, Value};
+use tracing::warn;
 
 use crate::HookError;
 
@@ -65,8 +66,16 @@ pub(crate) fn output_file(outputs_path: &Path, name: &str) -> PathBuf {
 pub(crate) fn read_outputs(outputs_path: &Path, outputs: &[OutputDecl], limit: usize) -> Map<String, Value> {
     let mut response = Map::new();
     for output in outputs.iter().filter(|output| is_safe_output_name(&output.name)) {
-        if let Ok(Some(text)) = read_text(&output_file(outputs_path, &output.name), limit) {
-            response.insert(output.name.clone(), Value::String(text));
+        let path = output_file(outputs_path, &output.name);
+        match read_text(&path, limit) {
+            Ok(Some(text)) => {
+                response.insert(output.name.clone(), Value::String(text));
+            }
+            Ok(None) => {}
+            // heat-agents' hooks skip an output they cannot open (IOError); say why.
+            Err(error) => {
+                warn!(output = %output.name, path = %path.display(), %error, "cannot read output file; output omitted")
+            }
         }
     }
     response
@@ -85,7 +94,10 @@ pub(crate) fn read_text(path: &Path, limit: usize) -> io::Result<Option<String>>
         Err(error) => return Err(error),
     };
     let mut bytes = Vec::new();
-    file.take(limit as u64).read_to_end(&mut bytes)?;
+    if file.take(limit as u64 + 1).read_to_end(&mut bytes)? > limit {
+        bytes.truncate(limit);
+        warn!(path = %path.display(), limit, "output file is larger than the limit; keeping its start");
+    }
     Ok(Some(universal_newlines(&String::from_utf8_lossy(&bytes))))
 }
 

@@ -12,6 +12,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anneal_protocol::deployment::is_safe_id;
 use anneal_protocol::env::{input_env_value, is_valid_env_name};
@@ -29,6 +30,9 @@ const OUTPUTS_PATH_VARIABLE: &str = "heat_outputs_path";
 
 /// `E2BIG` from `execve`: the environment (the inputs) is larger than the kernel takes.
 const ARGUMENT_LIST_TOO_LONG: i32 = 7;
+
+/// Temp names tried before giving up (one is taken only by a dead process of this pid).
+const TEMP_ATTEMPTS: u32 = 8;
 
 pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, HookError> {
     let deployment = run.deployment;
@@ -85,27 +89,28 @@ fn prepare<T>(run: &Run<'_, T>, text: &str) -> Result<PathBuf, HookError> {
 }
 
 /// Writes a new file beside `path` and renames it over `path`: a file being executed is never
-/// opened for writing, and nothing of an earlier, longer script remains.
+/// opened for writing, and nothing of an earlier, longer script remains. The temp name is new
+/// to this write (pid and a counter) and created exclusively, so no other write's file is
+/// touched; a name left by a dead process of the same pid is skipped.
 fn replace_file(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
     let file_name = path.file_name().ok_or_else(|| io::Error::other("path has no file name"))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(file_name);
-    temp_name.push(format!(".tmp.{}", std::process::id()));
-    let temp = path.with_file_name(temp_name);
-    // A temp file of an earlier run of this process that died midway; the directory is private.
-    match fs::remove_file(&temp) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-        _ => {}
-    }
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&temp)
-        // The mode whatever the umask: the script must be executable by its owner.
-        .and_then(|mut file| {
-            file.set_permissions(fs::Permissions::from_mode(mode)).and_then(|()| file.write_all(contents))
-        })
+    let mut attempt = 0;
+    let (temp, mut file) = loop {
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(file_name);
+        temp_name.push(format!(".tmp.{}.{}", std::process::id(), NEXT_TEMP.fetch_add(1, Ordering::Relaxed)));
+        let temp = path.with_file_name(temp_name);
+        match OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp) {
+            Ok(file) => break (temp, file),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempt < TEMP_ATTEMPTS => attempt += 1,
+            Err(error) => return Err(error),
+        }
+    };
+    // The mode whatever the umask: the script must be executable by its owner.
+    let written = file
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .and_then(|()| file.write_all(contents))
         .and_then(|()| fs::rename(&temp, path));
     if written.is_err() {
         let _ = fs::remove_file(&temp);

@@ -156,6 +156,12 @@ fn agent_values_are_validated() {
     check_invalid(&with("parallel = 65"), "[agent] parallel", "got 65");
     check_invalid(&with("poll_interval_secs = 0"), "[agent] poll_interval_secs", "at least 1");
     check_invalid(&with("hook_timeout_secs = 0"), "[agent] hook_timeout_secs", "at least 1");
+    // A grace the clock cannot add to now would crash the first kill.
+    check_invalid(
+        &with("hook_kill_grace_secs = 18446744073709551615"),
+        "[agent] hook_kill_grace_secs",
+        "must be at most 86400, got 18446744073709551615",
+    );
     check_invalid(&with("state_dir = \"var/lib\""), "[agent] state_dir", "absolute");
     check_invalid(&with("metrics_textfile = \"anneal.prom\""), "[agent] metrics_textfile", "absolute");
     check_invalid(&with("metrics_textfile = \"/var/lib/anneal.txt\""), "[agent] metrics_textfile", "must end in .prom");

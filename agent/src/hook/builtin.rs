@@ -68,7 +68,7 @@ pub(super) async fn run(
             (HookResult::default(), Ending::Exited(0))
         }
         Err(anneal_hooks::HookError::Tool(ToolError::TimedOut { output, after, .. })) => {
-            let stderr = timed_out_text(builtin.group(), &output.stderr_text(), after);
+            let stderr = timed_out_text(&deployment.group, &output.stderr_text(), after);
             (
                 HookResult::from_process(&output.stdout_text(), &stderr, super::TIMED_OUT_STATUS),
                 Ending::TimedOut { after },
@@ -78,9 +78,14 @@ pub(super) async fn run(
             return Err(HookError::Cancelled { group: deployment.group.clone() });
         }
         Err(anneal_hooks::HookError::UnsafeId { id }) => return Err(HookError::UnsafeId { id }),
+        // The script hook's own files (its script, stale outputs): the run could not happen,
+        // which the executor reports as such rather than as the script failing.
+        Err(anneal_hooks::HookError::Io { action, path, source }) if builtin == Builtin::Script => {
+            return Err(HookError::Io { action, path, source });
+        }
         Err(error) => {
             // Where heat-agents' hook would end in a traceback (exit 1, signalled as status 1).
-            let stderr = format!("anneal: hook {}: {}", builtin.group(), crate::error_chain(&error));
+            let stderr = format!("anneal: hook {}: {}", deployment.group, crate::error_chain(&error));
             (HookResult::from_process("", &stderr, 1), Ending::Exited(1))
         }
     };

@@ -250,7 +250,7 @@ fn describe(duration: Duration) -> String {
     }
 }
 
-/// Maps a process failure to the hook's error (the built-in script handles spawn failures itself).
+/// Maps a process failure to the hook's error.
 fn hook_error(error: ProcessError, group: &str) -> HookError {
     match error {
         ProcessError::Spawn { path, source } => HookError::Spawn { path, source },

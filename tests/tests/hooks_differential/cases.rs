@@ -125,7 +125,9 @@ pub(crate) fn crashed(heat_agents: &Outcome) {
 /// as the config, and so do these (ours, which records how it ran). heat-agents' hook keeps its
 /// script and outputs in HEAT_SCRIPT_WORKING / HEAT_SCRIPT_OUTPUTS, the built-in in hook-test's
 /// scratch directory: the settings put heat-agents' there too, so the recorded paths (the
-/// program, its directory, `heat_outputs_path`) compare equal once normalised.
+/// program, its directory, `heat_outputs_path`) compare equal once normalised. Those files are
+/// in the harness's `tmp`, which the file comparison skips: the script file's mode and bytes are
+/// checked by the agent's and the hooks crate's unit tests instead.
 pub fn script() -> Vec<Case> {
     let fake_tool = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/hooks/fake-tool.py"))
         .expect("read the fake tool");

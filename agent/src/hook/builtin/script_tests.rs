@@ -283,3 +283,26 @@ async fn the_script_is_run_by_its_absolute_path_as_heat_agents_runs_it() {
     let expected = format!("{}\n", fixture.settings().work_dir.join("d1").display());
     assert_eq!(run.result.0["deploy_stdout"], json!(expected));
 }
+
+#[tokio::test]
+async fn a_script_that_cannot_be_written_is_a_run_that_could_not_happen() {
+    let fixture = fixture();
+    // A directory where the script goes: the rename over it fails.
+    fs::create_dir_all(fixture.settings().work_dir.join("d1/inside")).unwrap();
+    let error = fixture.run_with_timeout(script("d1", "#!/bin/sh\n"), Duration::from_secs(5)).await.unwrap_err();
+    assert!(matches!(error, HookError::Io { action: "write script", .. }), "{error:?}");
+    let leftovers: Vec<_> =
+        fs::read_dir(&fixture.settings().work_dir).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert_eq!(leftovers, ["d1"], "the temp file is removed");
+}
+
+#[tokio::test]
+async fn an_ungrouped_script_is_named_by_its_group_when_it_times_out() {
+    let fixture = fixture();
+    let document = json!({"id": "d1", "group": "Heat::Ungrouped", "config": "#!/bin/sh\nsleep 5"});
+    let run = fixture.run_with_timeout(document, Duration::from_millis(200)).await.unwrap();
+    assert_eq!(
+        run.result.0["deploy_stderr"],
+        "anneal: hook Heat::Ungrouped timed out after 200 ms; process group killed"
+    );
+}
