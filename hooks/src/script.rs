@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use tracing::warn;
 
 use crate::files::{is_safe_output_name, output_file, remove_if_present};
-use crate::{HookError, Invocation, Response, Run, ToolError, Tools, with_process_result};
+use crate::{HookError, Invocation, Response, Run, ToolError, ToolOutput, Tools, with_process_result};
 
 /// What `anneal-agent hooks` says the hook does.
 pub(crate) const SUMMARY: &str = "runs the config as an executable, inputs as environment variables";
@@ -129,11 +129,9 @@ fn script_text(config: &Value) -> String {
 
 /// The result heat-agents' traceback would have produced, but readable.
 fn not_executable(problem: &str) -> Response {
-    let mut result = Map::new();
-    result.insert("deploy_stdout".into(), Value::String(String::new()));
-    result.insert("deploy_stderr".into(), Value::String(format!("anneal: cannot run the config: {problem}")));
-    result.insert("deploy_status_code".into(), Value::from(1));
-    Response::Executed { result, status_code: 1 }
+    let stderr = format!("anneal: cannot run the config: {problem}").into_bytes();
+    let output = ToolOutput { stdout: Vec::new(), stderr, status_code: 1 };
+    Response::Executed { result: with_process_result(Map::new(), &output), status_code: 1 }
 }
 
 /// The hook's environment, then one variable per input (inputs win, as in heat-agents'

@@ -34,7 +34,9 @@ pub(super) async fn run(
     mut on_spawn: impl FnMut(Spawned) + Send,
 ) -> Result<HookRun, HookError> {
     let Call { builtin, deployment, metadata, timeout } = call;
-    for dir in [&settings.work_dir, &settings.outputs_dir] {
+    // Only script keeps files in outputs_dir (the others' are in their HEAT_*_OUTPUTS dirs).
+    let outputs_dir = (builtin == Builtin::Script).then_some(&settings.outputs_dir);
+    for dir in std::iter::once(&settings.work_dir).chain(outputs_dir) {
         ensure_private_dir(dir).map_err(|source| HookError::Io {
             action: "create directory",
             path: dir.clone(),
