@@ -149,7 +149,7 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     if let Some(warning) = tls::plain_http_warning(&public_url) {
         tracing::warn!("{warning}");
     }
-    let engine = Engine::new(store, key, EngineConfig { public_url: public_url.clone(), replica_urls });
+    let engine = Engine::new(store, key, EngineConfig { replica_urls, ..EngineConfig::new(public_url.clone()) });
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
     let replication = tokio::spawn(engine::replication::run(engine.clone(), shutdown.clone()));
     let history = tokio::spawn(engine::retention::run(

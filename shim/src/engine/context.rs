@@ -3,7 +3,7 @@
 //! the `Scope` that resolves `get_param`, `get_resource` and `get_attr` from stored nodes.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
@@ -21,15 +21,26 @@ pub struct Context<'a> {
     pub key: &'a TokenKey,
     pub public_url: &'a str,
     pub now: u64,
-    /// Servers whose deployment entries changed; their documents get a new version.
-    pub touched_servers: BTreeSet<String>,
+    /// Servers whose deployment entries changed (their documents get a new version), with
+    /// which entries, as (stack, node): a server whose cached document is current gets only
+    /// these read and rendered again (`transact::publish_documents`).
+    pub changed_entries: BTreeMap<String, BTreeSet<(String, String)>>,
     /// Handles whose token placeholders the evaluations since `evaluate_properties` began
     /// placed in their values (through `get_attr` on the handle, or on a config that carries
     /// them): the tokens a value built from them may render (see `secrets`).
     pub placed_handles: BTreeSet<String>,
+    /// How many members of a deployment group one transaction writes (the rest are queued).
+    pub release_chunk: usize,
+    /// Set when this transaction queued group members for the sweeper to release next.
+    pub continued: bool,
 }
 
 impl Context<'_> {
+    /// Records that `node`'s entry in `server`'s document was written or removed.
+    pub fn entry_changed(&mut self, server: &str, stack: &str, node: &str) {
+        self.changed_entries.entry(server.to_string()).or_default().insert((stack.to_string(), node.to_string()));
+    }
+
     pub fn event(&mut self, stack: &str, resource: &str, status: &str, reason: &str) -> Result<(), EngineError> {
         self.tx.append_event(stack, self.now, resource, status, reason)?;
         Ok(())

@@ -16,6 +16,7 @@
 mod context;
 mod deadlines;
 mod derived;
+mod document;
 mod error;
 pub(crate) mod graph;
 mod mime;
@@ -50,11 +51,15 @@ mod batch_tests;
 #[cfg(test)]
 mod conditions_tests;
 #[cfg(test)]
+mod document_tests;
+#[cfg(test)]
 mod environment_tests;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod regression_tests;
+#[cfg(test)]
+mod release_tests;
 #[cfg(test)]
 mod remove_tests;
 #[cfg(test)]

@@ -25,8 +25,10 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(SWEEP_INTERVAL) => {}
+            // A transaction queued group members: release them now, not at the next tick.
+            () = engine.inner.continuation.notified() => {}
         }
-        match engine.transact(sweep).await {
+        match pass(&engine).await {
             Ok(0) => {}
             Ok(fired) => {
                 engine.metrics().sweeper_fired(fired as u64);
@@ -35,6 +37,12 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
             Err(error) => tracing::error!(error = %crate::error_chain(&error), "sweeper pass failed"),
         }
     }
+}
+
+/// One sweep now, in its own transaction; returns how many deadlines fired (a deployment
+/// group's queued members count as one, see `group::continue_release`).
+pub async fn pass<S: Store>(engine: &Engine<S>) -> Result<usize, EngineError> {
+    engine.transact(sweep).await
 }
 
 /// Fails everything whose deadline passed; returns how many deadlines fired.

@@ -5,17 +5,17 @@
 //! placed in the cache and its watchers woken. All truth is in the store: the cache is rebuilt
 //! from it on demand after a restart.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
 use tokio::sync::watch;
 
-use super::context::{Context, http_date, now_millis};
+use super::context::{Context, now_millis};
+use super::document::{self, Rendered};
 use super::error::EngineError;
 use super::secrets::TokenKey;
 use crate::model::MetadataDocument;
-use crate::store::{ServerRow, Store, Tx};
+use crate::store::Store;
 
 /// Where agents and operators reach this shim (the base of every URL it hands out).
 #[derive(Debug, Clone)]
@@ -24,12 +24,20 @@ pub struct EngineConfig {
     /// The public URLs of the other replicas sharing this one's database, listed after
     /// `public_url` in the agent configs `server add` prints (the agent fails over between them).
     pub replica_urls: Vec<String>,
+    /// How many members of a deployment group one transaction writes and publishes; the rest
+    /// follow in later transactions (`RELEASE_CHUNK`).
+    pub release_chunk: usize,
 }
+
+/// Members of a deployment group written per transaction: about 100 ms of store work here, so a
+/// group over 10,000 servers neither holds the store for a second nor keeps every poll waiting
+/// for the last member.
+pub const RELEASE_CHUNK: usize = 1000;
 
 impl EngineConfig {
     /// One shim, reached at `public_url`.
     pub fn new(public_url: impl Into<String>) -> EngineConfig {
-        EngineConfig { public_url: public_url.into(), replica_urls: Vec::new() }
+        EngineConfig { public_url: public_url.into(), replica_urls: Vec::new(), release_chunk: RELEASE_CHUNK }
     }
 }
 
@@ -49,6 +57,9 @@ pub(super) struct Inner<S> {
     key: TokenKey,
     pub(super) public_url: String,
     pub(super) replica_urls: Vec<String>,
+    release_chunk: usize,
+    /// Woken after a commit that queued group members, so the sweeper releases them at once.
+    pub(super) continuation: tokio::sync::Notify,
     pub(super) documents: Mutex<HashMap<String, Cached>>,
     /// Last poll per server, kept in memory: a poll must not cost a store write.
     pub(super) last_seen: Mutex<HashMap<String, u64>>,
@@ -56,14 +67,14 @@ pub(super) struct Inner<S> {
 }
 
 pub(super) struct Cached {
-    document: MetadataDocument,
+    rendered: Rendered,
     sender: watch::Sender<u64>,
 }
 
 /// A document version made in a transaction, to cache and announce after the commit.
 struct Published {
     server: String,
-    document: MetadataDocument,
+    rendered: Rendered,
 }
 
 impl<S: Store> Engine<S> {
@@ -75,6 +86,8 @@ impl<S: Store> Engine<S> {
             key,
             public_url,
             replica_urls,
+            release_chunk: config.release_chunk.max(1),
+            continuation: tokio::sync::Notify::new(),
             documents: Mutex::default(),
             last_seen: Mutex::default(),
             metrics: crate::metrics::Metrics::new(),
@@ -104,36 +117,42 @@ impl<S: Store> Engine<S> {
                     key: &inner.key,
                     public_url: &inner.public_url,
                     now: now_millis(),
-                    touched_servers: BTreeSet::new(),
+                    changed_entries: BTreeMap::new(),
                     placed_handles: BTreeSet::new(),
+                    release_chunk: inner.release_chunk,
+                    continued: false,
                 };
                 let value = work(&mut ctx)?;
-                let published = publish_documents(&mut ctx)?;
-                Ok::<_, EngineError>((value, published))
+                let published = publish_documents(&mut ctx, &inner.documents)?;
+                Ok::<_, EngineError>((value, published, ctx.continued))
             })
         })
         .await;
-        let (value, published) = joined.map_err(|error| EngineError::Worker { detail: error.to_string() })??;
+        let (value, published, continued) =
+            joined.map_err(|error| EngineError::Worker { detail: error.to_string() })??;
         self.inner.metrics.transaction(started.elapsed());
         self.announce(published);
+        if continued {
+            self.inner.continuation.notify_one();
+        }
         Ok(value)
     }
 
     fn announce(&self, published: Vec<Published>) {
         let Ok(mut documents) = self.inner.documents.lock() else { return };
         let now = std::time::Instant::now();
-        for Published { server, mut document } in published {
-            document.announced_at = Some(now);
-            let version = document.version;
+        for Published { server, mut rendered } in published {
+            rendered.document.announced_at = Some(now);
+            let version = rendered.document.version;
             match documents.get_mut(&server) {
-                Some(cached) if cached.document.version < version => {
-                    cached.document = document;
+                Some(cached) if cached.rendered.document.version < version => {
+                    cached.rendered = rendered;
                     cached.sender.send_replace(version);
                 }
                 Some(_) => {}
                 None => {
                     let (sender, _) = watch::channel(version);
-                    documents.insert(server, Cached { document, sender });
+                    documents.insert(server, Cached { rendered, sender });
                 }
             }
         }
@@ -152,9 +171,11 @@ impl<S: Store> Engine<S> {
             match servers {
                 Some(names) => names
                     .into_iter()
-                    .filter_map(|name| documents.get(&name).map(|cached| (name, cached.document.version)))
+                    .filter_map(|name| documents.get(&name).map(|cached| (name, cached.rendered.document.version)))
                     .collect(),
-                None => documents.iter().map(|(name, cached)| (name.clone(), cached.document.version)).collect(),
+                None => {
+                    documents.iter().map(|(name, cached)| (name.clone(), cached.rendered.document.version)).collect()
+                }
             }
         };
         if cached.is_empty() {
@@ -179,8 +200,8 @@ impl<S: Store> Engine<S> {
                     match row {
                         None => gone.push(name),
                         Some(row) if row.metadata_version > version => {
-                            let document = render_document(tx, &inner.key, &inner.public_url, &row)?;
-                            published.push(Published { server: name, document });
+                            let rendered = document::render_full(tx, &inner.key, &inner.public_url, &row)?;
+                            published.push(Published { server: name, rendered });
                         }
                         Some(_) => {}
                     }
@@ -200,7 +221,7 @@ impl<S: Store> Engine<S> {
 
     fn cached(&self, server: &str) -> Option<(MetadataDocument, watch::Receiver<u64>)> {
         let documents = self.inner.documents.lock().ok()?;
-        documents.get(server).map(|cached| (cached.document.clone(), cached.sender.subscribe()))
+        documents.get(server).map(|cached| (cached.rendered.document.clone(), cached.sender.subscribe()))
     }
 
     pub(super) async fn load_document(
@@ -211,66 +232,45 @@ impl<S: Store> Engine<S> {
             return Ok(found);
         }
         let name = server.to_string();
-        let published = self
+        let rendered = self
             .transact(move |ctx| {
                 let Some(row) = ctx.tx.server(&name)? else {
                     return Err(EngineError::NotFound { what: format!("server {name}") });
                 };
-                render_document(ctx.tx, ctx.key, ctx.public_url, &row)
+                document::render_full(ctx.tx, ctx.key, ctx.public_url, &row)
             })
             .await?;
-        self.announce(vec![Published { server: server.to_string(), document: published }]);
+        self.announce(vec![Published { server: server.to_string(), rendered }]);
         self.cached(server).ok_or_else(|| EngineError::NotFound { what: format!("server {server}") })
     }
 }
 
-/// Gives every server touched in this transaction a new document version.
-fn publish_documents(ctx: &mut Context<'_>) -> Result<Vec<Published>, EngineError> {
-    let servers: Vec<String> = std::mem::take(&mut ctx.touched_servers).into_iter().collect();
-    let mut published = Vec::with_capacity(servers.len());
-    for server in servers {
+/// Gives every server whose entries this transaction changed a new document version: rendered
+/// from the cached document of the version before when memory holds it (only the changed
+/// entries are read), in full otherwise (after a restart, or when another replica or an earlier
+/// transaction of the same commit moved the version on).
+fn publish_documents(
+    ctx: &mut Context<'_>,
+    documents: &Mutex<HashMap<String, Cached>>,
+) -> Result<Vec<Published>, EngineError> {
+    let changed = std::mem::take(&mut ctx.changed_entries);
+    let mut published = Vec::with_capacity(changed.len());
+    for (server, entries) in changed {
         let Some(mut row) = ctx.tx.server(&server)? else { continue };
+        let previous = documents
+            .lock()
+            .ok()
+            .and_then(|documents| documents.get(&server).map(|cached| cached.rendered.clone()))
+            .filter(|previous| previous.document.version == row.metadata_version);
         row.metadata_version += 1;
         row.published_at = ctx.now;
         // The stored body stays empty: the rendered one carries tokens, which never go to disk.
         ctx.tx.set_server_document(&server, row.metadata_version, "", ctx.now)?;
-        published.push(Published {
-            server: server.clone(),
-            document: render_document(ctx.tx, ctx.key, ctx.public_url, &row)?,
-        });
+        let rendered = match previous {
+            Some(previous) => document::render_changed(ctx.tx, ctx.key, ctx.public_url, &row, &previous, &entries)?,
+            None => document::render_full(ctx.tx, ctx.key, ctx.public_url, &row)?,
+        };
+        published.push(Published { server, rendered });
     }
     Ok(published)
-}
-
-/// The served document of `row` at its current version, placed tokens substituted. The stored entries
-/// are JSON texts written by `put_entry`; they are joined as they are (a document is rendered on
-/// every change of its server, and parsing each entry only to print it again was most of that).
-fn render_document(
-    tx: &mut dyn Tx,
-    key: &TokenKey,
-    base_url: &str,
-    row: &ServerRow,
-) -> Result<MetadataDocument, EngineError> {
-    let entries = tx.entry_texts(&row.name)?;
-    let trailer = json!({"server": row.name, "version": row.metadata_version}).to_string();
-    let mut body =
-        String::with_capacity(entries.iter().map(|entry| entry.entry.len() + 1).sum::<usize>() + trailer.len() + 32);
-    body.push_str("{\"deployments\":[");
-    for (index, entry) in entries.iter().enumerate() {
-        if index > 0 {
-            body.push(',');
-        }
-        // Only the tokens the engine placed in this entry: a placeholder that arrived inside
-        // a value (a hook's output, a handle's data) stays text (see docs/security.md).
-        body.push_str(&key.render_at(&entry.entry, &entry.tokens, Some(base_url)));
-    }
-    body.push_str("],\"anneal\":");
-    body.push_str(&trailer);
-    body.push('}');
-    Ok(MetadataDocument {
-        version: row.metadata_version,
-        body: Arc::from(body),
-        last_modified: http_date(row.published_at.max(row.created_at)),
-        announced_at: None,
-    })
 }

@@ -188,6 +188,10 @@ pub struct NodeRecord {
     pub batches: Vec<Vec<String>>,
     #[serde(skip_serializing_if = "is_zero")]
     pub pause_millis: u64,
+    /// A deployment group: the member keys of the batch being released that are not written
+    /// yet; the sweeper writes them a chunk per transaction (see engine/resources/group.rs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<String>,
 }
 
 fn is_zero(value: &u64) -> bool {
@@ -208,9 +212,13 @@ pub struct EntryRow {
     pub tokens: Vec<String>,
 }
 
-/// An entry as stored JSON text with its placed tokens: what a document is rendered from.
+/// An entry as stored JSON text with its placed tokens: what a document is rendered from,
+/// with the key that places it in the document (`sort_key`, then `stack`, then `node`).
 #[derive(Clone, PartialEq)]
 pub struct EntryText {
+    pub sort_key: String,
+    pub stack: String,
+    pub node: String,
     pub entry: String,
     pub tokens: Vec<String>,
 }
@@ -416,6 +424,8 @@ pub trait Tx {
     /// The same entries as stored JSON text, in the same order: what a document is rendered
     /// from, without parsing each entry only to serialize it again.
     fn entry_texts(&mut self, server: &str) -> Result<Vec<EntryText>, StoreError>;
+    /// The one entry of `node` of `stack` in `server`'s document, as `entry_texts` gives it.
+    fn entry_text(&mut self, server: &str, stack: &str, node: &str) -> Result<Option<EntryText>, StoreError>;
     /// False when the name is taken.
     /// Stores a new stack with its template text (kept apart from `StackRow`: the hot paths read
     /// stacks on every signal and must not copy a template of thousands of resources each time).

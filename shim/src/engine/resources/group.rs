@@ -103,9 +103,11 @@ fn expand(
         }
     }
     let first = if batches.is_empty() { Vec::new() } else { batches.remove(0) };
-    let released = release(ctx, stack, &group.name, &members, &first, Some(&existing))?;
+    let first = members.present(first);
+    let (released, queued) = release(ctx, stack, &group.name, &members, &first, Some(&existing))?;
     ctx.tx.add_pending(&stack.name, names.len() as i64)?;
-    group.remaining = released.len() as i64;
+    group.remaining = first.len() as i64;
+    queue(ctx, stack, &mut group, queued)?;
     group.record.expanded = Some(stack.generation);
     group.record.members = names;
     group.record.applied = Some(members.group_applied());
@@ -220,11 +222,10 @@ fn between_batches(
 /// update or delete started since).
 pub fn pause_ended(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Result<Option<Activation>, EngineError> {
     let Some(group) = ctx.tx.node(&stack.name, name)? else { return Ok(None) };
-    let pausing = group.state == NodeState::InProgress
-        && group.generation == stack.generation
-        && group.record.expanded == Some(stack.generation)
-        && !group.record.batches.is_empty();
-    if stack.state != State::InProgress || !pausing {
+    let current = group.generation == stack.generation && group.record.expanded == Some(stack.generation);
+    let queued = group.state == NodeState::Init && !group.record.queued.is_empty();
+    let pausing = group.state == NodeState::InProgress && !group.record.batches.is_empty();
+    if stack.state != State::InProgress || !current || !(queued || pausing) {
         return Ok(None);
     }
     let properties = match ctx.evaluate_properties(stack, &group) {
@@ -234,6 +235,9 @@ pub fn pause_ended(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Resul
             return Ok(None);
         }
     };
+    if queued {
+        return continue_release(ctx, stack, group, &properties).map(Some);
+    }
     next_batch(ctx, stack, group, &properties).map(Some)
 }
 
@@ -245,22 +249,24 @@ fn next_batch(
     properties: &Map<String, Value>,
 ) -> Result<Activation, EngineError> {
     let members = Members::new(ctx, stack, &group, properties)?;
-    let batch = group.record.batches.remove(0);
-    let released = release(ctx, stack, &group.name, &members, &batch, None)?;
-    if released.is_empty() {
+    let batch = members.present(group.record.batches.remove(0));
+    if batch.is_empty() {
         return between_batches(ctx, stack, group, properties);
     }
-    group.remaining = released.len() as i64;
+    let (released, queued) = release(ctx, stack, &group.name, &members, &batch, None)?;
+    group.remaining = batch.len() as i64;
+    queue(ctx, stack, &mut group, queued)?;
     group.state = NodeState::Init;
-    group.status_reason = format!("deploying batch of {} member(s)", released.len());
+    group.status_reason = format!("deploying batch of {} member(s)", batch.len());
     group.updated_at = ctx.now;
     ctx.tx.update_node(&group)?;
     Ok(Activation::Expanded { members: released, removed: Vec::new() })
 }
 
-/// Writes the members of one batch with their new definitions (and their edge to the group);
-/// returns their node names, ready to activate. `existing`: the members known to have a node
-/// already, when the caller has read them (the others are not read again); `None`: read each.
+/// Writes the first `ctx.release_chunk` members of `keys` with their new definitions (and their
+/// edge to the group); returns their node names, ready to activate, and the keys left for later
+/// transactions (see `queue`). `existing`: the members known to have a node already, when the
+/// caller has read them (the others are not read again); `None`: read each.
 fn release(
     ctx: &mut Context<'_>,
     stack: &StackRow,
@@ -268,9 +274,10 @@ fn release(
     members: &Members,
     keys: &[String],
     existing: Option<&HashSet<String>>,
-) -> Result<Vec<String>, EngineError> {
+) -> Result<(Vec<String>, Vec<String>), EngineError> {
+    let now = keys.len().min(ctx.release_chunk.max(1));
     let mut names = Vec::new();
-    for key in keys {
+    for key in &keys[..now] {
         let Some(definition) = members.definition(group, key) else { continue };
         let name = member_name(group, key);
         let current = match existing {
@@ -281,7 +288,38 @@ fn release(
         ctx.tx.insert_edge(&stack.name, &name, group)?;
         names.push(name);
     }
-    Ok(names)
+    Ok((names, keys[now..].to_vec()))
+}
+
+/// Keeps the members of the current batch that this transaction did not release in the group's
+/// record, and sets the group's deadline to now so the sweeper releases them in the next
+/// transactions (`continue_release`). A group over thousands of servers thus commits its
+/// first members at once, and each later chunk as it is written, instead of holding the store
+/// for the whole group while no poll is answered; a restart finds the deadline and goes on.
+fn queue(ctx: &mut Context<'_>, stack: &StackRow, group: &mut NodeRow, queued: Vec<String>) -> Result<(), EngineError> {
+    if !queued.is_empty() {
+        Deadline::of_batch_pause(stack, &group.name).set(ctx, ctx.now)?;
+        ctx.continued = true;
+    }
+    group.record.queued = queued;
+    Ok(())
+}
+
+/// The sweeper found the group's deadline with members still queued: release the next chunk of
+/// them (the batch they belong to is already counted in the group's `remaining`).
+fn continue_release(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut group: NodeRow,
+    properties: &Map<String, Value>,
+) -> Result<Activation, EngineError> {
+    let members = Members::new(ctx, stack, &group, properties)?;
+    let keys = std::mem::take(&mut group.record.queued);
+    let (released, queued) = release(ctx, stack, &group.name, &members, &keys, None)?;
+    queue(ctx, stack, &mut group, queued)?;
+    group.updated_at = ctx.now;
+    ctx.tx.update_node(&group)?;
+    Ok(Activation::Expanded { members: released, removed: Vec::new() })
 }
 
 fn write_member(
@@ -375,6 +413,12 @@ impl Members {
     /// The same for the whole group: an update whose value differs changes the group's properties.
     fn group_applied(&self) -> Value {
         json!({"properties": self.resolved, "servers": self.servers, "config": self.config})
+    }
+
+    /// The keys of `batch` that are still members (a batch planned earlier may name one the
+    /// servers map no longer has).
+    fn present(&self, batch: Vec<String>) -> Vec<String> {
+        batch.into_iter().filter(|key| self.servers.contains_key(key)).collect()
     }
 
     fn definition(&self, group: &str, key: &str) -> Option<Value> {

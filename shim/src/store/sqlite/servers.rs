@@ -173,10 +173,34 @@ pub(super) fn entries(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryRow>, 
 pub(super) fn entry_texts(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryText>, StoreError> {
     tx.query_all(
         "list a server's metadata entries",
-        "SELECT entry, tokens FROM entries WHERE server = ?1 ORDER BY sort_key, stack, node",
+        "SELECT sort_key, stack, node, entry, tokens FROM entries WHERE server = ?1 ORDER BY sort_key, stack, node",
         [server],
-        |row| Ok(EntryText { entry: column(row, 0)?, tokens: json_column(row, 1, "entries.tokens")? }),
+        entry_text_from_row,
     )
+}
+
+pub(super) fn entry_text(
+    tx: &SqliteTx<'_>,
+    server: &str,
+    stack: &str,
+    node: &str,
+) -> Result<Option<EntryText>, StoreError> {
+    tx.query_optional(
+        "read a metadata entry",
+        "SELECT sort_key, stack, node, entry, tokens FROM entries WHERE server = ?1 AND stack = ?2 AND node = ?3",
+        [server, stack, node],
+        entry_text_from_row,
+    )
+}
+
+fn entry_text_from_row(row: &Row<'_>) -> Result<EntryText, StoreError> {
+    Ok(EntryText {
+        sort_key: column(row, 0)?,
+        stack: column(row, 1)?,
+        node: column(row, 2)?,
+        entry: column(row, 3)?,
+        tokens: json_column(row, 4, "entries.tokens")?,
+    })
 }
 
 fn server_from_row(row: &Row<'_>) -> Result<ServerRow, StoreError> {
