@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::document::{render_changed, render_full};
 use super::secrets::TokenKey;
-use super::tests::{deployments, engine_at, register, request, signal_token};
+use super::tests::{deployments, engine_at, input, register, request, signal_token};
 use crate::model::Service;
 use crate::store::{Action, EntryRow, NodeRecord, NodeRow, NodeState, ServerRow, SqliteStore, StackRow, State, Store};
 
@@ -193,9 +193,19 @@ async fn a_document_another_process_moved_on_is_rendered_in_full() {
     let engine = engine_at(&path);
     register(&engine, &["web1"]).await;
     engine.create_stack(request("a", STACK, &[])).await.unwrap();
+    engine.create_stack(request("c", STACK, &[])).await.unwrap();
     let other = engine_at(&path);
     other.create_stack(request("b", STACK, &[("message", "bee")])).await.unwrap();
-    signal_everything(&engine).await;
+    // One change (a's second deployment, released by a's first) on a document of several
+    // entries: what this engine holds in memory is the version before the other's create.
+    let first = deployments(&other, "web1")
+        .await
+        .into_iter()
+        .find(|entry| {
+            entry["name"] == "20_first" && input(entry, "deploy_stack_id").as_str().unwrap().starts_with("a/")
+        })
+        .unwrap();
+    engine.deployment_signal(&signal_token(&first), json!({"deploy_status_code": 0}), None).await.unwrap();
     assert_same_as_full_render(&engine, &path, "after the other engine's create").await;
     assert!(engine.metadata("web1").await.unwrap().body.contains("bee"), "the other engine's entries are served");
 }

@@ -246,9 +246,10 @@ impl<S: Store> Engine<S> {
 }
 
 /// Gives every server whose entries this transaction changed a new document version: rendered
-/// from the cached document of the version before when memory holds it (only the changed
-/// entries are read), in full otherwise (after a restart, or when another replica or an earlier
-/// transaction of the same commit moved the version on).
+/// from the cached document of the version before when memory holds it and fewer than half of
+/// its entries changed (only the changed entries are read), in full otherwise (after a restart,
+/// when another replica or an earlier transaction of the same commit moved the version on, or
+/// when most entries changed).
 fn publish_documents(
     ctx: &mut Context<'_>,
     documents: &Mutex<HashMap<String, Cached>>,
@@ -261,7 +262,9 @@ fn publish_documents(
             .lock()
             .ok()
             .and_then(|documents| documents.get(&server).map(|cached| cached.rendered.clone()))
-            .filter(|previous| previous.document.version == row.metadata_version);
+            .filter(|previous| previous.document.version == row.metadata_version)
+            // Reading most of the entries one by one costs more than reading them all at once.
+            .filter(|previous| entries.len() < previous.spans.len() / 2);
         row.metadata_version += 1;
         row.published_at = ctx.now;
         // The stored body stays empty: the rendered one carries tokens, which never go to disk.
