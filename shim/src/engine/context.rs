@@ -29,8 +29,9 @@ pub struct Context<'a> {
     /// placed in their values (through `get_attr` on the handle, or on a config that carries
     /// them): the tokens a value built from them may render (see `secrets`).
     pub placed_handles: BTreeSet<String>,
-    /// How many members of a deployment group one transaction writes (the rest are queued).
-    pub release_chunk: usize,
+    /// How many more members of deployment groups this transaction may write (the rest are
+    /// queued for the next ones): one budget however many groups the transaction expands.
+    pub release_budget: usize,
     /// Set when this transaction queued group members for the sweeper to release next.
     pub continued: bool,
 }

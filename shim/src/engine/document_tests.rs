@@ -209,3 +209,32 @@ async fn a_document_another_process_moved_on_is_rendered_in_full() {
     assert_same_as_full_render(&engine, &path, "after the other engine's create").await;
     assert!(engine.metadata("web1").await.unwrap().body.contains("bee"), "the other engine's entries are served");
 }
+
+#[tokio::test]
+async fn a_server_added_again_under_its_name_does_not_build_on_the_old_ones_document() {
+    // Another engine (a replica) holds the old web1's document at the version the new web1
+    // reaches later: same name, same version, other entries.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shim.db");
+    let engine = engine_at(&path);
+    let replica = engine_at(&path);
+    register(&engine, &["web1"]).await;
+    for stack in ["old1", "old2", "old3", "old4"] {
+        engine.create_stack(request(stack, STACK, &[("extra", "false")])).await.unwrap();
+    }
+    let old = replica.metadata("web1").await.unwrap();
+    for stack in ["old1", "old2", "old3", "old4"] {
+        engine.delete_stack(stack).await.unwrap();
+    }
+    engine.remove_server("web1").await.unwrap();
+    register(&engine, &["web1"]).await;
+    for stack in ["new1", "new2", "new3", "new4"] {
+        engine.create_stack(request(stack, STACK, &[("extra", "false")])).await.unwrap();
+    }
+    let new = engine.metadata("web1").await.unwrap();
+    assert_eq!(new.version, old.version, "the set-up: the new server is at the old one's version");
+    let first = deployments(&engine, "web1").await.into_iter().find(|entry| entry["name"] == "20_first").unwrap();
+    replica.deployment_signal(&signal_token(&first), json!({"deploy_status_code": 0}), None).await.unwrap();
+    assert_same_as_full_render(&replica, &path, "a change made through the replica").await;
+    assert!(!replica.metadata("web1").await.unwrap().body.contains("old1/"), "nothing of the old server's stacks");
+}

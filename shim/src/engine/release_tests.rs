@@ -59,6 +59,15 @@ async fn published(engine: &Engine<SqliteStore>) -> usize {
     count
 }
 
+/// The signal tokens of every published deployment.
+async fn tokens(engine: &Engine<SqliteStore>) -> Vec<String> {
+    let mut found = Vec::new();
+    for server in SERVERS {
+        found.extend(deployments(engine, server).await.iter().map(signal_token));
+    }
+    found
+}
+
 async fn signal_all(engine: &Engine<SqliteStore>) {
     for server in SERVERS {
         for entry in deployments(engine, server).await {
@@ -74,6 +83,7 @@ async fn a_group_larger_than_a_chunk_is_published_a_chunk_per_transaction() {
     register(&engine, &SERVERS).await;
     engine.create_stack(request("s", GROUP, &[])).await.unwrap();
     assert_eq!(published(&engine).await, 2, "the create commits the first chunk only");
+    let first_chunk = tokens(&engine).await;
     // Members of the first chunk finishing early must not complete the group.
     signal_all(&engine).await;
     assert_eq!(status(&engine, "s").await, "CREATE_IN_PROGRESS");
@@ -82,6 +92,8 @@ async fn a_group_larger_than_a_chunk_is_published_a_chunk_per_transaction() {
     assert_eq!(sweep(&engine).await, 1);
     assert_eq!(published(&engine).await, 5);
     assert_eq!(sweep(&engine).await, 0, "nothing is queued any more");
+    let all = tokens(&engine).await;
+    assert!(first_chunk.iter().all(|token| all.contains(token)), "no member was published twice");
     signal_all(&engine).await;
     assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
     let outputs = engine.show_stack("s").await.unwrap().outputs;
@@ -149,4 +161,34 @@ async fn a_delete_while_members_are_queued_never_publishes_them() {
     while sweep(&engine).await > 0 {}
     assert_eq!(published(&engine).await, 0, "the written members went with the stack, the queued never came");
     assert!(engine.show_stack("s").await.is_err(), "the stack is gone");
+}
+
+#[tokio::test]
+async fn one_transaction_writes_one_chunk_whatever_the_number_of_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = chunked_engine(&dir.path().join("shim.db"));
+    register(&engine, &SERVERS).await;
+    let two_groups = GROUP.replace(
+        "outputs:",
+        "  other:\n    type: OS::Heat::SoftwareDeploymentGroup\n    properties:\n      config: {get_resource: config}\n      servers: {x: web1, y: web2, z: web3}\noutputs:",
+    );
+    engine.create_stack(request("s", &two_groups, &[])).await.unwrap();
+    let count = |entries: Vec<Vec<Value>>| entries.iter().map(Vec::len).sum::<usize>();
+    let mut documents = Vec::new();
+    for server in SERVERS {
+        documents.push(deployments(&engine, server).await);
+    }
+    assert_eq!(count(documents), 2, "the two groups share the create's chunk of two");
+    while sweep(&engine).await > 0 {}
+    let mut documents = Vec::new();
+    for server in SERVERS {
+        documents.push(deployments(&engine, server).await);
+    }
+    assert_eq!(count(documents), 8, "every member of both groups in the end");
+    for server in SERVERS {
+        for entry in deployments(&engine, server).await {
+            engine.deployment_signal(&signal_token(&entry), json!({"deploy_status_code": 0}), None).await.unwrap();
+        }
+    }
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
 }

@@ -119,7 +119,7 @@ impl<S: Store> Engine<S> {
                     now: now_millis(),
                     changed_entries: BTreeMap::new(),
                     placed_handles: BTreeSet::new(),
-                    release_chunk: inner.release_chunk,
+                    release_budget: inner.release_chunk,
                     continued: false,
                 };
                 let value = work(&mut ctx)?;
@@ -262,7 +262,9 @@ fn publish_documents(
             .lock()
             .ok()
             .and_then(|documents| documents.get(&server).map(|cached| cached.rendered.clone()))
-            .filter(|previous| previous.document.version == row.metadata_version)
+            .filter(|previous| {
+                previous.document.version == row.metadata_version && previous.server_token_hash == row.token_hash
+            })
             // Reading most of the entries one by one costs more than reading them all at once.
             .filter(|previous| entries.len() < previous.spans.len() / 2);
         row.metadata_version += 1;

@@ -118,7 +118,7 @@ fn expand(
     group.updated_at = ctx.now;
     ctx.tx.update_node(&group)?;
     ctx.event(&stack.name, &group.name, &status(group.action, State::InProgress), &group.status_reason)?;
-    if released.is_empty() {
+    if first.is_empty() {
         // Nothing in the first batch (not expected: it holds every unchanged member and at least
         // one to change): the group itself is ready again, as after a batch that completed.
         return Ok(Activation::Expanded { members: vec![group.name], removed });
@@ -263,9 +263,9 @@ fn next_batch(
     Ok(Activation::Expanded { members: released, removed: Vec::new() })
 }
 
-/// Writes the first `ctx.release_chunk` members of `keys` with their new definitions (and their
-/// edge to the group); returns their node names, ready to activate, and the keys left for later
-/// transactions (see `queue`). `existing`: the members known to have a node already, when the
+/// Writes as many members of `keys` as the transaction's `release_budget` has left, with their
+/// new definitions (and their edge to the group); returns their node names, ready to activate,
+/// and the keys left for later transactions (see `queue`). `existing`: the members known to have a node already, when the
 /// caller has read them (the others are not read again); `None`: read each.
 fn release(
     ctx: &mut Context<'_>,
@@ -275,7 +275,8 @@ fn release(
     keys: &[String],
     existing: Option<&HashSet<String>>,
 ) -> Result<(Vec<String>, Vec<String>), EngineError> {
-    let now = keys.len().min(ctx.release_chunk.max(1));
+    let now = keys.len().min(ctx.release_budget);
+    ctx.release_budget -= now;
     let mut names = Vec::new();
     for key in &keys[..now] {
         let Some(definition) = members.definition(group, key) else { continue };
@@ -314,7 +315,15 @@ fn continue_release(
     properties: &Map<String, Value>,
 ) -> Result<Activation, EngineError> {
     let members = Members::new(ctx, stack, &group, properties)?;
-    let keys = std::mem::take(&mut group.record.queued);
+    let queued = std::mem::take(&mut group.record.queued);
+    let count = queued.len();
+    let keys = members.present(queued);
+    // A key that left `servers` since (not expected within one traversal) will never complete:
+    // it no longer counts, and the batch may be done without it.
+    group.remaining -= (count - keys.len()) as i64;
+    if keys.is_empty() && group.remaining <= 0 {
+        return between_batches(ctx, stack, group, properties);
+    }
     let (released, queued) = release(ctx, stack, &group.name, &members, &keys, None)?;
     queue(ctx, stack, &mut group, queued)?;
     group.updated_at = ctx.now;
