@@ -9,8 +9,12 @@ use serde_json::{Map, Value};
 
 use super::error::EngineError;
 use super::secrets::TokenKey;
-use crate::store::{NodeRow, NodeState, StackRow, Tx};
+use crate::store::{EntryRow, EntryText, NodeRow, NodeState, StackRow, Tx};
 use crate::template::{EvalError, Expr, ResourceType, Scope};
+
+/// The entries of one server a transaction wrote (`Some`, as written) or removed (`None`), by
+/// (stack, node); the last change of an entry wins.
+pub type Changes = BTreeMap<(String, String), Option<EntryText>>;
 
 /// Attribute names `get_attr` never shows (the engine's own bookkeeping is in `NodeRow::record`;
 /// an output a config declares with such a name stays hidden as it always was).
@@ -22,9 +26,10 @@ pub struct Context<'a> {
     pub public_url: &'a str,
     pub now: u64,
     /// Servers whose deployment entries changed (their documents get a new version), with
-    /// which entries, as (stack, node): a server whose cached document is current gets only
-    /// these read and rendered again (`transact::publish_documents`).
-    pub changed_entries: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// which entries, as (stack, node), and each one's text as written (`None`: removed): a
+    /// server whose cached document is current gets only these rendered, from memory
+    /// (`transact::publish_documents`).
+    pub changed_entries: BTreeMap<String, Changes>,
     /// Handles whose token placeholders the evaluations since `evaluate_properties` began
     /// placed in their values (through `get_attr` on the handle, or on a config that carries
     /// them): the tokens a value built from them may render (see `secrets`).
@@ -37,9 +42,31 @@ pub struct Context<'a> {
 }
 
 impl Context<'_> {
-    /// Records that `node`'s entry in `server`'s document was written or removed.
-    pub fn entry_changed(&mut self, server: &str, stack: &str, node: &str) {
-        self.changed_entries.entry(server.to_string()).or_default().insert((stack.to_string(), node.to_string()));
+    /// Puts `row` in its server's entries and keeps its text for the document rendered at the
+    /// end of this transaction (which then reads nothing back).
+    pub fn put_entry(&mut self, row: &EntryRow) -> Result<(), EngineError> {
+        self.tx.put_entry(row)?;
+        let text = EntryText {
+            sort_key: row.sort_key.clone(),
+            stack: row.stack.clone(),
+            node: row.node.clone(),
+            entry: row.entry.to_string(),
+            tokens: row.tokens.clone(),
+        };
+        self.changed(&row.server, &row.stack, &row.node, Some(text));
+        Ok(())
+    }
+
+    /// Takes `node`'s entry out of `server`'s document.
+    pub fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), EngineError> {
+        self.tx.remove_entry(server, stack, node)?;
+        self.changed(server, stack, node, None);
+        Ok(())
+    }
+
+    fn changed(&mut self, server: &str, stack: &str, node: &str, text: Option<EntryText>) {
+        let changes = self.changed_entries.entry(server.to_string()).or_default();
+        changes.insert((stack.to_string(), node.to_string()), text);
     }
 
     pub fn event(&mut self, stack: &str, resource: &str, status: &str, reason: &str) -> Result<(), EngineError> {

@@ -1,19 +1,19 @@
 //! Rendering a server's metadata document from its stored entries: in full (every entry read
-//! and its placed tokens substituted), or incrementally from the document before it, when only
-//! a few entries changed: the unchanged entries are copied from the previous body as they were
-//! rendered, and only the changed ones are read from the store and rendered. A signal that
-//! publishes one deployment on a server holding hundreds thus reads one entry, not all.
+//! and its placed tokens substituted), or incrementally from the document before it: the
+//! unchanged entries are copied from the previous body as they were rendered, and only the
+//! entries the transaction wrote are rendered, from the texts it wrote. A signal that publishes
+//! one deployment on a server holding hundreds thus reads nothing back and renders one entry.
 //!
 //! Both ways give the same bytes: entries in `(sort_key, stack, node)` order (bytewise, as both
 //! stores sort: SQLite's BINARY collation, PostgreSQL's "C"), joined as stored.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
 use serde_json::json;
 
-use super::context::http_date;
+use super::context::{Changes, http_date};
 use super::error::EngineError;
 use super::secrets::TokenKey;
 use crate::model::MetadataDocument;
@@ -60,32 +60,26 @@ pub(super) fn render_full(
 }
 
 /// The same document as `render_full` gives, built from `previous` (the document of this server
-/// at the version before `row`'s) by reading only the `changed` entries, as (stack, node).
+/// at the version before `row`'s) and the entries this transaction wrote or removed, without
+/// reading the store: the unchanged entries are copied from the previous body.
 pub(super) fn render_changed(
-    tx: &mut dyn Tx,
     key: &TokenKey,
     base_url: &str,
     row: &ServerRow,
     previous: &Rendered,
-    changed: &BTreeSet<(String, String)>,
-) -> Result<Rendered, EngineError> {
-    let changed_keys: HashSet<(&str, &str)> =
-        changed.iter().map(|(stack, node)| (stack.as_str(), node.as_str())).collect();
-    let is_changed = |span: &EntrySpan| changed_keys.contains(&(span.stack.as_str(), span.node.as_str()));
+    changes: &Changes,
+) -> Rendered {
+    let changed: HashSet<(&str, &str)> = changes.keys().map(|(stack, node)| (stack.as_str(), node.as_str())).collect();
     let mut pieces: Vec<(EntrySpan, Piece)> = previous
         .spans
         .iter()
-        .filter(|span| !is_changed(span))
+        .filter(|span| !changed.contains(&(span.stack.as_str(), span.node.as_str())))
         .map(|span| (span.clone(), Piece::Kept(span.span.clone())))
         .collect();
-    for (stack, node) in changed {
-        if let Some(entry) = tx.entry_text(&row.name, stack, node)? {
-            pieces.push(fresh(key, base_url, entry));
-        }
-    }
+    pieces.extend(changes.values().flatten().map(|entry| fresh(key, base_url, entry.clone())));
     // Stable, and the kept spans are in order already: a few fresh ones find their place.
     pieces.sort_by(|(left, _), (right, _)| order(left).cmp(&order(right)));
-    Ok(assemble(row, &previous.document.body, pieces))
+    assemble(row, &previous.document.body, pieces)
 }
 
 fn order(span: &EntrySpan) -> (&str, &str, &str) {

@@ -4,15 +4,16 @@
 //! byte for byte what a full render of the store gives (a restarted engine's). Helpers:
 //! `tests.rs`.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Value, json};
 
+use super::context::Changes;
 use super::document::{render_changed, render_full};
 use super::secrets::TokenKey;
 use super::tests::{deployments, engine_at, input, register, request, signal_token};
 use crate::model::Service;
-use crate::store::{Action, EntryRow, NodeRecord, NodeRow, NodeState, ServerRow, SqliteStore, StackRow, State, Store};
+use crate::store::{
+    Action, EntryRow, EntryText, NodeRecord, NodeRow, NodeState, ServerRow, SqliteStore, StackRow, State, Store,
+};
 
 fn entry(node: &str, sort_key: &str, text: &str) -> EntryRow {
     EntryRow {
@@ -75,8 +76,18 @@ fn node_row(name: &str) -> NodeRow {
     }
 }
 
+fn text(node: &str, sort_key: &str, text: &str) -> EntryText {
+    EntryText {
+        sort_key: sort_key.into(),
+        stack: "app".into(),
+        node: node.into(),
+        entry: json!({"name": node, "text": text}).to_string(),
+        tokens: Vec::new(),
+    }
+}
+
 #[test]
-fn only_the_changed_entries_are_read_again() {
+fn only_the_changed_entries_are_rendered_the_rest_is_copied() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("shim.db")).unwrap();
     let key = TokenKey::from_secret(b"test key");
@@ -84,21 +95,21 @@ fn only_the_changed_entries_are_read_again() {
         .transaction(|tx| {
             tx.insert_server(&server_row())?;
             tx.insert_stack(&stack_row(), "{}")?;
-            for (node, sort_key) in [("a", "2"), ("b", "4"), ("c", "6")] {
+            for (node, sort_key) in [("a", "2"), ("b", "4"), ("c", "6"), ("e", "8")] {
                 tx.insert_node(&node_row(node))?;
                 tx.put_entry(&entry(node, sort_key, "old"))?;
             }
             let row = tx.server("web1")?.unwrap();
             let before = render_full(tx, &key, "http://shim", &row).unwrap();
-            // b moves before a, c is new text, d is added, a's stored text changes unannounced.
-            tx.insert_node(&node_row("d"))?;
-            tx.put_entry(&entry("b", "1", "new"))?;
-            tx.put_entry(&entry("c", "6", "new"))?;
-            tx.put_entry(&entry("d", "5", "new"))?;
+            // a's stored text changes unannounced: what is not among the changes is copied.
             tx.put_entry(&entry("a", "2", "unannounced"))?;
-            let changed: BTreeSet<(String, String)> =
-                ["b", "c", "d"].iter().map(|node| ("app".to_string(), node.to_string())).collect();
-            let after = render_changed(tx, &key, "http://shim", &row, &before, &changed).unwrap();
+            // b moves before a, c gets new text, d is added, e is removed.
+            let mut changes = Changes::new();
+            for (node, sort_key) in [("b", "1"), ("c", "6"), ("d", "5")] {
+                changes.insert(("app".into(), node.into()), Some(text(node, sort_key, "new")));
+            }
+            changes.insert(("app".into(), "e".into()), None);
+            let after = render_changed(&key, "http://shim", &row, &before, &changes);
             Ok::<_, crate::store::StoreError>((before, after))
         })
         .unwrap();
@@ -112,11 +123,11 @@ fn only_the_changed_entries_are_read_again() {
             .collect()
     };
     let pair = |name: &str, text: &str| (name.to_string(), text.to_string());
-    assert_eq!(names(&before.document.body), [pair("a", "old"), pair("b", "old"), pair("c", "old")]);
+    assert_eq!(names(&before.document.body), [pair("a", "old"), pair("b", "old"), pair("c", "old"), pair("e", "old")]);
     assert_eq!(
         names(&after.document.body),
         [pair("b", "new"), pair("a", "old"), pair("d", "new"), pair("c", "new")],
-        "changed entries read and placed by sort key; a (not listed) copied from the previous body"
+        "changed entries rendered and placed by sort key, e gone, a copied from the previous body"
     );
 }
 

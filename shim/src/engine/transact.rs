@@ -246,17 +246,17 @@ impl<S: Store> Engine<S> {
 }
 
 /// Gives every server whose entries this transaction changed a new document version: rendered
-/// from the cached document of the version before when memory holds it and fewer than half of
-/// its entries changed (only the changed entries are read), in full otherwise (after a restart,
-/// when another replica or an earlier transaction of the same commit moved the version on, or
-/// when most entries changed).
+/// from the cached document of the version before and this transaction's changes when memory
+/// holds it, with no read, and in full otherwise (after a restart, when another replica or an
+/// earlier transaction of the same commit moved the version on, or the server was registered
+/// again since).
 fn publish_documents(
     ctx: &mut Context<'_>,
     documents: &Mutex<HashMap<String, Cached>>,
 ) -> Result<Vec<Published>, EngineError> {
     let changed = std::mem::take(&mut ctx.changed_entries);
     let mut published = Vec::with_capacity(changed.len());
-    for (server, entries) in changed {
+    for (server, changes) in changed {
         let Some(mut row) = ctx.tx.server(&server)? else { continue };
         let previous = documents
             .lock()
@@ -264,15 +264,13 @@ fn publish_documents(
             .and_then(|documents| documents.get(&server).map(|cached| cached.rendered.clone()))
             .filter(|previous| {
                 previous.document.version == row.metadata_version && previous.server_token_hash == row.token_hash
-            })
-            // Reading most of the entries one by one costs more than reading them all at once.
-            .filter(|previous| entries.len() < previous.spans.len() / 2);
+            });
         row.metadata_version += 1;
         row.published_at = ctx.now;
         // The stored body stays empty: the rendered one carries tokens, which never go to disk.
         ctx.tx.set_server_document(&server, row.metadata_version, "", ctx.now)?;
         let rendered = match previous {
-            Some(previous) => document::render_changed(ctx.tx, ctx.key, ctx.public_url, &row, &previous, &entries)?,
+            Some(previous) => document::render_changed(ctx.key, ctx.public_url, &row, &previous, &changes),
             None => document::render_full(ctx.tx, ctx.key, ctx.public_url, &row)?,
         };
         published.push(Published { server, rendered });

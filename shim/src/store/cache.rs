@@ -161,9 +161,6 @@ impl<T: Tx> Tx for RowCache<T> {
     fn entry_texts(&mut self, server: &str) -> Result<Vec<EntryText>, StoreError> {
         self.backend.entry_texts(server)
     }
-    fn entry_text(&mut self, server: &str, stack: &str, node: &str) -> Result<Option<EntryText>, StoreError> {
-        self.backend.entry_text(server, stack, node)
-    }
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
         self.stack_rows.remove(&row.name);
         self.pending_deltas.remove(&row.name);

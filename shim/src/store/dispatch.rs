@@ -73,14 +73,6 @@ macro_rules! impl_tx {
             ) -> Result<Vec<$crate::store::EntryText>, $crate::store::StoreError> {
                 servers::entry_texts(self, server)
             }
-            fn entry_text(
-                &mut self,
-                server: &str,
-                stack: &str,
-                node: &str,
-            ) -> Result<Option<$crate::store::EntryText>, $crate::store::StoreError> {
-                servers::entry_text(self, server, stack, node)
-            }
             fn insert_stack(
                 &mut self,
                 row: &$crate::store::StackRow,

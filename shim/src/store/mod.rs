@@ -424,8 +424,6 @@ pub trait Tx {
     /// The same entries as stored JSON text, in the same order: what a document is rendered
     /// from, without parsing each entry only to serialize it again.
     fn entry_texts(&mut self, server: &str) -> Result<Vec<EntryText>, StoreError>;
-    /// The one entry of `node` of `stack` in `server`'s document, as `entry_texts` gives it.
-    fn entry_text(&mut self, server: &str, stack: &str, node: &str) -> Result<Option<EntryText>, StoreError>;
     /// False when the name is taken.
     /// Stores a new stack with its template text (kept apart from `StackRow`: the hot paths read
     /// stacks on every signal and must not copy a template of thousands of resources each time).

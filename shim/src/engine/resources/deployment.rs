@@ -109,8 +109,7 @@ pub fn publish(
         }
     }
     if let Some(previous) = node.server.as_deref().filter(|previous| *previous != server) {
-        ctx.tx.remove_entry(previous, &stack.name, &node.name)?;
-        ctx.entry_changed(previous, &stack.name, &node.name);
+        ctx.remove_entry(previous, &stack.name, &node.name)?;
     }
     let Built { derived_id, sort_key, entry, transport } = built;
     let tokens = placed_tokens(ctx, stack, &node, &derived_id)?;
@@ -122,8 +121,7 @@ pub fn publish(
         entry,
         tokens,
     };
-    ctx.tx.put_entry(&row)?;
-    ctx.entry_changed(server, &stack.name, &node.name);
+    ctx.put_entry(&row)?;
     node.server = Some(server.to_string());
     if let Some(superseded) = &node.signal_token_hash {
         // A late signal for the previous publication must be answered "stale", not "unknown".

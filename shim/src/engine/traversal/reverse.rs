@@ -160,8 +160,7 @@ pub fn forget_node(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> R
 /// known, stale one (2xx) rather than an unknown token.
 fn withdraw(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(), EngineError> {
     if let Some(server) = &node.server {
-        ctx.tx.remove_entry(server, &stack.name, &node.name)?;
-        ctx.entry_changed(server, &stack.name, &node.name);
+        ctx.remove_entry(server, &stack.name, &node.name)?;
     }
     if let (true, Some(hash)) = (node::is_deployment(node), &node.signal_token_hash) {
         ctx.tx.retire_signal_hash(hash, &stack.name, &node.name)?;

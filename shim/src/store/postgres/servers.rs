@@ -184,20 +184,6 @@ pub(super) fn entry_texts(tx: &mut PgTx<'_, '_>, server: &str) -> Result<Vec<Ent
     )
 }
 
-pub(super) fn entry_text(
-    tx: &mut PgTx<'_, '_>,
-    server: &str,
-    stack: &str,
-    node: &str,
-) -> Result<Option<EntryText>, StoreError> {
-    tx.query_optional(
-        "read a metadata entry",
-        "SELECT sort_key, stack, node, entry, tokens FROM entries WHERE server = $1 AND stack = $2 AND node = $3",
-        &[&server, &stack, &node],
-        entry_text_from_row,
-    )
-}
-
 fn entry_text_from_row(row: &Row) -> Result<EntryText, StoreError> {
     Ok(EntryText {
         sort_key: column(row, 0)?,

@@ -179,20 +179,6 @@ pub(super) fn entry_texts(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryTe
     )
 }
 
-pub(super) fn entry_text(
-    tx: &SqliteTx<'_>,
-    server: &str,
-    stack: &str,
-    node: &str,
-) -> Result<Option<EntryText>, StoreError> {
-    tx.query_optional(
-        "read a metadata entry",
-        "SELECT sort_key, stack, node, entry, tokens FROM entries WHERE server = ?1 AND stack = ?2 AND node = ?3",
-        [server, stack, node],
-        entry_text_from_row,
-    )
-}
-
 fn entry_text_from_row(row: &Row<'_>) -> Result<EntryText, StoreError> {
     Ok(EntryText {
         sort_key: column(row, 0)?,

@@ -247,7 +247,6 @@ fn hot_statements_are_not_prepared_again_on_rebind() {
             tx.nodes("app")?;
             tx.entries("web1")?;
             tx.entry_texts("web1")?;
-            tx.entry_text("web1", "app", name)?;
             tx.events("app")?;
             tx.wait_signals("app", name)?;
             tx.due_deadlines(1_000, 10)?;
