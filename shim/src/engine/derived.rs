@@ -3,6 +3,7 @@
 //! `input_values`, then the `deploy_*` inputs; StructuredDeployment substitutes `get_input`), and
 //! the fingerprint that tells an update whether a deployment must run again.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -202,13 +203,50 @@ fn derived_inputs(config: &ConfigDefinition, publication: &Publication<'_>) -> V
 /// key, as in Heat; a nested stack's deployments once had the root's stack id, now their nested
 /// stack's) does not rerun finished deployments.
 pub fn fingerprint(entry: &Value, server: &str) -> String {
-    let mut essential = entry.clone();
-    if let Some(map) = essential.as_object_mut() {
-        map.remove("id");
-        map.remove("creation_time");
+    let mut hasher = Sha256::new();
+    hasher.update(server.as_bytes());
+    hasher.update(b"\n");
+    // Written into the hash as it is serialised: no copy of the entry, no text of it.
+    let mut sink = HashSink(&mut hasher);
+    if serde_json::to_writer(&mut sink, &Essential(entry)).is_err() {
+        // A Value always serialises; should it not, the fingerprint still differs from any
+        // other entry's (an update reruns the deployment, which is the safe side).
+        hasher.update(b"\0unserialisable");
     }
-    if let Some(inputs) = essential.get_mut("inputs").and_then(Value::as_array_mut) {
-        inputs.retain(|input| {
+    crate::token::hex(&hasher.finalize())
+}
+
+/// The fingerprinted part of an entry: the entry without `id` and `creation_time`, its inputs
+/// without the ones named in `fingerprint`. The key order is the one the stored fingerprints
+/// were computed with: that of `Map::remove` under serde_json's `preserve_order`, which swaps
+/// the last key into the removed one's place.
+struct Essential<'a>(&'a Value);
+
+impl Serialize for Essential<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(map) = self.0 else { return self.0.serialize(serializer) };
+        let mut keys: Vec<&String> = map.keys().collect();
+        for removed in ["id", "creation_time"] {
+            if let Some(index) = keys.iter().position(|key| key.as_str() == removed) {
+                keys.swap_remove(index);
+            }
+        }
+        let mut out = serializer.serialize_map(Some(keys.len()))?;
+        for key in keys {
+            match &map[key.as_str()] {
+                Value::Array(inputs) if key == "inputs" => out.serialize_entry(key, &FingerprintedInputs(inputs))?,
+                value => out.serialize_entry(key, value)?,
+            }
+        }
+        out.end()
+    }
+}
+
+struct FingerprintedInputs<'a>(&'a [Value]);
+
+impl Serialize for FingerprintedInputs<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let kept = self.0.iter().filter(|input| {
             let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
             !matches!(
                 name,
@@ -219,9 +257,22 @@ pub fn fingerprint(entry: &Value, server: &str) -> String {
                     | "deploy_stack_id"
             )
         });
+        serializer.collect_seq(kept)
     }
-    let text = format!("{server}\n{essential}");
-    crate::token::hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// An `io::Write` into a running hash.
+struct HashSink<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashSink<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +346,63 @@ mod tests {
         assert_eq!(entry["config"], json!({"db": {"host": "10.0.0.5", "list": ["CREATE"]}}));
         let strict = ConfigDefinition { config: json!({"x": {"get_input": "missing"}}), ..config };
         assert!(build_entry(&strict, &publication(&values, Some(("get_input", true)))).is_err());
+    }
+
+    /// The fingerprint as it was first computed (a clone, `Map::remove`, the text), which every
+    /// stored fingerprint came from: the streamed one must give the same for any entry.
+    fn fingerprint_by_text(entry: &Value, server: &str) -> String {
+        let mut essential = entry.clone();
+        if let Some(map) = essential.as_object_mut() {
+            map.remove("id");
+            map.remove("creation_time");
+        }
+        if let Some(inputs) = essential.get_mut("inputs").and_then(Value::as_array_mut) {
+            inputs.retain(|input| {
+                let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
+                !matches!(
+                    name,
+                    "deploy_action"
+                        | "deploy_signal_id"
+                        | "deploy_signal_verb"
+                        | "deploy_resource_name"
+                        | "deploy_stack_id"
+                )
+            });
+        }
+        crate::token::hex(&Sha256::digest(format!("{server}\n{essential}").as_bytes()))
+    }
+
+    #[test]
+    fn the_streamed_fingerprint_is_the_one_stored_fingerprints_were_made_with() {
+        let values = Map::from_iter([("port".to_string(), json!(8080)), ("big".to_string(), json!(1e300))]);
+        let config = ConfigDefinition {
+            group: "script".into(),
+            config: json!("#!/bin/sh\necho $port\n"),
+            options: json!({"retries": 2}),
+            inputs: vec![json!({"name": "port", "type": "Number"})],
+            outputs: vec![json!({"name": "result"})],
+        };
+        let built = build_entry(&config, &publication(&values, None)).unwrap();
+        let mut samples = vec![
+            built.clone(),
+            json!("not an object"),
+            json!([1, 2]),
+            json!({}),
+            json!({"inputs": "not an array", "id": 1}),
+            json!({"a": 1, "id": 2, "b": 3, "creation_time": 4, "c": [5], "inputs": [{"name": "deploy_action"}, {"value": 1}, {"name": 7}]}),
+            json!({"creation_time": 1, "z": {"nested": [1.50, "text \u{e9}\n"]}, "id": "x"}),
+        ];
+        // The same keys in every rotation, so `id` and `creation_time` sit everywhere once.
+        if let Value::Object(map) = &built {
+            let pairs: Vec<(String, Value)> = map.clone().into_iter().collect();
+            for start in 0..pairs.len() {
+                let rotated: Map<String, Value> = pairs[start..].iter().chain(&pairs[..start]).cloned().collect();
+                samples.push(Value::Object(rotated));
+            }
+        }
+        for sample in &samples {
+            assert_eq!(fingerprint(sample, "web1"), fingerprint_by_text(sample, "web1"), "{sample}");
+        }
     }
 
     #[test]

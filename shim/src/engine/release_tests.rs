@@ -192,3 +192,23 @@ async fn one_transaction_writes_one_chunk_whatever_the_number_of_groups() {
     }
     assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
 }
+
+#[tokio::test]
+async fn an_update_of_a_released_group_updates_its_queued_members_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = chunked_engine(&dir.path().join("shim.db"));
+    register(&engine, &SERVERS).await;
+    engine.create_stack(request("s", GROUP, &[])).await.unwrap();
+    while sweep(&engine).await > 0 {}
+    signal_all(&engine).await;
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    engine.update_stack("s", request("s", GROUP, &[("message", "two")])).await.unwrap();
+    while sweep(&engine).await > 0 {}
+    for server in SERVERS {
+        let published = deployments(&engine, server).await;
+        assert_eq!(published.len(), 1, "{server}");
+        assert_eq!(super::tests::input(&published[0], "deploy_action"), "UPDATE", "{server}: the member existed");
+    }
+    signal_all(&engine).await;
+    assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE");
+}

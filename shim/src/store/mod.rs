@@ -192,6 +192,10 @@ pub struct NodeRecord {
     /// yet; the sweeper writes them a chunk per transaction (see engine/resources/group.rs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued: Vec<String>,
+    /// Of those, the member nodes that exist already, when the expansion knew (`None`: read
+    /// each one before writing it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_existing: Option<Vec<String>>,
 }
 
 fn is_zero(value: &u64) -> bool {

@@ -107,7 +107,7 @@ fn expand(
     let (released, queued) = release(ctx, stack, &group.name, &members, &first, Some(&existing))?;
     ctx.tx.add_pending(&stack.name, names.len() as i64)?;
     group.remaining = first.len() as i64;
-    queue(ctx, stack, &mut group, queued)?;
+    queue(ctx, stack, &mut group, queued, Some(&existing))?;
     group.record.expanded = Some(stack.generation);
     group.record.members = names;
     group.record.applied = Some(members.group_applied());
@@ -255,7 +255,7 @@ fn next_batch(
     }
     let (released, queued) = release(ctx, stack, &group.name, &members, &batch, None)?;
     group.remaining = batch.len() as i64;
-    queue(ctx, stack, &mut group, queued)?;
+    queue(ctx, stack, &mut group, queued, None)?;
     group.state = NodeState::Init;
     group.status_reason = format!("deploying batch of {} member(s)", batch.len());
     group.updated_at = ctx.now;
@@ -297,11 +297,25 @@ fn release(
 /// transactions (`continue_release`). A group over thousands of servers thus commits its
 /// first members at once, and each later chunk as it is written, instead of holding the store
 /// for the whole group while no poll is answered; a restart finds the deadline and goes on.
-fn queue(ctx: &mut Context<'_>, stack: &StackRow, group: &mut NodeRow, queued: Vec<String>) -> Result<(), EngineError> {
+/// `existing`: the member nodes known to exist, when the caller knows (kept for the queued ones,
+/// so the later transactions need not read each member to learn that it is new).
+fn queue(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    group: &mut NodeRow,
+    queued: Vec<String>,
+    existing: Option<&HashSet<String>>,
+) -> Result<(), EngineError> {
     if !queued.is_empty() {
         Deadline::of_batch_pause(stack, &group.name).set(ctx, ctx.now)?;
         ctx.continued = true;
     }
+    group.record.queued_existing = match existing {
+        Some(existing) if !queued.is_empty() => Some(
+            queued.iter().map(|key| member_name(&group.name, key)).filter(|name| existing.contains(name)).collect(),
+        ),
+        _ => None,
+    };
     group.record.queued = queued;
     Ok(())
 }
@@ -316,6 +330,8 @@ fn continue_release(
 ) -> Result<Activation, EngineError> {
     let members = Members::new(ctx, stack, &group, properties)?;
     let queued = std::mem::take(&mut group.record.queued);
+    let existing: Option<HashSet<String>> =
+        group.record.queued_existing.take().map(|names| names.into_iter().collect());
     let count = queued.len();
     let keys = members.present(queued);
     // A key that left `servers` since (not expected within one traversal) will never complete:
@@ -324,8 +340,8 @@ fn continue_release(
     if keys.is_empty() && group.remaining <= 0 {
         return between_batches(ctx, stack, group, properties);
     }
-    let (released, queued) = release(ctx, stack, &group.name, &members, &keys, None)?;
-    queue(ctx, stack, &mut group, queued)?;
+    let (released, queued) = release(ctx, stack, &group.name, &members, &keys, existing.as_ref())?;
+    queue(ctx, stack, &mut group, queued, existing.as_ref())?;
     group.updated_at = ctx.now;
     ctx.tx.update_node(&group)?;
     Ok(Activation::Expanded { members: released, removed: Vec::new() })
