@@ -16,7 +16,7 @@ pub enum Deadline {
     /// The stack's traversal `generation` must be COMPLETE by then.
     Stack { stack: String, generation: u64 },
     /// Node `node`'s deadline: a wait condition must have its signals by then; a deployment
-    /// group's pause between batches ends then.
+    /// group's pause between batches ends then, or (due at once) its queued members are next.
     Node { stack: String, node: String, generation: u64 },
 }
 

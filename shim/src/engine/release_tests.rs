@@ -212,3 +212,26 @@ async fn an_update_of_a_released_group_updates_its_queued_members_in_place() {
     signal_all(&engine).await;
     assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE");
 }
+
+#[tokio::test]
+async fn the_running_sweeper_releases_every_queued_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = chunked_engine(&dir.path().join("shim.db"));
+    register(&engine, &SERVERS).await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let sweeper = tokio::spawn(sweeper::run(engine.clone(), shutdown.clone()));
+    engine.create_stack(request("s", GROUP, &[])).await.unwrap();
+    let mut published_now = published(&engine).await;
+    for _ in 0..200 {
+        if published_now == SERVERS.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        published_now = published(&engine).await;
+    }
+    shutdown.cancel();
+    sweeper.await.unwrap();
+    assert_eq!(published_now, SERVERS.len(), "the sweeper drained the queue");
+    signal_all(&engine).await;
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+}

@@ -1,7 +1,8 @@
 //! The sweeper: every deadline (stack timeout, wait-condition timeout, a deployment group's
-//! pause between batches) is a stored row (see `deadlines`), and this loop fails whatever is
-//! still in progress when its row falls due, or releases the group's next batch.
-//! Because the deadlines live in the store, a restarted shim enforces them all the same.
+//! pause between batches, a large group's queued members) is a stored row (see `deadlines`),
+//! and this loop fails whatever is still in progress when its row falls due, or releases the
+//! group's next batch or next chunk of members. Because the deadlines live in the store, a
+//! restarted shim enforces them all the same. A commit that queued members wakes it at once.
 
 use std::time::Duration;
 
@@ -28,11 +29,11 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
             // A transaction queued group members: release them now, not at the next tick.
             () = engine.inner.continuation.notified() => {}
         }
-        match pass(&engine).await {
+        match drain(&engine, &shutdown).await {
             Ok(0) => {}
             Ok(fired) => {
                 engine.metrics().sweeper_fired(fired as u64);
-                tracing::info!(fired, "deadlines enforced");
+                tracing::info!(fired, "deadlines acted on (timeouts, batch pauses, queued group members)");
             }
             Err(error) => tracing::error!(error = %crate::error_chain(&error), "sweeper pass failed"),
         }
@@ -43,6 +44,26 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
 /// group's queued members count as one, see `group::continue_release`).
 pub async fn pass<S: Store>(engine: &Engine<S>) -> Result<usize, EngineError> {
     engine.transact(sweep).await
+}
+
+/// Sweeps, and goes on sweeping while a pass queued more group members, on one blocking thread:
+/// each chunk's transaction starts as soon as the previous one committed, without waiting for
+/// the runtime (busy answering the polls that commit woke) to schedule the next pass. Stops
+/// between chunks at `shutdown`. Returns how many deadlines fired in all.
+async fn drain<S: Store>(engine: &Engine<S>, shutdown: &CancellationToken) -> Result<usize, EngineError> {
+    let engine = engine.clone();
+    let shutdown = shutdown.clone();
+    let worker = tokio::task::spawn_blocking(move || {
+        let mut fired = 0;
+        loop {
+            let (count, continued) = engine.transact_blocking(|ctx| Ok((sweep(ctx)?, ctx.continued)))?;
+            fired += count;
+            if !continued || shutdown.is_cancelled() {
+                return Ok(fired);
+            }
+        }
+    });
+    worker.await.map_err(|error| EngineError::Worker { detail: error.to_string() })?
 }
 
 /// Fails everything whose deadline passed; returns how many deadlines fired.
