@@ -265,8 +265,9 @@ fn next_batch(
 
 /// Writes as many members of `keys` as the transaction's `release_budget` has left, with their
 /// new definitions (and their edge to the group); returns their node names, ready to activate,
-/// and the keys left for later transactions (see `queue`). `existing`: the members known to have a node already, when the
-/// caller has read them (the others are not read again); `None`: read each.
+/// and the keys left for later transactions (see `queue`). `existing`: the members known to
+/// have a node already, when the caller has read them (the others are not read again); `None`:
+/// read each.
 fn release(
     ctx: &mut Context<'_>,
     stack: &StackRow,
