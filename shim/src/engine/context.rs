@@ -45,14 +45,8 @@ impl Context<'_> {
     /// Puts `row` in its server's entries and keeps its text for the document rendered at the
     /// end of this transaction (which then reads nothing back).
     pub fn put_entry(&mut self, row: &EntryRow) -> Result<(), EngineError> {
-        self.tx.put_entry(row)?;
-        let text = EntryText {
-            sort_key: row.sort_key.clone(),
-            stack: row.stack.clone(),
-            node: row.node.clone(),
-            entry: row.entry.to_string(),
-            tokens: row.tokens.clone(),
-        };
+        let text = EntryText::of(row)?;
+        self.tx.put_entry_text(&row.server, &text)?;
         self.changed(&row.server, &row.stack, &row.node, Some(text));
         Ok(())
     }

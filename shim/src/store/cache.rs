@@ -5,6 +5,10 @@
 //! group's members each read it again, and a release reads its server's row to activate the
 //! deployment and again to publish the document: once is enough. Sound because nothing else writes those
 //! rows while the call runs (SQLite's write lock; PostgreSQL's write lock, see `postgres`).
+//!
+//! Node writes are held back until the call ends or something reads nodes from the backend: a
+//! deployment is inserted, then marked IN_PROGRESS when it is published, and a group member
+//! went through both for each of its thousands of members. Held back, the two are one INSERT.
 
 use std::collections::HashMap;
 
@@ -29,6 +33,18 @@ pub(crate) struct RowCache<T> {
     /// Changes of a cached stack's pending count not yet written: a signal that releases k
     /// successors changes it k + 1 times, and one UPDATE at the end (`finish`) is enough.
     pending_deltas: HashMap<String, i64>,
+    /// Node writes not yet sent, in the order first made (so inserts keep their `seq` order).
+    /// Each key's row is the one in `node_rows`, which is not cleared while any is pending.
+    pending_nodes: Vec<(String, String)>,
+    pending_kinds: HashMap<(String, String), PendingNode>,
+}
+
+/// What a held-back node write sends: an INSERT for a row the backend has not seen yet, an
+/// UPDATE for one it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PendingNode {
+    Insert,
+    Update,
 }
 
 impl<T: Tx> RowCache<T> {
@@ -39,12 +55,15 @@ impl<T: Tx> RowCache<T> {
             node_rows: HashMap::new(),
             server_rows: HashMap::new(),
             pending_deltas: HashMap::new(),
+            pending_nodes: Vec::new(),
+            pending_kinds: HashMap::new(),
         }
     }
 
     /// Writes what the cache still holds back (the pending counts); the backend calls it after
     /// the work succeeded and before it commits.
     pub(crate) fn finish(&mut self) -> Result<(), StoreError> {
+        self.flush_nodes()?;
         for (stack, delta) in std::mem::take(&mut self.pending_deltas) {
             if delta != 0 {
                 self.backend.add_pending(&stack, delta)?;
@@ -58,15 +77,54 @@ impl<T: Tx> RowCache<T> {
         self.backend
     }
 
+    /// Sends the held-back node writes, in the order they were made.
+    fn flush_nodes(&mut self) -> Result<(), StoreError> {
+        for key in std::mem::take(&mut self.pending_nodes) {
+            let Some(kind) = self.pending_kinds.remove(&key) else { continue };
+            let Some(Some(row)) = self.node_rows.get(&key) else {
+                unreachable!("a pending node write's row is kept until it is sent")
+            };
+            match kind {
+                PendingNode::Insert => self.backend.insert_node(row)?,
+                PendingNode::Update => self.backend.update_node(row)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes first when `key` has a write pending (the backend is about to read or change
+    /// that row itself).
+    fn flush_if_pending(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
+        if self.pending_kinds.contains_key(&(stack.to_string(), name.to_string())) {
+            self.flush_nodes()?;
+        }
+        Ok(())
+    }
+
+    /// Holds `row` back as a write of `kind`; a row already pending keeps its kind (an INSERT
+    /// not yet sent inserts the newest row).
+    fn hold_node(&mut self, row: &NodeRow, kind: PendingNode) -> Result<(), StoreError> {
+        let key = (row.stack.clone(), row.name.clone());
+        self.keep_node(key.clone(), Some(row.clone()))?;
+        if !self.pending_kinds.contains_key(&key) {
+            self.pending_kinds.insert(key.clone(), kind);
+            self.pending_nodes.push(key);
+        }
+        Ok(())
+    }
+
     fn forget_node(&mut self, stack: &str, name: &str) {
         self.node_rows.remove(&(stack.to_string(), name.to_string()));
     }
 
-    fn keep_node(&mut self, key: (String, String), row: Option<NodeRow>) {
+    fn keep_node(&mut self, key: (String, String), row: Option<NodeRow>) -> Result<(), StoreError> {
         if self.node_rows.len() >= ROW_LIMIT {
+            // The pending writes' rows live in the map: send them before it starts over.
+            self.flush_nodes()?;
             self.node_rows.clear();
         }
         self.node_rows.insert(key, row);
+        Ok(())
     }
 
     fn keep_server(&mut self, row: ServerRow) {
@@ -141,16 +199,18 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.server_by_previous_token_hash(hash)
     }
     fn delete_server(&mut self, name: &str) -> Result<bool, StoreError> {
+        self.flush_nodes()?;
         // Whatever the deletion cascades to, no node read before it is trusted after it.
         self.node_rows.clear();
         self.server_rows.remove(name);
         self.backend.delete_server(name)
     }
     fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
+        self.flush_nodes()?;
         self.backend.stacks_using_server(server)
     }
-    fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError> {
-        self.backend.put_entry(row)
+    fn put_entry_text(&mut self, server: &str, entry: &EntryText) -> Result<(), StoreError> {
+        self.backend.put_entry_text(server, entry)
     }
     fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError> {
         self.backend.remove_entry(server, stack, node)
@@ -162,6 +222,7 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.entry_texts(server)
     }
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
+        self.flush_nodes()?;
         self.stack_rows.remove(&row.name);
         self.pending_deltas.remove(&row.name);
         self.backend.insert_stack(row, template)
@@ -205,17 +266,17 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.add_pending(stack, delta)
     }
     fn delete_stack(&mut self, name: &str) -> Result<(), StoreError> {
+        self.flush_nodes()?;
         self.stack_rows.remove(name);
         self.pending_deltas.remove(name);
         self.node_rows.retain(|(stack, _), _| stack != name);
         self.backend.delete_stack(name)
     }
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
-        self.forget_node(&row.stack, &row.name);
-        self.backend.insert_node(row)?;
+        // A second INSERT of a pending row goes to the backend, which refuses it as before.
+        self.flush_if_pending(&row.stack, &row.name)?;
         // The stored row is the row written (its `seq` is not part of it): no need to read it.
-        self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
-        Ok(())
+        self.hold_node(row, PendingNode::Insert)
     }
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
         let key = (stack.to_string(), name.to_string());
@@ -223,31 +284,39 @@ impl<T: Tx> Tx for RowCache<T> {
             return Ok(row.clone());
         }
         let row = self.backend.node(stack, name)?;
-        self.keep_node(key, row.clone());
+        self.keep_node(key, row.clone())?;
         Ok(row)
     }
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
+        self.flush_nodes()?;
         self.backend.nodes(stack)
     }
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        // Held back only when the row is known to exist (read or written by this call); the
+        // backend answers an UPDATE of any other, and refuses one of a missing row.
+        if let Some(Some(_)) = self.node_rows.get(&(row.stack.clone(), row.name.clone())) {
+            return self.hold_node(row, PendingNode::Update);
+        }
         self.forget_node(&row.stack, &row.name);
         self.backend.update_node(row)?;
-        self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
-        Ok(())
+        self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()))
     }
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
+        // The condition is checked on the stored row: it must hold every write made before.
+        self.flush_if_pending(&row.stack, &row.name)?;
         self.forget_node(&row.stack, &row.name);
         let written = self.backend.update_node_if(row, generation, state)?;
         if written {
-            self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
+            self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()))?;
         }
         Ok(written)
     }
     fn node_by_signal_hash(&mut self, hash: &str) -> Result<Option<NodeRow>, StoreError> {
+        self.flush_nodes()?;
         let row = self.backend.node_by_signal_hash(hash)?;
         // The signal's own node is read again when its successors resolve their inputs.
         if let Some(row) = &row {
-            self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()));
+            self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()))?;
         }
         Ok(row)
     }
@@ -258,6 +327,7 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.is_retired_signal_hash(hash)
     }
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
+        self.flush_if_pending(stack, name)?;
         let remaining = self.backend.decrement_remaining(stack, name)?;
         if let Some(Some(row)) = self.node_rows.get_mut(&(stack.to_string(), name.to_string())) {
             row.remaining = remaining;
@@ -265,6 +335,7 @@ impl<T: Tx> Tx for RowCache<T> {
         Ok(remaining)
     }
     fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
+        self.flush_if_pending(stack, name)?;
         self.forget_node(stack, name);
         self.backend.delete_node(stack, name)
     }

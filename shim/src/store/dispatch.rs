@@ -58,8 +58,12 @@ macro_rules! impl_tx {
             fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, $crate::store::StoreError> {
                 servers::stacks_using(self, server)
             }
-            fn put_entry(&mut self, row: &$crate::store::EntryRow) -> Result<(), $crate::store::StoreError> {
-                servers::put_entry(self, row)
+            fn put_entry_text(
+                &mut self,
+                server: &str,
+                entry: &$crate::store::EntryText,
+            ) -> Result<(), $crate::store::StoreError> {
+                servers::put_entry(self, server, entry)
             }
             fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), $crate::store::StoreError> {
                 servers::remove_entry(self, server, stack, node)

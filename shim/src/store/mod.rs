@@ -227,6 +227,20 @@ pub struct EntryText {
     pub tokens: Vec<String>,
 }
 
+impl EntryText {
+    /// `row` with its entry as the JSON text stored.
+    pub fn of(row: &EntryRow) -> Result<EntryText, StoreError> {
+        Ok(EntryText {
+            sort_key: row.sort_key.clone(),
+            stack: row.stack.clone(),
+            node: row.node.clone(),
+            entry: serde_json::to_string(&row.entry)
+                .map_err(|source| StoreError::Encode { column: "entries.entry", source })?,
+            tokens: row.tokens.clone(),
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitSignalRow {
     pub stack: String,
@@ -421,7 +435,12 @@ pub trait Tx {
     /// The stacks with a node published to `server` or an entry in its document, ordered by name.
     fn stacks_using_server(&mut self, server: &str) -> Result<Vec<String>, StoreError>;
     /// Upsert by (server, stack, node).
-    fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError>;
+    fn put_entry(&mut self, row: &EntryRow) -> Result<(), StoreError> {
+        self.put_entry_text(&row.server, &EntryText::of(row)?)
+    }
+    /// `put_entry` with the entry already as JSON text (the engine keeps that text for the
+    /// document it renders, so the entry is serialized once).
+    fn put_entry_text(&mut self, server: &str, entry: &EntryText) -> Result<(), StoreError>;
     fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError>;
     /// Ordered by sort_key, stack, node.
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError>;

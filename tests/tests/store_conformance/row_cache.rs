@@ -1,7 +1,8 @@
 //! What a call sees of its own writes through the row cache every backend's `Tx` is wrapped in
 //! (shim/src/store/cache.rs): a stack's pending count changed several times in one call is
 //! written once at its end, yet every read of the call (the row, the listing) sees each change;
-//! a row written is read back as written; a row found absent and then inserted is found; and
+//! a row written is read back as written; a row found absent and then inserted is found; node
+//! writes held back until the call ends are seen by the backend's own reads of the call; and
 //! none of it outlives a call whose work failed.
 
 use anneal_shim::store::{NodeRow, NodeState, Store, StoreError};
@@ -14,6 +15,8 @@ crate::conformance!(one store:
     a_failed_call_leaves_no_count_behind,
     rows_written_in_a_call_read_back_as_written,
     a_call_through_more_rows_than_the_cache_keeps_reads_each_as_written,
+    node_writes_held_back_are_seen_by_every_read_of_the_call_and_kept_in_order,
+    a_failed_call_leaves_no_held_back_node,
 );
 
 /// More than the cache keeps of node rows (2,048): a 10,000-member group create goes through
@@ -122,4 +125,62 @@ fn a_call_through_more_rows_than_the_cache_keeps_reads_each_as_written<S: Store>
     assert!(mismatches.is_empty(), "read back differently: {:?}", &mismatches[..mismatches.len().min(5)]);
     let stored = store.read(|tx| tx.nodes("app")).unwrap();
     assert_eq!(stored.len(), MANY_NODES);
+}
+
+/// The cache holds a node's writes back until the call ends (an insert then an update is one
+/// INSERT); every statement of the call that reads or changes nodes itself must still see them.
+fn node_writes_held_back_are_seen_by_every_read_of_the_call_and_kept_in_order<S: Store>(store: &S) {
+    with_stack(store);
+    let seen = run(store, |tx| {
+        tx.insert_node(&node_row("app", "b"))?;
+        tx.insert_node(&node_row("app", "a"))?;
+        tx.update_node(&NodeRow { status_reason: "updated".into(), ..node_row("app", "b") })?;
+        let by_hash = tx.node_by_signal_hash("signal-app-b")?.map(|row| row.status_reason);
+        let listed: Vec<String> = tx.nodes("app")?.into_iter().map(|row| row.name).collect();
+        tx.insert_node(&node_row("app", "c"))?;
+        let using = tx.stacks_using_server("web1")?;
+        tx.update_node(&NodeRow { remaining: 5, ..node_row("app", "c") })?;
+        let remaining = tx.decrement_remaining("app", "c")?;
+        tx.insert_node(&node_row("app", "d"))?;
+        tx.update_node(&NodeRow { state: NodeState::Complete, ..node_row("app", "d") })?;
+        let refused = tx.update_node_if(&node_row("app", "d"), 1, NodeState::InProgress)?;
+        tx.insert_node(&node_row("app", "e"))?;
+        Ok((by_hash, listed, using, remaining, refused))
+    });
+    let (by_hash, listed, using, remaining, refused) = seen;
+    assert_eq!(by_hash.as_deref(), Some("updated"), "the lookup by signal token sees the held update");
+    assert_eq!(listed, ["b", "a"], "the listing sees held inserts, in the order made");
+    assert_eq!(using, ["app"]);
+    assert_eq!(remaining, 4, "the counter goes down from the held update's value");
+    assert!(!refused, "the conditional write compares with the held state (COMPLETE)");
+    let stored: Vec<(String, String, i64)> = store
+        .read(|tx| tx.nodes("app"))
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.name, row.status_reason, row.remaining))
+        .collect();
+    let expected = [("b", "updated", 2), ("a", "", 2), ("c", "", 4), ("d", "", 2), ("e", "", 2)];
+    let expected: Vec<(String, String, i64)> =
+        expected.iter().map(|(name, reason, remaining)| (name.to_string(), reason.to_string(), *remaining)).collect();
+    assert_eq!(stored, expected, "stored at the end, in the order inserted");
+    let d = store.read(|tx| tx.node("app", "d")).unwrap().expect("d");
+    assert_eq!(d.state, NodeState::Complete);
+}
+
+fn a_failed_call_leaves_no_held_back_node<S: Store>(store: &S) {
+    with_stack(store);
+    let failed: Result<(), StoreError> = store.transaction(|tx| {
+        tx.insert_node(&node_row("app", "web"))?;
+        tx.update_node(&NodeRow { state: NodeState::Complete, ..node_row("app", "web") })?;
+        Err(StoreError::NotFound { kind: "test", key: "abandon".into() })
+    });
+    assert!(failed.is_err());
+    assert_eq!(store.read(|tx| tx.nodes("app")).unwrap(), Vec::new());
+    // A second insert of a held row is refused as the backend refuses any duplicate.
+    let duplicate = store.transaction(|tx| {
+        tx.insert_node(&node_row("app", "web"))?;
+        tx.insert_node(&node_row("app", "web"))
+    });
+    assert!(duplicate.is_err(), "{duplicate:?}");
+    assert_eq!(store.read(|tx| tx.nodes("app")).unwrap(), Vec::new());
 }

@@ -134,15 +134,14 @@ pub(super) fn stacks_using(tx: &mut PgTx<'_, '_>, server: &str) -> Result<Vec<St
     )
 }
 
-pub(super) fn put_entry(tx: &mut PgTx<'_, '_>, row: &EntryRow) -> Result<(), StoreError> {
-    let entry = to_json_text(&row.entry, "entries.entry")?;
+pub(super) fn put_entry(tx: &mut PgTx<'_, '_>, server: &str, row: &EntryText) -> Result<(), StoreError> {
     let tokens = to_json_text(&row.tokens, "entries.tokens")?;
     tx.execute(
         "store a metadata entry",
         "INSERT INTO entries (server, stack, node, sort_key, entry, tokens) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (server, stack, node) DO UPDATE SET sort_key = excluded.sort_key, entry = excluded.entry,
              tokens = excluded.tokens",
-        &[&row.server, &row.stack, &row.node, &row.sort_key, &entry, &tokens],
+        &[&server, &row.stack, &row.node, &row.sort_key, &row.entry, &tokens],
     )?;
     Ok(())
 }

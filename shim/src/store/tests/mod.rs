@@ -217,6 +217,28 @@ fn statements_are_counted() {
     assert_eq!(store.commits(), 2, "a call that kept nothing skips the COMMIT");
 }
 
+/// A deployment is inserted and then marked IN_PROGRESS in the same call (each member of a
+/// 10,000-server group did both): the row cache sends one INSERT for the two.
+#[test]
+fn a_node_inserted_then_updated_in_one_call_is_one_statement() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    run(&store, |tx| {
+        tx.insert_server(&server_row("web1"))?;
+        tx.insert_stack(&stack_row("app"), TEMPLATE)
+    });
+    let before = store.statements();
+    run(&store, |tx| {
+        let row = node_row("app", "deploy");
+        tx.insert_node(&row)?;
+        tx.update_node(&NodeRow { state: NodeState::Complete, ..row.clone() })?;
+        tx.update_node(&NodeRow { state: NodeState::Complete, status_reason: "done".into(), ..row })
+    });
+    // BEGIN, SAVEPOINT, INSERT, RELEASE, COMMIT.
+    assert_eq!(store.statements() - before, 5);
+    let stored = store.read(|tx| tx.node("app", "deploy")).unwrap().expect("stored");
+    assert_eq!((stored.state, stored.status_reason.as_str()), (NodeState::Complete, "done"));
+}
+
 /// Each statement a signal or a poll runs keeps its compiled plan whatever it is bound to:
 /// a re-preparation per execution once held the throughput bench to ~2,900 signals/s (~5,000 without).
 #[test]
