@@ -74,7 +74,7 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
     );
     report.notes.push(
         "every server at once: the create transaction expands the group and writes, activates and \
-         publishes its first 2,000 members (about 8 store statements each); the sweeper releases the \
+         publishes its first 2,000 members (about 7 store statements each); the sweeper releases the \
          rest 2,000 per transaction, each chunk's polls answered at its commit; the engine part alone \
          is timed in-process by `cargo run --release -p anneal-shim --example group_create -- 10000`"
             .into(),
