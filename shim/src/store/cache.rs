@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use indexmap::IndexMap;
+
 use crate::store::{
     DeadlineRow, EntryRow, EntryText, EventRow, HistoryPruned, HistoryRetention, NodeRow, NodeState, ServerRow,
     StackRow, StoreError, Tx, WaitSignalRow,
@@ -35,8 +37,7 @@ pub(crate) struct RowCache<T> {
     pending_deltas: HashMap<String, i64>,
     /// Node writes not yet sent, in the order first made (so inserts keep their `seq` order).
     /// Each key's row is the one in `node_rows`, which is not cleared while any is pending.
-    pending_nodes: Vec<(String, String)>,
-    pending_kinds: HashMap<(String, String), PendingNode>,
+    pending_nodes: IndexMap<(String, String), PendingNode>,
 }
 
 /// What a held-back node write sends: an INSERT for a row the backend has not seen yet, an
@@ -55,8 +56,7 @@ impl<T: Tx> RowCache<T> {
             node_rows: HashMap::new(),
             server_rows: HashMap::new(),
             pending_deltas: HashMap::new(),
-            pending_nodes: Vec::new(),
-            pending_kinds: HashMap::new(),
+            pending_nodes: IndexMap::new(),
         }
     }
 
@@ -79,8 +79,7 @@ impl<T: Tx> RowCache<T> {
 
     /// Sends the held-back node writes, in the order they were made.
     fn flush_nodes(&mut self) -> Result<(), StoreError> {
-        for key in std::mem::take(&mut self.pending_nodes) {
-            let Some(kind) = self.pending_kinds.remove(&key) else { continue };
+        for (key, kind) in std::mem::take(&mut self.pending_nodes) {
             let Some(Some(row)) = self.node_rows.get(&key) else {
                 unreachable!("a pending node write's row is kept until it is sent")
             };
@@ -94,27 +93,19 @@ impl<T: Tx> RowCache<T> {
 
     /// Flushes first when `key` has a write pending (the backend is about to read or change
     /// that row itself).
-    fn flush_if_pending(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
-        if self.pending_kinds.contains_key(&(stack.to_string(), name.to_string())) {
+    fn flush_if_pending(&mut self, key: &(String, String)) -> Result<(), StoreError> {
+        if self.pending_nodes.contains_key(key) {
             self.flush_nodes()?;
         }
         Ok(())
     }
 
-    /// Holds `row` back as a write of `kind`; a row already pending keeps its kind (an INSERT
-    /// not yet sent inserts the newest row).
-    fn hold_node(&mut self, row: &NodeRow, kind: PendingNode) -> Result<(), StoreError> {
-        let key = (row.stack.clone(), row.name.clone());
+    /// Holds `row` (under `key`) back as a write of `kind`; a row already pending keeps its
+    /// kind (an INSERT not yet sent inserts the newest row).
+    fn hold_node(&mut self, key: (String, String), row: &NodeRow, kind: PendingNode) -> Result<(), StoreError> {
         self.keep_node(key.clone(), Some(row.clone()))?;
-        if !self.pending_kinds.contains_key(&key) {
-            self.pending_kinds.insert(key.clone(), kind);
-            self.pending_nodes.push(key);
-        }
+        self.pending_nodes.entry(key).or_insert(kind);
         Ok(())
-    }
-
-    fn forget_node(&mut self, stack: &str, name: &str) {
-        self.node_rows.remove(&(stack.to_string(), name.to_string()));
     }
 
     fn keep_node(&mut self, key: (String, String), row: Option<NodeRow>) -> Result<(), StoreError> {
@@ -222,7 +213,6 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.entry_texts(server)
     }
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
-        self.flush_nodes()?;
         self.stack_rows.remove(&row.name);
         self.pending_deltas.remove(&row.name);
         self.backend.insert_stack(row, template)
@@ -273,10 +263,11 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.delete_stack(name)
     }
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
+        let key = (row.stack.clone(), row.name.clone());
         // A second INSERT of a pending row goes to the backend, which refuses it as before.
-        self.flush_if_pending(&row.stack, &row.name)?;
+        self.flush_if_pending(&key)?;
         // The stored row is the row written (its `seq` is not part of it): no need to read it.
-        self.hold_node(row, PendingNode::Insert)
+        self.hold_node(key, row, PendingNode::Insert)
     }
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
         let key = (stack.to_string(), name.to_string());
@@ -294,20 +285,21 @@ impl<T: Tx> Tx for RowCache<T> {
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
         // Held back only when the row is known to exist (read or written by this call); the
         // backend answers an UPDATE of any other, and refuses one of a missing row.
-        if let Some(Some(_)) = self.node_rows.get(&(row.stack.clone(), row.name.clone())) {
-            return self.hold_node(row, PendingNode::Update);
+        let key = (row.stack.clone(), row.name.clone());
+        if let Some(Some(_)) = self.node_rows.get(&key) {
+            return self.hold_node(key, row, PendingNode::Update);
         }
-        self.forget_node(&row.stack, &row.name);
         self.backend.update_node(row)?;
-        self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()))
+        self.keep_node(key, Some(row.clone()))
     }
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
+        let key = (row.stack.clone(), row.name.clone());
         // The condition is checked on the stored row: it must hold every write made before.
-        self.flush_if_pending(&row.stack, &row.name)?;
-        self.forget_node(&row.stack, &row.name);
+        self.flush_if_pending(&key)?;
+        self.node_rows.remove(&key);
         let written = self.backend.update_node_if(row, generation, state)?;
         if written {
-            self.keep_node((row.stack.clone(), row.name.clone()), Some(row.clone()))?;
+            self.keep_node(key, Some(row.clone()))?;
         }
         Ok(written)
     }
@@ -327,16 +319,18 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.is_retired_signal_hash(hash)
     }
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
-        self.flush_if_pending(stack, name)?;
+        let key = (stack.to_string(), name.to_string());
+        self.flush_if_pending(&key)?;
         let remaining = self.backend.decrement_remaining(stack, name)?;
-        if let Some(Some(row)) = self.node_rows.get_mut(&(stack.to_string(), name.to_string())) {
+        if let Some(Some(row)) = self.node_rows.get_mut(&key) {
             row.remaining = remaining;
         }
         Ok(remaining)
     }
     fn delete_node(&mut self, stack: &str, name: &str) -> Result<(), StoreError> {
-        self.flush_if_pending(stack, name)?;
-        self.forget_node(stack, name);
+        let key = (stack.to_string(), name.to_string());
+        self.flush_if_pending(&key)?;
+        self.node_rows.remove(&key);
         self.backend.delete_node(stack, name)
     }
     fn insert_edge(&mut self, stack: &str, from: &str, to: &str) -> Result<(), StoreError> {
