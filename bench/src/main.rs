@@ -50,6 +50,15 @@ enum Mode {
         #[arg(value_enum)]
         scenario: Scenario,
     },
+    /// Scenario 5's delivery floor: a long-poll server that only answers (started by the
+    /// scenario itself; serves until killed).
+    #[command(hide = true)]
+    FloorServer {
+        #[arg(long)]
+        listen: String,
+        #[arg(long)]
+        body_bytes: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -61,6 +70,9 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
+    if let Mode::FloorServer { listen, body_bytes } = &cli.mode {
+        return runtime.block_on(scenarios::serve_floor(listen, *body_bytes)).context("floor server");
+    }
     runtime.block_on(run(cli, cargo.as_deref()))
 }
 
@@ -71,6 +83,7 @@ async fn run(cli: Cli, cargo: Option<&Path>) -> anyhow::Result<()> {
         Mode::All => (Scenario::ALL.to_vec(), false, "all".into()),
         Mode::Smoke => (Scenario::ALL.to_vec(), true, "smoke".into()),
         Mode::Run { scenario } => (vec![*scenario], false, format!("run {scenario:?}").to_lowercase()),
+        Mode::FloorServer { .. } => bail!("floor-server is started by scenario 5 itself"),
     };
     let release = if binaries.profile == "release" { " --release" } else { "" };
     let database = match cli.database {

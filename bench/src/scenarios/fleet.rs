@@ -13,6 +13,7 @@
 //! re-read, re-render).
 
 mod figures;
+mod floor;
 mod load;
 mod procfs;
 
@@ -20,6 +21,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
+
+pub use self::floor::serve as serve_floor;
 
 use self::figures::Figures;
 use self::load::{Admin, Member, Outcome, Parked};
@@ -50,6 +53,7 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
     commands(&mut report, &backends, servers + probes, probes);
     let postgres = context.postgres(&backends).await?;
     let mut per_backend = Vec::with_capacity(backends.len());
+    let mut document_bytes = 0;
     for &backend in &backends {
         eprintln!("anneal-bench: fleet on {} ...", backend.label());
         let shims = Shims::start(backend, postgres, &backend.database_name("fleet", None)).await?;
@@ -58,8 +62,12 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
             .map_err(|error| BenchError::Failed(format!("{}: {error}\n{}", backend.label(), shims.log_tails())))?;
         per_backend.push(figures.measurements());
         report.notes.push(figures.note(probes));
+        document_bytes = figures.document_bytes;
     }
     report.measurements = side_by_side(per_backend);
+    eprintln!("anneal-bench: fleet's delivery floor ...");
+    let floor = floor::measure(servers, document_bytes, STAGGER, PARK_LIMIT).await?;
+    report.measurements.extend(floor.measurements());
     report.notes.push(format!(
         "open-file limit {open_files}; the load generator's agents connect from {} loopback addresses in turn \
          (127.0.0.1-{}), as a fleet's come from many: from one, the shim's cap of 1024 active connections per \
@@ -95,6 +103,7 @@ fn commands(report: &mut ScenarioReport, backends: &[Backend], registered: usize
             report.command(&command);
         }
     }
+    report.command("anneal-bench floor-server --listen 127.0.0.1:$PORT --body-bytes <the shim's document size>");
     report.command(&format!("POST /v1/servers {{name}} x {registered} ({SETUP_CONCURRENCY} at a time)"));
     report.command("GET /v1/servers/<name>/metadata (Bearer), then GET ...?wait=N with If-None-Match, per server");
     report
@@ -153,6 +162,7 @@ async fn measure(backend: Backend, shims: &Shims, servers: usize, probes: usize)
         create_request: responded - sent,
         from_sent: outcome.wakeups.iter().map(|wakeup| signed_millis(wakeup.at, sent)).collect(),
         from_response: outcome.wakeups.iter().map(|wakeup| signed_millis(wakeup.at, responded)).collect(),
+        document_bytes: outcome.wakeups.iter().map(|wakeup| wakeup.body.len()).sum::<usize>() / servers.max(1),
         wake_cpu_seconds,
         peak_resident_kib: resident_kib(&pids, "VmHWM")?,
     })

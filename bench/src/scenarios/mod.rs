@@ -18,6 +18,8 @@ mod real_heat;
 mod shims;
 mod throughput;
 
+pub use self::fleet::serve_floor;
+
 use std::path::Path;
 
 use serde_json::{Value, json};

@@ -28,6 +28,8 @@ pub struct Figures {
     pub from_sent: Vec<f64>,
     /// Per server, milliseconds from the create response (negative: woken before it came).
     pub from_response: Vec<f64>,
+    /// The mean size of the documents that woke the long-polls.
+    pub document_bytes: usize,
     pub wake_cpu_seconds: f64,
     /// Per replica, VmHWM at the end.
     pub peak_resident_kib: Vec<u64>,
