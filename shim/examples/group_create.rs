@@ -1,6 +1,6 @@
 //! Times one stack create whose SoftwareDeploymentGroup spans N registered servers, in-process
 //! on a real SQLite file (the engine half of bench scenario 5, without HTTP), for profiling:
-//! `cargo run --release -p anneal-shim --example group_create -- [SERVERS [MEMBERS_PER_TRANSACTION]]`
+//! `[SCRIPT_LINES=N] cargo run --release -p anneal-shim --example group_create -- [SERVERS [MEMBERS_PER_TRANSACTION]]`
 
 use std::time::Instant;
 
@@ -23,11 +23,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for name in &names {
         engine.add_server(AddServer { name: name.clone(), ..AddServer::default() }).await?;
     }
+    // SCRIPT_LINES=N pads the script with N comment lines (32 bytes each): a real config's
+    // size, which every member's publication carries.
+    let padding: usize = std::env::var("SCRIPT_LINES").ok().and_then(|text| text.parse().ok()).unwrap_or(0);
+    let script = format!("#!/bin/sh\n{}", "# a line padding a long script.\n".repeat(padding));
     let members: Map<String, Value> = names.iter().map(|name| (name.clone(), json!(name))).collect();
     let template = json!({
         "heat_template_version": "2018-08-31",
         "resources": {
-            "config": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "#!/bin/sh\n"}},
+            "config": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": script}},
             "fleet": {"type": "OS::Heat::SoftwareDeploymentGroup",
                       "properties": {"config": {"get_resource": "config"}, "servers": members}},
         },

@@ -238,3 +238,43 @@ async fn an_update_during_a_pause_supersedes_the_remaining_batches() {
     assert_eq!(sweep_after(&engine, 31).await, 1);
     assert_eq!(actions(&engine).await[1], some("CREATE"), "b after the new pause");
 }
+
+/// A member node written before `applied` kept the config's digest holds the whole config
+/// there: it still counts as unchanged, so a rolling update completes it in the first batch
+/// instead of giving it a batch (and a pause) of its own.
+#[tokio::test]
+async fn members_stored_with_the_whole_config_still_count_as_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    let policy = "{rolling_update: {max_batch_size: 1, pause_time: 20}}";
+    register(&engine, &["web4"]).await;
+    created(&engine, policy).await;
+    engine
+        .transact(|ctx| {
+            let config = ctx.tx.node("s", "config")?.and_then(|node| node.record.definition).expect("config");
+            for member in ["group/a", "group/b", "group/c"] {
+                let mut node = ctx.tx.node("s", member)?.expect("member");
+                assert!(!node.definition.to_string().contains("echo one"), "{member} keeps no copy of the script");
+                let applied = node.definition["applied"].as_object_mut().expect("applied");
+                assert!(applied.remove("config_digest").is_some(), "{member}: {applied:?}");
+                applied.insert("config".into(), config.clone());
+                ctx.tx.update_node(&node)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    // c moves to web4: it alone changes; a and b complete at once, unchanged.
+    let servers = r#"{"a": "web1", "b": "web2", "c": "web4"}"#;
+    engine.update_stack("s", request("s", &group_template(policy), &[("servers", servers)])).await.unwrap();
+    let detail = engine.show_stack("s").await.unwrap();
+    let member = |name: &str| {
+        let resource = detail.resources.iter().find(|resource| resource.name == name).expect(name);
+        (resource.status.clone(), resource.status_reason.clone())
+    };
+    for name in ["group/a", "group/b"] {
+        assert_eq!(member(name), ("UPDATE_COMPLETE".to_string(), "unchanged".to_string()), "{name}");
+    }
+    assert_eq!(actions(&engine).await[..2], [some("CREATE"), some("CREATE")], "a and b run nothing");
+    assert_eq!(published(&engine, "web4").await.map(|(action, _)| action), some("CREATE"), "c runs on web4");
+}

@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -110,8 +111,8 @@ struct StackScope<'a, 'b> {
 }
 
 impl StackScope<'_, '_> {
-    fn complete_node(&self, resource: &str) -> Option<NodeRow> {
-        let node = self.tx.borrow_mut().node(&self.stack.name, resource).ok().flatten()?;
+    fn complete_node(&self, resource: &str) -> Option<Arc<NodeRow>> {
+        let node = self.tx.borrow_mut().node_shared(&self.stack.name, resource).ok().flatten()?;
         (node.state == NodeState::Complete).then_some(node)
     }
 }
@@ -123,8 +124,8 @@ impl Scope for StackScope<'_, '_> {
 
     fn resource_id(&self, resource: &str) -> Option<Value> {
         // A handle's or config's id exists from activation on; a deployment's too.
-        let node = self.tx.borrow_mut().node(&self.stack.name, resource).ok().flatten()?;
-        node.record.id.map(Value::String)
+        let node = self.tx.borrow_mut().node_shared(&self.stack.name, resource).ok().flatten()?;
+        node.record.id.clone().map(Value::String)
     }
 
     fn attribute(&self, resource: &str, attribute: &str) -> Option<Value> {

@@ -11,6 +11,7 @@
 //! went through both for each of its thousands of members. Held back, the two are one INSERT.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 
@@ -30,7 +31,8 @@ pub(crate) struct RowCache<T> {
     backend: T,
     stack_rows: HashMap<String, StackRow>,
     /// `None`: read and found absent (a group's expansion asks before it inserts each member).
-    node_rows: HashMap<(String, String), Option<NodeRow>>,
+    /// Shared, so that a reader that changes nothing (`node_shared`) takes no copy.
+    node_rows: HashMap<(String, String), Option<Arc<NodeRow>>>,
     server_rows: HashMap<String, ServerRow>,
     /// Changes of a cached stack's pending count not yet written: a signal that releases k
     /// successors changes it k + 1 times, and one UPDATE at the end (`finish`) is enough.
@@ -109,6 +111,10 @@ impl<T: Tx> RowCache<T> {
     }
 
     fn keep_node(&mut self, key: (String, String), row: Option<NodeRow>) -> Result<(), StoreError> {
+        self.keep_shared(key, row.map(Arc::new))
+    }
+
+    fn keep_shared(&mut self, key: (String, String), row: Option<Arc<NodeRow>>) -> Result<(), StoreError> {
         if self.node_rows.len() >= ROW_LIMIT {
             // The pending writes' rows live in the map: send them before it starts over.
             self.flush_nodes()?;
@@ -270,12 +276,15 @@ impl<T: Tx> Tx for RowCache<T> {
         self.hold_node(key, row, PendingNode::Insert)
     }
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError> {
+        Ok(self.node_shared(stack, name)?.map(Arc::unwrap_or_clone))
+    }
+    fn node_shared(&mut self, stack: &str, name: &str) -> Result<Option<Arc<NodeRow>>, StoreError> {
         let key = (stack.to_string(), name.to_string());
         if let Some(row) = self.node_rows.get(&key) {
             return Ok(row.clone());
         }
-        let row = self.backend.node(stack, name)?;
-        self.keep_node(key, row.clone())?;
+        let row = self.backend.node(stack, name)?.map(Arc::new);
+        self.keep_shared(key, row.clone())?;
         Ok(row)
     }
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
@@ -323,7 +332,7 @@ impl<T: Tx> Tx for RowCache<T> {
         self.flush_if_pending(&key)?;
         let remaining = self.backend.decrement_remaining(stack, name)?;
         if let Some(Some(row)) = self.node_rows.get_mut(&key) {
-            row.remaining = remaining;
+            Arc::make_mut(row).remaining = remaining;
         }
         Ok(remaining)
     }

@@ -19,6 +19,7 @@ mod tests;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -464,6 +465,11 @@ pub trait Tx {
     fn delete_stack(&mut self, name: &str) -> Result<(), StoreError>;
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError>;
     fn node(&mut self, stack: &str, name: &str) -> Result<Option<NodeRow>, StoreError>;
+    /// The same row, shared rather than copied: for readers that change nothing (a group's
+    /// members each read the config node three times; a copy of a large script each time).
+    fn node_shared(&mut self, stack: &str, name: &str) -> Result<Option<Arc<NodeRow>>, StoreError> {
+        Ok(self.node(stack, name)?.map(Arc::new))
+    }
     /// In insertion order.
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError>;
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError>;

@@ -3,7 +3,8 @@
 //! written once at its end, yet every read of the call (the row, the listing) sees each change;
 //! a row written is read back as written; a row found absent and then inserted is found; node
 //! writes held back until the call ends are seen by the backend's own reads of the call; and
-//! none of it outlives a call whose work failed.
+//! none of it outlives a call whose work failed. A shared read (`node_shared`) is the row as it
+//! was then: the call's later writes do not change what a reader still holds.
 
 use anneal_shim::store::{NodeRow, NodeState, Store, StoreError};
 
@@ -17,6 +18,7 @@ crate::conformance!(one store:
     a_call_through_more_rows_than_the_cache_keeps_reads_each_as_written,
     node_writes_held_back_are_seen_by_every_read_of_the_call_and_kept_in_order,
     a_failed_call_leaves_no_held_back_node,
+    a_shared_read_is_the_row_then_and_later_writes_leave_it_as_it_was,
 );
 
 /// More than the cache keeps of node rows (2,048): a 10,000-member group create goes through
@@ -183,4 +185,26 @@ fn a_failed_call_leaves_no_held_back_node<S: Store>(store: &S) {
     });
     assert!(duplicate.is_err(), "{duplicate:?}");
     assert_eq!(store.read(|tx| tx.nodes("app")).unwrap(), Vec::new());
+}
+
+fn a_shared_read_is_the_row_then_and_later_writes_leave_it_as_it_was<S: Store>(store: &S) {
+    with_stack(store);
+    let seen = run(store, |tx| {
+        tx.insert_node(&NodeRow { remaining: 3, ..node_row("app", "a") })?;
+        let before = tx.node_shared("app", "a")?.expect("a");
+        tx.update_node(&NodeRow { status_reason: "updated".into(), remaining: 3, ..node_row("app", "a") })?;
+        let remaining = tx.decrement_remaining("app", "a")?;
+        let after = tx.node_shared("app", "a")?.expect("a");
+        let copied = tx.node("app", "a")?.expect("a");
+        let absent = tx.node_shared("app", "nothing")?;
+        Ok((before, remaining, after, copied, absent))
+    });
+    let (before, remaining, after, copied, absent) = seen;
+    assert_eq!((before.status_reason.as_str(), before.remaining), ("", 3), "as it was when read");
+    assert_eq!(remaining, 2);
+    assert_eq!((after.status_reason.as_str(), after.remaining), ("updated", 2), "a later read sees the writes");
+    assert_eq!(copied, *after, "node and node_shared read the same row");
+    assert!(absent.is_none());
+    let stored = store.read(|tx| tx.node_shared("app", "a")).unwrap().expect("a");
+    assert_eq!((stored.status_reason.as_str(), stored.remaining), ("updated", 2), "stored as written");
 }

@@ -214,8 +214,8 @@ fn placed_tokens(
 ) -> Result<Vec<String>, EngineError> {
     let mut handles = std::mem::take(&mut ctx.placed_handles);
     if let Some(config_name) = node::referenced_resource(node, "config") {
-        if let Some(config_node) = ctx.tx.node(&stack.name, &config_name)? {
-            handles.extend(config_node.record.placed_handles);
+        if let Some(config_node) = ctx.tx.node_shared(&stack.name, &config_name)? {
+            handles.extend(config_node.record.placed_handles.iter().cloned());
         }
     }
     let mut tokens = vec![placed(Purpose::Signal, derived_id)];
@@ -230,7 +230,7 @@ pub fn config_of(
     node: &NodeRow,
 ) -> Result<Option<ConfigDefinition>, EngineError> {
     let Some(config_name) = node::referenced_resource(node, "config") else { return Ok(None) };
-    let Some(config_node) = ctx.tx.node(&stack.name, &config_name)? else { return Ok(None) };
+    let Some(config_node) = ctx.tx.node_shared(&stack.name, &config_name)? else { return Ok(None) };
     Ok(config_node.record.definition.as_ref().map(ConfigDefinition::from_json))
 }
 

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use super::batches;
 use super::deployment::{deployment_actions, stack_path};
@@ -178,8 +179,7 @@ fn targets(
     for key in keys {
         let name = member_name(&group.name, key);
         let existing = if group.record.members.contains(&name) { ctx.tx.node(&stack.name, &name)? } else { None };
-        let changed =
-            existing.as_ref().is_none_or(|node| node.definition.get("applied") != Some(&members.applied(key)));
+        let changed = existing.as_ref().is_none_or(|node| !members.unchanged(key, node.definition.get("applied")));
         targets.push(batches::Target { key: key.clone(), exists: existing.is_some(), changed });
     }
     Ok(targets)
@@ -402,6 +402,8 @@ struct Members {
     servers: Map<String, Value>,
     /// The definition of the config the group deploys (part of what a member's change is).
     config: Value,
+    /// `config`'s digest: what a member's node keeps of it (see `applied`).
+    config_digest: String,
     retain: bool,
     /// The `<name>/<id>` of the group's own nested stack, where Heat puts the members
     /// (`deploy_stack_id`); `None` when the containing stack's path cannot be evaluated.
@@ -420,7 +422,7 @@ impl Members {
         let mut resolved = properties.clone();
         let servers = resolved.remove("servers").and_then(|servers| servers.as_object().cloned()).unwrap_or_default();
         let config = match node::referenced_resource(group, "config") {
-            Some(config) => ctx.tx.node(&stack.name, &config)?.and_then(|node| node.record.definition),
+            Some(config) => ctx.tx.node_shared(&stack.name, &config)?.and_then(|node| node.record.definition.clone()),
             None => None,
         };
         // As build_resource_definition of SoftwareDeploymentGroup and StructuredDeploymentGroup.
@@ -428,12 +430,29 @@ impl Members {
             node::resource_type(group).and_then(|kind| kind.group_member()).unwrap_or(ResourceType::SoftwareDeployment);
         let retain = Policies::from_json(group.definition.get("policies")).retain;
         let member_stack = member_stack(ctx, stack, group);
-        Ok(Members { kind, written, resolved, servers, config: config.unwrap_or(Value::Null), retain, member_stack })
+        let config = config.unwrap_or(Value::Null);
+        let config_digest = digest(&config);
+        Ok(Members { kind, written, resolved, servers, config, config_digest, retain, member_stack })
     }
 
-    /// What decides whether member `key` changes: its resolved definition and the config's.
+    /// What decides whether member `key` changes, as its node keeps it: its resolved
+    /// definition and the config's digest. Not the config itself: a copy in every member's
+    /// row made each of a 10,000-member group's rows as large as its script, written once and
+    /// copied at each read.
     fn applied(&self, key: &str) -> Value {
-        json!({"properties": self.resolved, "server": self.servers.get(key), "config": self.config})
+        json!({"properties": self.resolved, "server": self.servers.get(key), "config_digest": self.config_digest})
+    }
+
+    /// Whether member `key`'s stored `applied` matches what it would get now. A member written
+    /// before the digest (its `applied` holds the whole config) compares in that form.
+    fn unchanged(&self, key: &str, stored: Option<&Value>) -> bool {
+        match stored {
+            Some(stored) if stored.get("config_digest").is_some() => *stored == self.applied(key),
+            Some(stored) => {
+                *stored == json!({"properties": self.resolved, "server": self.servers.get(key), "config": self.config})
+            }
+            None => false,
+        }
     }
 
     /// The same for the whole group: an update whose value differs changes the group's properties.
@@ -458,6 +477,11 @@ impl Members {
         }
         Some(definition)
     }
+}
+
+/// SHA-256 of a config definition's JSON text (hex).
+fn digest(config: &Value) -> String {
+    crate::token::hex(&Sha256::digest(config.to_string().as_bytes()))
 }
 
 /// The group's own nested stack, as Heat names a ResourceGroup's child stack:
