@@ -12,6 +12,8 @@ use crate::error::{BenchError, BenchResult};
 pub struct Binaries {
     pub agent: PathBuf,
     pub shim: PathBuf,
+    /// This bench executable (scenario 5 starts it again as its `floor-server`).
+    pub bench: PathBuf,
     /// `release` or `debug`: the profile of this bench executable and of the binaries.
     pub profile: String,
 }
@@ -36,7 +38,12 @@ impl Binaries {
         if build {
             run_build(cargo, &profile)?;
         }
-        let binaries = Binaries { agent: directory.join("anneal-agent"), shim: directory.join("anneal-shim"), profile };
+        let binaries = Binaries {
+            agent: directory.join("anneal-agent"),
+            shim: directory.join("anneal-shim"),
+            bench: executable.clone(),
+            profile,
+        };
         for path in [&binaries.agent, &binaries.shim] {
             if !path.is_file() {
                 return Err(BenchError::Failed(format!(

@@ -53,7 +53,7 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
     commands(&mut report, &backends, servers + probes, probes);
     let postgres = context.postgres(&backends).await?;
     let mut per_backend = Vec::with_capacity(backends.len());
-    let mut document_bytes = 0;
+    let mut floor = None;
     for &backend in &backends {
         eprintln!("anneal-bench: fleet on {} ...", backend.label());
         let shims = Shims::start(backend, postgres, &backend.database_name("fleet", None)).await?;
@@ -62,12 +62,19 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
             .map_err(|error| BenchError::Failed(format!("{}: {error}\n{}", backend.label(), shims.log_tails())))?;
         per_backend.push(figures.measurements());
         report.notes.push(figures.note(probes));
-        document_bytes = figures.document_bytes;
+        drop(shims);
+        if floor.is_none() {
+            // Right after the first store, before PostgreSQL has had any load to work off.
+            floor = Some(delivery_floor(context, servers, figures.document_bytes).await);
+        }
     }
     report.measurements = side_by_side(per_backend);
-    eprintln!("anneal-bench: fleet's delivery floor ...");
-    let floor = floor::measure(servers, document_bytes, STAGGER, PARK_LIMIT).await?;
-    report.measurements.extend(floor.measurements());
+    match floor {
+        Some(Ok(floor)) => report.measurements.extend(floor.measurements()),
+        // The stores' figures stand without it.
+        Some(Err(error)) => report.notes.push(format!("delivery floor not measured: {error}")),
+        None => {}
+    }
     report.notes.push(format!(
         "open-file limit {open_files}; the load generator's agents connect from {} loopback addresses in turn \
          (127.0.0.1-{}), as a fleet's come from many: from one, the shim's cap of 1024 active connections per \
@@ -95,6 +102,20 @@ pub async fn run(context: &Context) -> BenchResult<ScenarioReport> {
         ));
     }
     Ok(report)
+}
+
+async fn delivery_floor(context: &Context, servers: usize, body_bytes: usize) -> BenchResult<floor::Floor> {
+    eprintln!("anneal-bench: fleet's delivery floor ...");
+    floor::measure(&floor::Setup {
+        executable: &context.binaries.bench,
+        servers,
+        body_bytes,
+        concurrency: SETUP_CONCURRENCY,
+        stagger: STAGGER,
+        park_limit: PARK_LIMIT,
+        wake_limit: WAKE_LIMIT,
+    })
+    .await
 }
 
 fn commands(report: &mut ScenarioReport, backends: &[Backend], registered: usize, probes: usize) {

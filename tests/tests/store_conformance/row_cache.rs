@@ -193,14 +193,17 @@ fn a_shared_read_is_the_row_then_and_later_writes_leave_it_as_it_was<S: Store>(s
         tx.insert_node(&NodeRow { remaining: 3, ..node_row("app", "a") })?;
         let before = tx.node_shared("app", "a")?.expect("a");
         tx.update_node(&NodeRow { status_reason: "updated".into(), remaining: 3, ..node_row("app", "a") })?;
+        // Held while the counter changes: the change must copy the row, not change this one.
+        let updated = tx.node_shared("app", "a")?.expect("a");
         let remaining = tx.decrement_remaining("app", "a")?;
         let after = tx.node_shared("app", "a")?.expect("a");
         let copied = tx.node("app", "a")?.expect("a");
         let absent = tx.node_shared("app", "nothing")?;
-        Ok((before, remaining, after, copied, absent))
+        Ok((before, updated, remaining, after, copied, absent))
     });
-    let (before, remaining, after, copied, absent) = seen;
+    let (before, updated, remaining, after, copied, absent) = seen;
     assert_eq!((before.status_reason.as_str(), before.remaining), ("", 3), "as it was when read");
+    assert_eq!((updated.status_reason.as_str(), updated.remaining), ("updated", 3), "as it was when read");
     assert_eq!(remaining, 2);
     assert_eq!((after.status_reason.as_str(), after.remaining), ("updated", 2), "a later read sees the writes");
     assert_eq!(copied, *after, "node and node_shared read the same row");

@@ -1,12 +1,13 @@
 //! The delivery floor of scenario 5: how fast this machine can answer every parked long-poll at
 //! once when answering is all there is to do. A child process (`anneal-bench floor-server`, the
 //! same runtime shape as the shim's: 2 workers, axum over HTTP/1.1) speaks just enough of the
-//! shim's metadata protocol for the fleet's load generator (`load`) to register nothing, poll,
-//! and park exactly as it does against the shim. One request then bumps a version that every
-//! parked long-poll watches, and each is answered with the same pre-rendered body, as large as
-//! the documents the shim sent. No template, no store, no rendering, no signing: what no shim
-//! can beat here, measured with the same client on the same cores, so the fleet's wake-up
-//! figures (and their target) can be read against it.
+//! shim's metadata protocol for the fleet's load generator (`load`) to poll and park exactly
+//! as it does against the shim. One request then bumps a version that every parked long-poll
+//! watches, and each is answered with the same pre-rendered body, as large as the documents
+//! the shim sent. No template, no store, no rendering, no signing: the lower bound this
+//! machine sets for the shim's all-at-once wake-up (which answers on the same HTTP stack),
+//! measured with the same client on the same cores, so the fleet's figures (and their target)
+//! read against it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,15 +25,18 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::load;
+use super::{load, signed_millis};
 use crate::error::{BenchError, BenchResult};
 use crate::report::{Measurement, percentile};
 use crate::scenarios::backend::free_port;
 
 /// How long the floor server may take to start listening.
 const START_LIMIT: Duration = Duration::from_secs(10);
-/// The longest long-poll the floor server announces, as the shim does (`X-Anneal-Long-Poll`).
+/// The longest long-poll the floor server announces, as the shim does (`X-Anneal-Long-Poll`),
+/// and holds whatever `wait` asks.
 const LONG_POLL_SECS: u64 = 60;
+/// Each of the measurement's own requests (`/parked`, `/wake`) gets this long.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The floor's wake-ups: per server, milliseconds from just before the wake request was sent
 /// until the load generator had read the answer.
@@ -46,8 +50,9 @@ impl Floor {
     /// is anneal's to improve).
     pub fn measurements(&self) -> Vec<Measurement> {
         let note = format!(
-            "a server that only answers (no store, no rendering): {} bytes to each of {} long-polls, \
-             the same load generator; no shim's wake-up can be lower on this machine",
+            "a server that only answers (axum, no store, no rendering): {} bytes to each of {} long-polls, \
+             the same load generator, right after the first store's run: the lower bound this machine sets \
+             for the shim, which answers on the same HTTP stack",
             self.body_bytes,
             self.from_sent.len()
         );
@@ -58,16 +63,37 @@ impl Floor {
     }
 }
 
-/// Starts the floor server, parks `servers` long-polls on it (`stagger` apart, as the fleet's),
-/// wakes them all with a body of `body_bytes`, and times each answer.
-pub async fn measure(servers: usize, body_bytes: usize, stagger: Duration, limit: Duration) -> BenchResult<Floor> {
+/// What the floor's measurement works with: the bench executable that serves it, and the
+/// fleet's own pacing and limits, so that both sides are driven alike.
+pub struct Setup<'a> {
+    pub executable: &'a Path,
+    pub servers: usize,
+    /// The size of the documents that woke the shim's long-polls.
+    pub body_bytes: usize,
+    pub concurrency: usize,
+    pub stagger: Duration,
+    pub park_limit: Duration,
+    pub wake_limit: Duration,
+}
+
+/// Starts the floor server, parks the long-polls on it (`stagger` apart, as the fleet's), wakes
+/// them all with one request and times each answer. Errors carry the server's log.
+pub async fn measure(setup: &Setup<'_>) -> BenchResult<Floor> {
     let dir = tempfile::tempdir().map_err(|source| BenchError::Process { what: "make a temp dir".into(), source })?;
     let port = free_port()?;
-    let base = format!("http://127.0.0.1:{port}");
-    let _server = start(dir.path(), port, body_bytes)?;
-    let admin = reqwest::Client::new();
-    wait_until_listening(&admin, &base).await?;
-    let registered = (0..servers)
+    let server = start(setup.executable, dir.path(), port, setup.body_bytes);
+    let with_log = |error: BenchError| BenchError::Failed(format!("{error}\nfloor-server log:\n{}", server.log_text()));
+    let from_sent = drive(setup, &format!("http://127.0.0.1:{port}")).await.map_err(with_log)?;
+    Ok(Floor { from_sent, body_bytes: setup.body_bytes })
+}
+
+async fn drive(setup: &Setup<'_>, base: &str) -> BenchResult<Vec<f64>> {
+    let admin = reqwest::Client::builder()
+        .timeout(ADMIN_TIMEOUT)
+        .build()
+        .map_err(|error| failed("build the admin client", &error))?;
+    wait_until_listening(&admin, base).await?;
+    let registered = (0..setup.servers)
         .map(|index| {
             let name = format!("floor-{index:05}");
             let metadata_url = format!("{base}/v1/servers/{name}/metadata");
@@ -75,38 +101,50 @@ pub async fn measure(servers: usize, body_bytes: usize, stagger: Duration, limit
         })
         .collect();
     let agents = load::clients()?;
-    let (members, wait_secs) = load::first_polls(&agents, registered, 32).await?;
-    let long_polls = load::park(&agents, members, wait_secs, stagger);
-    let deadline = Instant::now() + limit;
-    while parked(&admin, &base).await? < servers || long_polls.sent() < servers {
+    let (members, wait_secs) = load::first_polls(&agents, registered, setup.concurrency).await?;
+    let long_polls = load::park(&agents, members, wait_secs, setup.stagger);
+    let deadline = Instant::now() + setup.park_limit;
+    loop {
+        let parked = parked(&admin, base).await?;
+        if parked == setup.servers && long_polls.sent() == setup.servers {
+            break;
+        }
         if Instant::now() >= deadline {
-            return Err(BenchError::Failed(format!("floor: not every long-poll parked within {limit:?}")));
+            return Err(BenchError::Failed(format!(
+                "floor: after {:?} {parked} of {} long-polls were parked ({} sent)",
+                setup.park_limit,
+                setup.servers,
+                long_polls.sent()
+            )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let sent = Instant::now();
-    admin.post(format!("{base}/wake")).send().await.map_err(|error| failed("POST /wake", &error))?;
-    let outcome = long_polls.collect(limit).await;
-    if outcome.wakeups.len() != servers {
+    admin
+        .post(format!("{base}/wake"))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|error| failed("POST /wake", &error))?;
+    let outcome = long_polls.collect(setup.wake_limit).await;
+    if outcome.wakeups.len() != setup.servers {
         let first: Vec<&String> = outcome.failures.iter().take(3).collect();
         return Err(BenchError::Failed(format!(
-            "floor: {} of {servers} long-polls answered ({} not woken); first failures: {first:?}",
+            "floor: {} of {} long-polls answered ({} not woken within {:?}); first failures: {first:?}",
             outcome.wakeups.len(),
-            outcome.not_woken
+            setup.servers,
+            outcome.not_woken,
+            setup.wake_limit
         )));
     }
-    let from_sent =
-        outcome.wakeups.iter().map(|wakeup| wakeup.at.saturating_duration_since(sent).as_secs_f64() * 1000.0).collect();
-    Ok(Floor { from_sent, body_bytes })
+    Ok(outcome.wakeups.iter().map(|wakeup| signed_millis(wakeup.at, sent)).collect())
 }
 
 /// `anneal-bench floor-server` in its own process group, logging into `dir`.
-fn start(dir: &Path, port: u16, body_bytes: usize) -> BenchResult<Daemon> {
-    let executable = std::env::current_exe()
-        .map_err(|source| BenchError::Process { what: "find anneal-bench's own path".into(), source })?;
+fn start(executable: &Path, dir: &Path, port: u16, body_bytes: usize) -> Daemon {
     let mut command = tokio::process::Command::new(executable);
     command.args(["floor-server", "--listen", &format!("127.0.0.1:{port}"), "--body-bytes", &body_bytes.to_string()]);
-    Ok(Daemon::spawn(command, &dir.join("floor.out"), &dir.join("floor.log")))
+    Daemon::spawn(command, &dir.join("floor.out"), &dir.join("floor.log"))
 }
 
 async fn wait_until_listening(admin: &reqwest::Client, base: &str) -> BenchResult<()> {
@@ -178,9 +216,9 @@ async fn metadata(State(shared): State<Shared>, Query(query): Query<Wait>, heade
     let known = headers.get(header::IF_NONE_MATCH).and_then(|value| value.to_str().ok());
     if let (Some(wait), Some(known)) = (query.wait, known) {
         if known == etag(current) {
-            shared.parked.fetch_add(1, Ordering::SeqCst);
-            let changed = tokio::time::timeout(Duration::from_secs(wait), watching.changed()).await;
-            shared.parked.fetch_sub(1, Ordering::SeqCst);
+            let _parked = Parked::count(&shared.parked);
+            let wait = Duration::from_secs(wait.min(LONG_POLL_SECS));
+            let changed = tokio::time::timeout(wait, watching.changed()).await;
             if !matches!(changed, Ok(Ok(()))) {
                 return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag(current))]).into_response();
             }
@@ -193,6 +231,23 @@ async fn metadata(State(shared): State<Shared>, Query(query): Query<Wait>, heade
         (header::HeaderName::from_static("x-anneal-long-poll"), LONG_POLL_SECS.to_string()),
     ];
     (StatusCode::OK, headers, body).into_response()
+}
+
+/// One held long-poll in the count, for as long as it is held: also when the client goes away
+/// and the handler is dropped mid-wait.
+struct Parked<'a>(&'a AtomicUsize);
+
+impl<'a> Parked<'a> {
+    fn count(parked: &'a AtomicUsize) -> Parked<'a> {
+        parked.fetch_add(1, Ordering::SeqCst);
+        Parked(parked)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn etag(version: u64) -> String {
