@@ -5,7 +5,6 @@
 //! written by an older version.
 
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::engine::context::Context;
 use crate::engine::error::EngineError;
@@ -53,7 +52,9 @@ impl Members {
         let retain = Policies::from_json(group.definition.get("policies")).retain;
         let member_stack = member_stack(ctx, stack, group);
         let config = config.unwrap_or(Value::Null);
-        let config_digest = digest(&config);
+        // SHA-256 of the JSON text, hex (`hash_token` is that): stored in member rows, so it
+        // must not change between builds or processes (std's hasher may).
+        let config_digest = crate::token::hash_token(&config.to_string());
         Ok(Members { kind, written, resolved, servers, config, config_digest, retain, member_stack })
     }
 
@@ -99,12 +100,6 @@ impl Members {
         }
         Some(definition)
     }
-}
-
-/// SHA-256 of a config definition's JSON text (hex): stored in member rows, so it must not
-/// change between builds or processes (std's hasher may), and two configs must not share it.
-fn digest(config: &Value) -> String {
-    crate::token::hex(&Sha256::digest(config.to_string().as_bytes()))
 }
 
 /// The group's own nested stack, as Heat names a ResourceGroup's child stack:
