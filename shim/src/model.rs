@@ -67,6 +67,8 @@ pub struct TokenOwner {
     pub server: String,
     /// A token replaced by a rotation whose grace period is over.
     pub expired: bool,
+    /// For a token replaced by a rotation: when its grace period ends (Unix milliseconds).
+    pub grace_ends_at: Option<u64>,
 }
 
 /// What `server rotate-token` prints: the new credentials, and until when the old token works.
@@ -253,6 +255,11 @@ pub struct MetadataDocument {
     /// When this process learned of this version (after its commit), for the wake-up latency
     /// of the long-polls it answers; `None` until it is announced.
     pub announced_at: Option<std::time::Instant>,
+    /// The hash of the server's token when this version was rendered. It is new with each
+    /// registration (a server removed and added again under its name starts its versions over,
+    /// and the old one's document must not be the new one's base) and with each rotation (a
+    /// long-poll held with a token that is no longer this one checks it again before it answers).
+    pub server_token_hash: Arc<str>,
 }
 
 /// What a signal did. Repeated and stale signals are accepted (2xx) and change nothing.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anneal_runtime::cancel_on_signal;
 use anneal_shim::api::tls::{self, TlsFiles};
-use anneal_shim::api::{self, ApiConfig};
+use anneal_shim::api::{self, ApiConfig, ConnectionLimits, MIN_OPEN_FILES};
 use anneal_shim::client::cli::RetentionArgs;
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
 use anneal_shim::store::{self, DatabaseUrl, HistoryRetention, PgStore, SqliteStore, Store};
@@ -29,6 +29,8 @@ pub struct ServeArgs {
     pub tls: Option<TlsFiles>,
     /// `ANNEAL_TOKEN` (wins over the token file; required with PostgreSQL).
     pub environment_token: Option<String>,
+    /// `--metrics-token-file`: a token that opens `GET /metrics` only.
+    pub metrics_token_file: Option<PathBuf>,
     pub retention: RetentionArgs,
 }
 
@@ -129,6 +131,14 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let listen = args.listen.as_str();
+    let limits = match connection_limits() {
+        Ok(limits) => limits,
+        Err(code) => return code,
+    };
+    let metrics_token_hash = match args.metrics_token_file.as_deref().map(token::read_metrics_token).transpose() {
+        Ok(metrics_token) => metrics_token.as_deref().map(token::hash_token),
+        Err(error) => return fail(1, &error),
+    };
     // TLS (see docs/security.md): the files are read before anything listens.
     let scheme = if args.tls.is_some() { "https" } else { "http" };
     let acceptor = match args.tls.map(|files| tls::start(files, shutdown.clone())).transpose() {
@@ -146,6 +156,13 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     let mut public_urls = args.public_url.into_iter();
     let public_url = public_urls.next().unwrap_or_else(|| format!("{scheme}://{address}"));
     let replica_urls: Vec<String> = public_urls.collect();
+    if acceptor.is_some() && !public_url.to_ascii_lowercase().starts_with("https://") {
+        eprintln!(
+            "anneal-shim: --public-url {public_url} is not https:// but the shim serves TLS (--tls-cert): agents \
+             would be sent plain-HTTP signal and handle URLs; give the https:// URL agents reach"
+        );
+        return ExitCode::from(2);
+    }
     if let Some(warning) = tls::plain_http_warning(&public_url) {
         tracing::warn!("{warning}");
     }
@@ -161,7 +178,8 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     println!("anneal-shim listening on {scheme}://{address} (public URL {public_url}); admin token: {token_source}");
     let _ = std::io::stdout().flush();
     let mut config = ApiConfig::new(token::hash_token(&admin_token));
-    config.limits = config.limits.fit_to_open_files(raise_open_file_limit());
+    config.limits = limits;
+    config.metrics_token_hash = metrics_token_hash;
     config.secure_cookies = acceptor.is_some();
     tracing::info!(
         max_connections = config.limits.max_connections,
@@ -181,6 +199,31 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(1, &error),
     }
+}
+
+/// The connection caps fitted to the open-file limit (raised to its hard limit first); refuses
+/// to start below `MIN_OPEN_FILES`, and warns when the caps had to be lowered.
+fn connection_limits() -> Result<ConnectionLimits, ExitCode> {
+    let open_files = raise_open_file_limit();
+    if open_files < MIN_OPEN_FILES {
+        eprintln!(
+            "anneal-shim: the open-file limit is {open_files}; the shim needs at least {MIN_OPEN_FILES} to serve \
+             agents and the admin at once (raise it: LimitNOFILE= in the unit, `ulimit -n`)"
+        );
+        return Err(ExitCode::from(1));
+    }
+    let wanted = ConnectionLimits::default();
+    let limits = wanted.fit_to_open_files(open_files);
+    if limits != wanted {
+        tracing::warn!(
+            open_files,
+            max_connections = limits.max_connections,
+            max_connections_per_peer = limits.max_connections_per_peer,
+            max_long_polls = limits.max_long_polls,
+            "the open-file limit lowers the connection caps; raise it (LimitNOFILE=) to serve a large fleet"
+        );
+    }
+    Ok(limits)
 }
 
 /// Refuses secrets others can read: an existing database, `admin.token` or `shim.key` that is

@@ -68,6 +68,14 @@ pub enum PrivateFileError {
         "ANNEAL_TOKEN is {length} characters long; the admin token needs at least {MIN_ADMIN_TOKEN_LEN} (unset it to have a random one made in admin.token)"
     )]
     ShortAdminToken { length: usize },
+    #[error("cannot read the metrics token file {path}")]
+    ReadMetricsToken {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the metrics token in {path} is {length} characters long; it needs at least {MIN_ADMIN_TOKEN_LEN}")]
+    ShortMetricsToken { path: PathBuf, length: usize },
 }
 
 /// Refuses an existing secret file (`admin.token`, `shim.key`, the database) that group or
@@ -108,6 +116,20 @@ pub fn check_admin_token_length(token: &str) -> Result<(), PrivateFileError> {
         return Err(PrivateFileError::ShortAdminToken { length });
     }
     Ok(())
+}
+
+/// The token in `--metrics-token-file` (surrounding whitespace dropped): a file private to the
+/// shim's user, like the admin token's, holding at least 32 characters.
+pub fn read_metrics_token(path: &Path) -> Result<String, PrivateFileError> {
+    check_private_file(path)?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| PrivateFileError::ReadMetricsToken { path: path.to_path_buf(), source })?;
+    let token = text.trim();
+    let length = token.chars().count();
+    if length < MIN_ADMIN_TOKEN_LEN {
+        return Err(PrivateFileError::ShortMetricsToken { path: path.to_path_buf(), length });
+    }
+    Ok(token.to_string())
 }
 
 #[cfg(test)]
@@ -170,5 +192,24 @@ mod tests {
         let message = check_admin_token_length("short").unwrap_err().to_string();
         assert!(message.contains("ANNEAL_TOKEN") && message.contains("32"), "{message}");
         check_admin_token_length(&"a".repeat(32)).unwrap();
+    }
+
+    #[test]
+    fn a_metrics_token_file_must_be_private_and_long_enough() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.token");
+        std::fs::write(&path, format!("  {}\n", "m".repeat(40))).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_metrics_token(&path).unwrap(), "m".repeat(40));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let shared = read_metrics_token(&path).unwrap_err().to_string();
+        assert!(shared.contains("chmod 600"), "{shared}");
+        std::fs::write(&path, "short\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let short = read_metrics_token(&path).unwrap_err().to_string();
+        assert!(short.contains("5 characters long") && short.contains("at least 32"), "{short}");
+        let missing = read_metrics_token(&dir.path().join("nope")).unwrap_err().to_string();
+        assert!(missing.contains("cannot read the metrics token file"), "{missing}");
     }
 }

@@ -19,6 +19,8 @@ use crate::wait::wait_until;
 /// How long a CLI command may take (`--wait` commands pass their own `--timeout` below this).
 pub const CLI_LIMIT: Duration = Duration::from_secs(60);
 const START_LIMIT: Duration = Duration::from_secs(20);
+/// What every shim started here is given as its metrics token.
+const METRICS_TOKEN: &str = "3e7a1c5b9d2f4e6a8c0b1d3f5a7c9e2b4d6f8a0c2e4b6d8f1a3c5e7b9d0f2a4c";
 
 /// A running shim. Its process group is stopped when it drops; the temp dir is removed after.
 pub struct Shim {
@@ -87,6 +89,11 @@ impl Shim {
     /// The admin token file the CLI reads.
     pub fn token_file(&self) -> PathBuf {
         self.dir().join("admin.token")
+    }
+
+    /// The token `serve --metrics-token-file` was given: it opens `GET /metrics` only.
+    pub fn metrics_token(&self) -> &'static str {
+        METRICS_TOKEN
     }
 
     /// The shim's stderr so far (across restarts: the latest run).
@@ -208,8 +215,11 @@ impl Shim {
 /// Starts `serve` in `dir` and waits for the line that gives its URL.
 async fn launch(dir: &Path, listen: &str, log_filter: &str, replica: Option<&Replica>) -> (Daemon, String) {
     let stdout = dir.join("shim.out");
+    let metrics_token_file = dir.join("metrics.token");
+    write_private(&metrics_token_file, METRICS_TOKEN);
     let mut command = Command::new(shim_binary());
-    command.args(["serve", "--listen", listen, "--db"]).env("ANNEAL_LOG", log_filter);
+    command.arg("serve").arg("--metrics-token-file").arg(&metrics_token_file);
+    command.args(["--listen", listen, "--db"]).env("ANNEAL_LOG", log_filter);
     match replica {
         None => {
             command.arg(format!("sqlite://{}", dir.join("shim.db").display())).env_remove("ANNEAL_TOKEN");
@@ -230,6 +240,20 @@ async fn launch(dir: &Path, listen: &str, log_filter: &str, replica: Option<&Rep
     })
     .await;
     (daemon, url)
+}
+
+/// Writes `text` to a new file only its owner may read (as the shim requires of its secrets).
+fn write_private(path: &Path, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|error| panic!("create {}: {error}", path.display()));
+    file.write_all(text.as_bytes()).unwrap_or_else(|error| panic!("write {}: {error}", path.display()));
 }
 
 /// The token a capability URL (signal, wait condition handle, os-collect-config metadata) ends

@@ -7,7 +7,8 @@
 //! the credential each takes are the API's own table, `anneal_shim::api::ROUTES`:
 //! - admin routes: 401 without an `Authorization: Bearer <token>` header (none, another scheme,
 //!   an empty bearer, a bare token); 403 for any bearer token that is not the admin's (garbage
-//!   included: it is in the bearer form); the route's own status for the admin token.
+//!   included: it is in the bearer form, and the metrics token); the route's own status for the
+//!   admin token. `GET /metrics` answers the metrics token (`serve --metrics-token-file`) too.
 //! - `GET|HEAD /v1/servers/{name}/metadata`: 401 as above; 403 for every token but `name`'s own,
 //!   the admin's included (the route takes the server token only), and for a server that does
 //!   not exist (a 404 would tell a stranger which servers exist).
@@ -65,6 +66,8 @@ enum Holder {
     /// The signal token of a deployment (its name).
     Signal(&'static str),
     Handle,
+    /// The token of `serve --metrics-token-file`.
+    Metrics,
     Admin,
 }
 
@@ -80,6 +83,8 @@ struct Credential {
 #[derive(Debug, Clone, Copy)]
 enum Access {
     Admin,
+    /// `GET /metrics`: the metrics token or the admin token.
+    Metrics,
     /// The web view's data: the admin bearer token (or its session cookie, which the matrix
     /// never sends), so the admin's expectations.
     AdminSession,
@@ -96,6 +101,7 @@ impl Access {
     fn declared(self) -> RouteCredential {
         match self {
             Access::Admin => RouteCredential::Admin,
+            Access::Metrics => RouteCredential::Metrics,
             Access::AdminSession => RouteCredential::AdminSession,
             Access::Public => RouteCredential::Public,
             Access::ServerMetadata(_) => RouteCredential::ServerBearer,
@@ -129,6 +135,7 @@ struct Tokens {
     handle: String,
     /// The token of vm3, a server removed before the matrix runs.
     revoked: String,
+    metrics: String,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,7 +158,7 @@ async fn every_route_answers_every_credential_as_designed_and_no_token_is_stored
     wait_for_stack(&shim, "access", "CREATE_COMPLETE").await;
 
     let mut secrets = vec![&tokens.admin, &tokens.vm1, &tokens.vm2, &tokens.signal_vm1, &tokens.signal_vm2];
-    secrets.extend([&tokens.handle, &tokens.revoked, &issued]);
+    secrets.extend([&tokens.handle, &tokens.revoked, &tokens.metrics, &issued]);
     assert_no_token_in_database(&shim, &secrets, &tokens.vm1, "while the shim runs");
     shim.stop().await;
     assert_no_token_in_database(&shim, &secrets, &tokens.vm1, "after a clean stop");
@@ -243,14 +250,15 @@ async fn run_matrix(shim: &Shim, tokens: &Tokens) -> (Vec<String>, String) {
 fn expected_status(route: &Route, credential: &Credential) -> u16 {
     let holder = match route.access {
         Access::Public => return route.granted,
-        Access::Admin | Access::AdminSession | Access::ServerMetadata(_) => &credential.header_holder,
+        Access::Admin | Access::Metrics | Access::AdminSession | Access::ServerMetadata(_) => &credential.header_holder,
         Access::ServerToken | Access::SignalToken | Access::HandleToken => &credential.path_holder,
     };
     match (route.access, holder) {
-        (Access::Admin | Access::AdminSession | Access::ServerMetadata(_), Holder::Nobody) => 401,
-        (Access::Admin | Access::AdminSession, Holder::Admin) => route.granted,
+        (Access::Admin | Access::Metrics | Access::AdminSession | Access::ServerMetadata(_), Holder::Nobody) => 401,
+        (Access::Admin | Access::Metrics | Access::AdminSession, Holder::Admin) => route.granted,
+        (Access::Metrics, Holder::Metrics) => route.granted,
         (Access::ServerMetadata(owner), Holder::Server(server)) if owner == *server => route.granted,
-        (Access::Admin | Access::AdminSession | Access::ServerMetadata(_), _) => 403,
+        (Access::Admin | Access::Metrics | Access::AdminSession | Access::ServerMetadata(_), _) => 403,
         (Access::ServerToken, Holder::Server(_)) => route.granted,
         (Access::SignalToken, Holder::Signal(_)) => route.granted,
         (Access::HandleToken, Holder::Handle) => route.granted,
@@ -309,6 +317,7 @@ fn credentials(tokens: &Tokens) -> Vec<Credential> {
             &tokens.revoked,
             Holder::Stranger,
         ),
+        credential("the metrics token", bearer(&tokens.metrics), Holder::Metrics, &tokens.metrics, Holder::Stranger),
         credential("the admin token", bearer(&tokens.admin), Holder::Admin, &tokens.admin, Holder::Stranger),
     ]
 }
@@ -362,7 +371,7 @@ fn routes() -> Vec<Route> {
         route("GET", events, "/v1/stacks/scratch/events", None, Access::Admin, 200),
         route("GET", graph, "/v1/stacks/scratch/graph", None, Access::Admin, 200),
         route("GET", graph, "/v1/stacks/nosuch/graph", None, Access::Admin, 404),
-        route("GET", "/metrics", "/metrics", None, Access::Admin, 200),
+        route("GET", "/metrics", "/metrics", None, Access::Metrics, 200),
         route("GET", "/ui/", "/ui/", None, Access::Public, 200),
         route("GET", "/ui/stacks/{name}", "/ui/stacks/access", None, Access::Public, 200),
         route("GET", "/ui/servers", "/ui/servers", None, Access::Public, 200),
@@ -455,7 +464,8 @@ async fn find_tokens(shim: &Shim, vm1: &Agent, vm2: &Agent, revoked: String) -> 
     })
     .await;
     let handle = capability_token(&endpoint);
-    Tokens { admin, vm1: vm1_token, vm2: vm2_token, signal_vm1, signal_vm2, handle, revoked }
+    let metrics = shim.metrics_token().to_string();
+    Tokens { admin, vm1: vm1_token, vm2: vm2_token, signal_vm1, signal_vm2, handle, revoked, metrics }
 }
 
 /// The token in the `deploy_signal_id` of `deployment` in `agent`'s metadata document.

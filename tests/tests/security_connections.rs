@@ -1,9 +1,13 @@
-//! Connection exhaustion without credentials (see docs/http-api.md, "Limits", and
-//! docs/security.md): a trickled body is cut at the body deadline whatever its pace; a signal
-//! with an unknown token is answered before its body is read and costs no write transaction;
+//! Connection and memory exhaustion (see docs/http-api.md, "Limits", and docs/security.md): a
+//! trickled body is cut at the body deadline whatever its pace; a signal with an unknown token is
+//! answered before its body is read and costs no write transaction; a route without a credential
+//! reads a few KiB at most; bodies in flight are bounded per address and per capability token;
 //! connections over the per-address cap are refused at once while held long-polls do not count
-//! against it (and have a cap of their own); and `anneal-shim serve` raises its open-file soft
-//! limit to the hard limit.
+//! against it (and have caps of their own: two per server, then a global one that one server's
+//! token cannot fill); a held long-poll re-checks a replaced token; a full gate closes connections
+//! that never sent a request head; and `anneal-shim serve` raises its open-file soft limit to the
+//! hard limit, keeps one address to an eighth of the connections under a low one, and refuses to
+//! start under a very low one.
 //!
 //! The API runs in process (the real engine on an in-memory store) where a test needs limits
 //! other than the defaults; clients connect from distinct loopback addresses (127.0.0.x) to be
@@ -13,9 +17,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anneal_shim::api::{self, ApiConfig, ConnectionLimits};
+use std::collections::BTreeMap;
+
+use anneal_shim::api::{self, ApiConfig, BodyBudgetLimits, ConnectionLimits};
 use anneal_shim::engine::{Engine, EngineConfig, TokenKey};
-use anneal_shim::model::{AddServer, Service};
+use anneal_shim::model::{AddServer, Service, StackRequest};
 use anneal_shim::store::SqliteStore;
 use anneal_shim::token::hash_token;
 use anneal_tests::{Daemon, shim_binary, wait_until};
@@ -27,11 +33,14 @@ const ADMIN_TOKEN: &str = "adminadminadminadminadminadminadminadminadminadminadm
 /// Well formed, but nobody's.
 const UNKNOWN_TOKEN: &str = "9999999999999999999999999999999999999999999999999999999999999999";
 
-/// The API over a real engine, served on 127.0.0.1 until dropped.
+/// The API over a real engine, served on 127.0.0.1 until dropped; servers vm1, vm2 and vm3 are
+/// registered.
 struct Served {
     address: SocketAddr,
     engine: Engine<SqliteStore>,
+    /// vm1's token.
     server_token: String,
+    tokens: BTreeMap<String, String>,
     shutdown: CancellationToken,
 }
 
@@ -45,15 +54,18 @@ async fn serve(adjust: impl FnOnce(&mut ApiConfig)) -> Served {
     let store = SqliteStore::open_in_memory().expect("in-memory store");
     let config = EngineConfig::new("http://127.0.0.1:1");
     let engine = Engine::new(store, TokenKey::from_secret(&[7; 32]), config);
-    let credentials =
-        engine.add_server(AddServer { name: "vm1".to_string(), ..AddServer::default() }).await.expect("add vm1");
+    let mut tokens = BTreeMap::new();
+    for name in ["vm1", "vm2", "vm3"] {
+        let added = engine.add_server(AddServer { name: name.to_string(), ..AddServer::default() }).await;
+        tokens.insert(name.to_string(), added.expect("add a server").token);
+    }
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     let mut config = ApiConfig::new(hash_token(ADMIN_TOKEN));
     adjust(&mut config);
     let shutdown = CancellationToken::new();
     tokio::spawn(api::serve(listener, Arc::new(engine.clone()), config, shutdown.clone()));
-    Served { address, engine, server_token: credentials.token, shutdown }
+    Served { address, engine, server_token: tokens["vm1"].clone(), tokens, shutdown }
 }
 
 /// A connection from `127.0.0.<last>`, a peer address of its own.
@@ -201,15 +213,11 @@ async fn connections_over_the_per_peer_cap_are_refused_and_held_long_polls_do_no
     assert_eq!(status, 200, "{body}");
 
     // Held long-polls from one address do not count against its cap: six held from
-    // 127.0.0.4, and a plain request from it is still served.
+    // 127.0.0.4 (two for each of three servers), and a plain request from it is still served.
     let mut parked = Vec::new();
-    for _ in 0..6 {
+    for server in ["vm1", "vm1", "vm2", "vm2", "vm3", "vm3"] {
         let mut stream = connect_from(4, served.address).await;
-        let request = format!(
-            "GET /v1/servers/vm1/metadata?wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
-             If-None-Match: \"0\"\r\n\r\n",
-            served.server_token
-        );
+        let request = long_poll_request(server, &served.tokens[server]);
         stream.write_all(request.as_bytes()).await.expect("send a long-poll");
         // Wait until it is held before the next one connects.
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -262,27 +270,34 @@ async fn serve_raises_its_open_file_soft_limit_to_the_hard_limit() {
     daemon.terminate(Duration::from_secs(10)).await;
 }
 
+/// A long-poll of `server` with its token, for a version it does not have (so it is held).
+fn long_poll_request(server: &str, token: &str) -> String {
+    format!(
+        "GET /v1/servers/{server}/metadata?wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         If-None-Match: \"0\"\r\n\r\n"
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_polls_over_their_cap_are_refused_with_503() {
     let limits = ConnectionLimits { max_connections: 64, max_connections_per_peer: 64, max_long_polls: 2 };
     let served = serve(|config| config.limits = limits).await;
-    let long_poll = format!(
-        "GET /v1/servers/vm1/metadata?wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
-         If-None-Match: \"0\"\r\n\r\n",
-        served.server_token
-    );
     let mut held = Vec::new();
-    for _ in 0..2 {
+    for server in ["vm1", "vm2"] {
         let mut stream = connect_from(1, served.address).await;
-        stream.write_all(long_poll.as_bytes()).await.expect("send a long-poll");
+        stream.write_all(long_poll_request(server, &served.tokens[server]).as_bytes()).await.expect("send");
         tokio::time::sleep(Duration::from_millis(150)).await;
         held.push(stream);
     }
-    let mut third = connect_from(1, served.address).await;
-    third.write_all(long_poll.as_bytes()).await.expect("send a long-poll");
-    let (status, body) = response(&mut third, Duration::from_secs(3)).await.expect("answered at once");
-    assert_eq!(status, 503, "{body}");
-    assert!(body.contains("too many metadata long-polls held (limit 2)"), "{body}");
+    // vm1's second poll would take the place a server without one needs; vm3 has no poll, but
+    // nobody holds a second one it could end.
+    for server in ["vm1", "vm3"] {
+        let mut refused = connect_from(1, served.address).await;
+        refused.write_all(long_poll_request(server, &served.tokens[server]).as_bytes()).await.expect("send");
+        let (status, body) = response(&mut refused, Duration::from_secs(3)).await.expect("answered at once");
+        assert_eq!(status, 503, "{server}: {body}");
+        assert!(body.contains("too many metadata long-polls held (limit 2)"), "{body}");
+    }
     // A poll that is not held is still served.
     let poll = format!(
         "GET /v1/servers/vm1/metadata HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
@@ -293,4 +308,266 @@ async fn long_polls_over_their_cap_are_refused_with_503() {
     let (status, body) = response(&mut plain, Duration::from_secs(3)).await.expect("served");
     assert_eq!(status, 200, "{body}");
     drop(held);
+}
+
+/// Sends `request` from `127.0.0.<last>` and reads its answer (within 5 s).
+async fn exchange(last: u8, address: SocketAddr, request: &str) -> (u16, String) {
+    let mut stream = connect_from(last, address).await;
+    stream.write_all(request.as_bytes()).await.expect("send the request");
+    response(&mut stream, Duration::from_secs(5)).await.unwrap_or_else(|| panic!("no answer to {request:?}"))
+}
+
+/// The `anneal_shim_long_polls_held` gauge, scraped with the admin token.
+async fn long_polls_held(address: SocketAddr) -> u64 {
+    let scrape = format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\r\n");
+    let (status, body) = exchange(200, address, &scrape).await;
+    assert_eq!(status, 200, "{body}");
+    let line = body.lines().find(|line| line.starts_with("anneal_shim_long_polls_held ")).expect("the gauge");
+    line.split_whitespace().nth(1).and_then(|value| value.parse().ok()).expect("a number")
+}
+
+/// Waits until `count` long-polls are held.
+async fn until_held(address: SocketAddr, count: u64) {
+    wait_until(Duration::from_secs(5), &format!("{count} long-polls held"), || async {
+        (long_polls_held(address).await == count).then_some(())
+    })
+    .await;
+}
+
+/// A long-poll sent from `127.0.0.<last>`, its connection kept open for the answer.
+async fn hold(last: u8, served: &Served, server: &str, token: &str) -> TcpStream {
+    let mut stream = connect_from(last, served.address).await;
+    stream.write_all(long_poll_request(server, token).as_bytes()).await.expect("send a long-poll");
+    stream
+}
+
+/// Deploys a config to `server` (a new stack each call), which changes its document.
+async fn deploy_to(engine: &Engine<SqliteStore>, stack: &str, server: &str) {
+    let template = format!(
+        "heat_template_version: 2018-08-31\nresources:\n  config: {{type: OS::Heat::SoftwareConfig, properties: \
+         {{config: \"echo hi\"}}}}\n  deployment: {{type: OS::Heat::SoftwareDeployment, properties: {{config: \
+         {{get_resource: config}}, server: {server}}}}}\n"
+    );
+    let request = StackRequest { name: Some(stack.to_string()), template, ..StackRequest::default() };
+    engine.create_stack(request).await.expect("create the stack");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_servers_token_cannot_take_the_long_polls_another_server_needs() {
+    const CAP: usize = 4;
+    let limits = ConnectionLimits { max_connections: 64, max_connections_per_peer: 64, max_long_polls: CAP };
+    let served = serve(|config| config.limits = limits).await;
+    // vm1's token opens the cap and ten more: each beyond its second ends its oldest with 304.
+    let mut hog = Vec::new();
+    for opened in 1..=CAP + 10 {
+        hog.push(hold(1, &served, "vm1", &served.tokens["vm1"]).await);
+        until_held(served.address, opened.min(2) as u64).await;
+    }
+    let mut ended = 0;
+    for stream in &mut hog[..CAP + 8] {
+        let (status, body) = response(stream, Duration::from_secs(3)).await.expect("an ended poll answers");
+        assert_eq!(status, 304, "{body}");
+        ended += 1;
+    }
+    assert_eq!(ended, CAP + 8);
+    // vm2's poll is held, not refused, and reacts to a new deployment at once.
+    let mut other = hold(2, &served, "vm2", &served.tokens["vm2"]).await;
+    until_held(served.address, 3).await;
+    let started = Instant::now();
+    deploy_to(&served.engine, "for-vm2", "vm2").await;
+    let (status, body) = response(&mut other, Duration::from_secs(3)).await.expect("vm2's poll answers");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("for-vm2"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1), "reacted after {:?}", started.elapsed());
+    for stream in &mut hog[CAP + 8..] {
+        assert!(response(stream, Duration::from_millis(10)).await.is_none(), "vm1 keeps its two newest polls");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_poll_with_a_replaced_token_never_answers_with_a_newer_document() {
+    let served = serve(|_| {}).await;
+    // vm1's token replaced with a 2 s grace: a poll held with the old one ends with 401 then.
+    served.engine.rotate_server_token("vm1", 2).await.expect("rotate vm1's token");
+    let mut old = hold(1, &served, "vm1", &served.tokens["vm1"]).await;
+    let started = Instant::now();
+    let (status, body) = response(&mut old, Duration::from_secs(6)).await.expect("the poll ends with the grace");
+    assert_eq!(status, 401, "{body}");
+    assert!(started.elapsed() >= Duration::from_millis(1500), "ended after {:?}", started.elapsed());
+    // vm2's poll is held with its current token, which a rotation without grace then replaces:
+    // the newer document does not go to the old token.
+    let (status, body) = rotate_during_a_held_poll(&served, "vm2", 0).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(!body.contains("for-vm2"), "{body}");
+    // Within its grace, a replaced token still gets the newer document.
+    let (status, body) = rotate_during_a_held_poll(&served, "vm3", 3600).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("for-vm3"), "{body}");
+}
+
+/// Holds a long-poll of `server` with its token, rotates the token with `grace_secs`, then
+/// deploys to it (stack `for-<server>`); the held poll's answer.
+async fn rotate_during_a_held_poll(served: &Served, server: &str, grace_secs: u64) -> (u16, String) {
+    let mut held = hold(2, served, server, &served.tokens[server]).await;
+    until_held(served.address, 1).await;
+    served.engine.rotate_server_token(server, grace_secs).await.expect("rotate the token");
+    deploy_to(&served.engine, &format!("for-{server}"), server).await;
+    response(&mut held, Duration::from_secs(3)).await.expect("the poll answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_without_a_credential_reads_a_few_kib_at_most() {
+    let served = serve(|_| {}).await;
+    // A declared 1 MiB login is refused from its head, before any of it is read.
+    let mut stream = connect_from(1, served.address).await;
+    let head =
+        "POST /ui/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.expect("send the head");
+    let (status, body) = response(&mut stream, Duration::from_secs(3)).await.expect("answered before the body");
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("larger than 4096 bytes"), "{body}");
+    // A chunked one is cut once it passes the limit.
+    let chunk = format!("{:x}\r\n{}\r\n", 3000, " ".repeat(3000));
+    let request = format!(
+        "POST /ui/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{chunk}{chunk}{chunk}0\r\n\r\n"
+    );
+    let (status, body) = exchange(1, served.address, &request).await;
+    assert_eq!(status, 413, "{body}");
+    // A login of ordinary size is read as before.
+    let login = format!("{{\"token\": \"{ADMIN_TOKEN}\"}}");
+    let request = format!("POST /ui/login HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{login}", login.len());
+    let (status, body) = exchange(1, served.address, &request).await;
+    assert_eq!(status, 204, "{body}");
+}
+
+/// Starts a request from `127.0.0.<last>` whose head declares `length` bytes of body and sends
+/// one of them; the connection stays open (the body is being received).
+async fn start_body(last: u8, address: SocketAddr, head: &str, length: usize) -> TcpStream {
+    let mut stream = connect_from(last, address).await;
+    let request = format!("{head}Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{");
+    stream.write_all(request.as_bytes()).await.expect("send the head and a byte");
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_in_flight_are_bounded_per_address_in_all_and_per_token() {
+    const MIB: usize = 1 << 20;
+    let wait_for_room = Duration::from_secs(1);
+    let budget = BodyBudgetLimits { total_bytes: 3 * MIB, per_peer_bytes: 2 * MIB, wait_for_room };
+    let served = serve(|config| config.body_budget = budget).await;
+    let admin = format!("POST /v1/stacks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n");
+    let mut holding = Vec::new();
+    for _ in 0..2 {
+        holding.push(start_body(5, served.address, &admin, MIB - 100).await);
+    }
+    // (the two reservations are made once each handler reads its body)
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = start_body(5, served.address, &admin, MIB - 100).await;
+    let (status, body) = response(&mut third, Duration::from_secs(4)).await.expect("refused after a wait");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("from 127.0.0.5 (limit 2097152 bytes)"), "{body}");
+    holding.push(start_body(6, served.address, &admin, MIB - 100).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut over = start_body(7, served.address, &admin, 1000).await;
+    let (status, body) = response(&mut over, Duration::from_secs(4)).await.expect("refused after a wait");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("limit 3145728 bytes in all"), "{body}");
+    // Once a body is done (its client gone), another one fits.
+    drop(holding.remove(0));
+    let scratch = "{\"name\": \"scratch\", \"template\": \"heat_template_version: 2018-08-31\\n\"}";
+    let request = format!("{admin}Content-Length: {}\r\n\r\n{scratch}", scratch.len());
+    let (status, body) = exchange(7, served.address, &request).await;
+    assert_eq!(status, 201, "{body}");
+
+    // A signal token has at most two bodies in flight.
+    deploy_to(&served.engine, "signalled", "vm1").await;
+    let document = served.engine.metadata("vm1").await.expect("vm1's document");
+    let document: serde_json::Value = serde_json::from_str(&document.body).expect("JSON");
+    let inputs = document["deployments"][0]["inputs"].as_array().expect("inputs").clone();
+    let signal = inputs.iter().find(|input| input["name"] == "deploy_signal_id").expect("a signal URL");
+    let token = signal["value"].as_str().expect("a URL").rsplit('/').next().expect("a token").to_string();
+    let head = format!("POST /v1/signals/{token} HTTP/1.1\r\nHost: x\r\n");
+    let _first = start_body(8, served.address, &head, 1000).await;
+    let _second = start_body(9, served.address, &head, 1000).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = start_body(10, served.address, &head, 1000).await;
+    let (status, body) = response(&mut third, Duration::from_secs(3)).await.expect("refused at once");
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("another request with this token is being received"), "{body}");
+}
+
+/// `anneal-shim serve` under `prlimit --nofile=<limit>` (soft and hard), on a fresh database:
+/// the running daemon and its address, or its exit code and log when it exits before it listens.
+async fn serve_with_open_files(dir: &std::path::Path, limit: u32) -> Result<(Daemon, SocketAddr), (i32, String)> {
+    let stdout = dir.join("shim.out");
+    let mut command = tokio::process::Command::new("prlimit");
+    command
+        .arg(format!("--nofile={limit}:{limit}"))
+        .arg(shim_binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(format!("sqlite://{}", dir.join("shim.db").display()))
+        .env("ANNEAL_TOKEN", ADMIN_TOKEN)
+        .env("ANNEAL_LOG", "info");
+    let mut daemon = Daemon::spawn(command, &stdout, &dir.join("shim.log"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+        if let Some(line) = text.lines().find(|line| line.contains("listening on")) {
+            let url = line.split_whitespace().find(|word| word.starts_with("http://")).expect("a URL");
+            return Ok((daemon, url.trim_start_matches("http://").parse().expect("an address")));
+        }
+        if !daemon.is_alive() {
+            let status = daemon.wait(Duration::from_secs(5)).await;
+            return Err((status.code().unwrap_or(-1), daemon.log_text()));
+        }
+        assert!(Instant::now() < deadline, "anneal-shim serve neither listened nor exited: {}", daemon.log_text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Opens `count` connections from `127.0.0.<last>` that send part of a head and never finish it.
+async fn open_headless(last: u8, address: SocketAddr, count: usize, into: &mut Vec<TcpStream>) {
+    for _ in 0..count {
+        let mut stream = connect_from(last, address).await;
+        stream.write_all(b"GET /v1/servers HTTP/1.1\r\nHost: x\r\n").await.expect("part of a head");
+        into.push(stream);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_low_open_file_limit_one_address_keeps_an_eighth_and_headless_connections_make_room() {
+    let dir = anneal_tests::private_temp_dir("anneal-low-nofile-");
+    let (mut daemon, address) = serve_with_open_files(dir.path(), 1024).await.expect("the shim starts");
+    // 1024 files: 480 connections in all, an eighth (60) per address.
+    let log = daemon.log_text();
+    assert!(log.contains("max_connections=480") && log.contains("max_connections_per_peer=60"), "{log}");
+    assert!(log.contains("the open-file limit lowers the connection caps"), "{log}");
+    // A slowloris from 127.0.0.2 fills its share with heads it never finishes...
+    let mut slow = Vec::new();
+    open_headless(2, address, 60, &mut slow).await;
+    let mut over = connect_from(2, address).await;
+    let (status, body) = response(&mut over, Duration::from_secs(3)).await.expect("refused at once");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("too many connections from 127.0.0.2 (limit 60)"), "{body}");
+    // ...seven more addresses fill the rest of the global cap the same way...
+    for last in 3..10 {
+        open_headless(last, address, 60, &mut slow).await;
+    }
+    // ...and an agent's request from another address is still served: the oldest connection
+    // without a head is closed to make room.
+    let request = format!("GET /v1/servers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\r\n");
+    let (status, body) = exchange(20, address, &request).await;
+    assert_eq!(status, 200, "{body}");
+    let mut closed = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(3), slow[0].read_to_end(&mut closed)).await;
+    assert!(read.is_ok(), "the oldest headless connection was closed");
+    daemon.terminate(Duration::from_secs(10)).await;
+}
+
+#[tokio::test]
+async fn serve_refuses_to_start_under_a_very_low_open_file_limit() {
+    let dir = anneal_tests::private_temp_dir("anneal-tiny-nofile-");
+    let (code, log) = serve_with_open_files(dir.path(), 128).await.err().expect("the shim refuses to start");
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("the open-file limit is 128; the shim needs at least 256"), "{log}");
 }

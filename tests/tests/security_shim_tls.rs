@@ -180,7 +180,7 @@ async fn sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plain_http_public_url_off_loopback_is_warned_about() {
+async fn a_plain_http_public_url_is_warned_about_off_loopback_and_refused_with_tls() {
     let dir = anneal_tests::private_temp_dir("anneal-tls-");
     let shim = TlsShim::start(dir.path(), &["--public-url", "http://192.0.2.7:8080"]).await;
     wait_until(LIMIT, "the warning", || async { shim.log().contains("plain http").then_some(()) }).await;
@@ -201,4 +201,22 @@ async fn a_plain_http_public_url_off_loopback_is_warned_about() {
         .env_remove("ANNEAL_TOKEN");
     let refused = run_command(command, LIMIT).await;
     assert!(refused.code == 1 && refused.stderr.contains("/nonexistent/cert.pem"), "{refused:?}");
+
+    // Serving TLS while telling agents an http:// URL would hand them plain-HTTP signal URLs.
+    let mismatched = anneal_tests::private_temp_dir("anneal-tls-");
+    TlsShim::install(mismatched.path(), &make_pki("mismatched"));
+    let (cert, key) = (mismatched.path().join("cert.pem"), mismatched.path().join("key.pem"));
+    let mut command = Command::new(shim_binary());
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(format!("sqlite://{}", mismatched.path().join("shim.db").display()))
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .args(["--public-url", "http://shim.example:8443"])
+        .env_remove("ANNEAL_TOKEN");
+    let refused = run_command(command, LIMIT).await;
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(refused.stderr.contains("--public-url http://shim.example:8443 is not https://"), "{refused:?}");
 }

@@ -149,7 +149,9 @@ async fn start_shim(dir: &std::path::Path, soft_limit: u32) -> (Daemon, String) 
         .arg(soft_limit.to_string())
         .arg(format!("sqlite://{}", dir.join("shim.db").display()))
         .env_remove("ANNEAL_TOKEN")
-        .env("ANNEAL_LOG", "info");
+        .env("ANNEAL_LOG", "info")
+        // As the shipped systemd unit sets it, so memory figures are what a deployment sees.
+        .env("MALLOC_ARENA_MAX", "2");
     let daemon = Daemon::spawn(command, &stdout, &dir.join("shim.log"));
     let url = wait_until(Duration::from_secs(20), "anneal-shim serve prints its URL", || async {
         let text = std::fs::read_to_string(&stdout).unwrap_or_default();
@@ -246,5 +248,82 @@ async fn metadata_polls_stay_fast_under_a_slowloris_and_bad_token_flood() {
     assert!(flooded >= BURST, "the flood did not run: {summary}");
     assert!(p99 < P99_LIMIT, "the metadata poll slowed down under attack: {summary}");
     assert!(shim.log_text().lines().all(|line| !line.contains("Too many open files")), "{}", shim.log_text());
+    drop(shim);
+}
+
+/// A field of `/proc/<pid>/status` in KiB (`VmHWM`: the peak resident set; `VmRSS`: now).
+fn status_kib(pid: i32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the shim's status");
+    let line = status.lines().find(|line| line.starts_with(field)).unwrap_or_else(|| panic!("no {field}"));
+    line.split_whitespace().nth(1).and_then(|value| value.parse().ok()).expect("a number of kB")
+}
+
+/// Opens a login whose head declares 1 MiB, sends all of it but its last byte, and keeps the
+/// connection until `until`; true when the shim answered 413.
+async fn hold_a_login_body(address: SocketAddr, until: Instant) -> bool {
+    const BODY: usize = 1 << 20;
+    let Some(stream) = connect_from(9, address).await else { return false };
+    let (mut reader, mut writer) = stream.into_split();
+    let head = format!("POST /ui/login HTTP/1.1\r\nHost: x\r\nContent-Length: {BODY}\r\n\r\n{{\"token\": \"");
+    let sending = async move {
+        let _ = writer.write_all(head.as_bytes()).await;
+        let _ = writer.write_all(&vec![b'a'; BODY - 16]).await;
+        tokio::time::sleep_until(until.into()).await;
+        drop(writer);
+    };
+    let reading = async {
+        let mut received = Vec::new();
+        let _ = tokio::time::timeout_at(until.into(), reader.read_to_end(&mut received)).await;
+        String::from_utf8_lossy(&received).starts_with("HTTP/1.1 413")
+    };
+    let ((), refused) = tokio::join!(sending, reading);
+    refused
+}
+
+/// The reviewer's attack on buffered bodies: 1,024 connections from one address each declare
+/// and send (all but the end of) a 1 MiB login body and hold on; the shim must refuse them from
+/// their heads (a login is a few KiB at most) and stay small, while an agent's poll from another
+/// address is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn login_bodies_cannot_pin_the_shims_memory() {
+    const CONNECTIONS: usize = 1024;
+    const RSS_LIMIT_KIB: u64 = 100 * 1024;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).expect("nofile");
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard).expect("raise nofile");
+    let dir = anneal_tests::private_temp_dir("anneal-soak-bodies-");
+    let (shim, url) = start_shim(dir.path(), 4096).await;
+    let pid = shim.pid().expect("the shim runs");
+    let credentials = add_server(dir.path(), &url, "vm1").await;
+    let token = credentials["token"].as_str().expect("token").to_string();
+    let metadata_url = credentials["metadata_url"].as_str().expect("metadata_url").to_string();
+    let address: SocketAddr = url.trim_start_matches("http://").parse().expect("the shim's address");
+    let before_kib = status_kib(pid, "VmRSS");
+
+    let until = Instant::now() + Duration::from_secs(6);
+    let mut attack = JoinSet::new();
+    for _ in 0..CONNECTIONS {
+        attack.spawn(hold_a_login_body(address, until));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut polls = Vec::new();
+    while Instant::now() + Duration::from_secs(1) < until {
+        polls.push(poll_once(&metadata_url, &token).await);
+    }
+    let peak_kib = status_kib(pid, "VmHWM");
+    let mut refused = 0;
+    while let Some(answer) = attack.join_next().await {
+        refused += usize::from(answer.expect("an attacking task"));
+    }
+    let summary = format!(
+        "RSS {before_kib} KiB before, peak {peak_kib} KiB; {refused} of {CONNECTIONS} logins answered 413; \
+         {} polls served meanwhile, slowest {:?}",
+        polls.len(),
+        polls.iter().max().copied().unwrap_or_default()
+    );
+    println!("{summary}");
+    assert!(peak_kib < RSS_LIMIT_KIB, "the login bodies pinned the shim's memory: {summary}");
+    assert!(refused >= CONNECTIONS * 9 / 10, "the logins were not refused from their heads: {summary}");
+    assert!(!polls.is_empty(), "{summary}");
     drop(shim);
 }

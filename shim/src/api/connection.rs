@@ -1,45 +1,36 @@
 //! Serving connections, with the limits that keep slow, stalled or numerous clients from
 //! holding the shim's connections (and their tasks, buffers and file descriptors): every
 //! connection is admitted through the caps of `limits` (over a cap it is answered 503 and
-//! closed at once), the request head must arrive within `REQUEST_HEAD_TIMEOUT` (hyper's header
-//! timer, which `axum::serve` leaves without a timer and so never fires; it also closes a
-//! keep-alive connection that sends no next request in that time), and a request body may
-//! neither pause for longer than `BODY_IDLE_TIMEOUT` between chunks nor take longer than the
-//! body deadline as a whole. Long-polls are not affected: they wait after the request was read.
-//! Graceful shutdown stops accepting, lets requests in flight finish and closes idle
-//! connections. See docs/http-api.md ("Limits").
+//! closed at once; a connection that has not sent a request head may be closed to make room),
+//! and the request head must arrive within `REQUEST_HEAD_TIMEOUT` (hyper's header timer, which
+//! `axum::serve` leaves without a timer and so never fires; it also closes a keep-alive
+//! connection that sends no next request in that time). Request bodies have limits of their own
+//! (`body`). Long-polls are not affected: they wait after the request was read. Graceful
+//! shutdown stops accepting, lets requests in flight finish and closes idle connections. See
+//! docs/http-api.md ("Limits").
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::Request as AxumRequest;
-use axum::middleware::Next;
-use axum::response::Response;
 use hyper::Request;
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use super::limits::{Gate, Refusal, Slot};
+use super::limits::{Admission, Gate, Refusal, Slot};
 use super::peer::{Peer, SharedStream};
 
 /// How long a client may take to send a request's line and headers.
 pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// The longest pause allowed while a request body is arriving.
-pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait before accepting again after an accept error such as too many open files.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(200);
 /// At most one warning per this interval about refused connections (an attack must not flood
@@ -71,8 +62,8 @@ pub(super) async fn serve_connections(
             },
         };
         match gate.admit(address.ip()) {
-            Ok(slot) => {
-                connections.spawn(serve_tcp(stream, slot, app.clone(), tls.clone(), shutdown.clone()));
+            Ok(admission) => {
+                connections.spawn(serve_tcp(stream, admission, app.clone(), tls.clone(), shutdown.clone()));
             }
             Err(refusal) => {
                 refuse(&stream, &refusal);
@@ -122,18 +113,44 @@ impl RefusalLog {
     }
 }
 
-async fn serve_tcp(stream: TcpStream, slot: Slot, app: Router, tls: Option<TlsAcceptor>, shutdown: CancellationToken) {
+/// Serves one admitted connection until it closes, or until the gate closes it to make room or
+/// the shim shuts down while it has not sent a request head (nothing is in flight then).
+async fn serve_tcp(
+    stream: TcpStream,
+    admission: Admission,
+    app: Router,
+    tls: Option<TlsAcceptor>,
+    shutdown: CancellationToken,
+) {
+    let Admission { slot, closed } = admission;
     let (stream, peer) = SharedStream::new(stream);
-    let context = ConnectionContext { peer: Some(peer), slot };
-    // TLS (see `tls`): the handshake first, within its own deadline; `peer` still watches the
-    // TCP socket underneath.
-    match tls {
-        None => serve_connection(stream, context, app, shutdown).await,
-        Some(acceptor) => {
-            if let Some(stream) = super::tls::handshake(&acceptor, stream).await {
-                serve_connection(stream, context, app, shutdown).await;
+    let context = ConnectionContext { peer: Some(peer), slot: slot.clone() };
+    let shutdown_before_a_head = {
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.cancelled().await;
+            if slot.has_sent_a_head() {
+                std::future::pending::<()>().await;
             }
         }
+    };
+    // TLS (see `tls`): the handshake first, within its own deadline; `peer` still watches the
+    // TCP socket underneath.
+    let served = async {
+        match tls {
+            None => serve_connection(stream, context, app, shutdown).await,
+            Some(acceptor) => {
+                if let Some(stream) = super::tls::handshake(&acceptor, stream).await {
+                    serve_connection(stream, context, app, shutdown).await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = served => {}
+        () = closed.cancelled() => tracing::debug!("closed a connection without a request head to make room"),
+        // Nothing is in flight on it: shutting down need not wait for its head timeout.
+        () = shutdown_before_a_head => {}
     }
 }
 
@@ -156,6 +173,7 @@ where
         if let Some(peer) = &context.peer {
             request.extensions_mut().insert(peer.clone());
         }
+        context.slot.head_received();
         request.extensions_mut().insert(context.slot.clone());
         request
     }));
@@ -177,106 +195,4 @@ where
     if let Err(error) = connection.await {
         tracing::debug!(error = %error, "connection ended with an error during shutdown");
     }
-}
-
-/// The time limits of a request body.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct BodyTimes {
-    /// The longest pause between two chunks.
-    pub(super) idle: Duration,
-    /// The whole body must have arrived this long after the request head.
-    pub(super) whole: Duration,
-}
-
-/// Middleware: gives the request body an idle deadline and an overall one. The body is still
-/// read lazily by the extractors (so authentication comes before it is read); a read past
-/// either deadline fails with a `TimedOut` error, answered with 408.
-pub(super) async fn limit_body_time(request: AxumRequest, next: Next, times: BodyTimes) -> Response {
-    let (parts, body) = request.into_parts();
-    if body.is_end_stream() {
-        return next.run(AxumRequest::from_parts(parts, body)).await;
-    }
-    let body = TimedBody {
-        inner: body,
-        idle: Box::pin(tokio::time::sleep(times.idle)),
-        deadline: Box::pin(tokio::time::sleep(times.whole)),
-        times,
-    };
-    next.run(AxumRequest::from_parts(parts, Body::new(body))).await
-}
-
-/// A request body whose every frame must arrive within `times.idle` of the previous one, and
-/// all of it within `times.whole`.
-struct TimedBody {
-    inner: Body,
-    idle: Pin<Box<Sleep>>,
-    deadline: Pin<Box<Sleep>>,
-    times: BodyTimes,
-}
-
-impl TimedBody {
-    fn timed_out(&self, message: String) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let error = std::io::Error::new(std::io::ErrorKind::TimedOut, message);
-        Poll::Ready(Some(Err(axum::Error::new(error))))
-    }
-
-    fn too_slow(&self) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let whole = self.times.whole.as_secs();
-        self.timed_out(format!("the request body did not arrive within {whole} s; send it at once"))
-    }
-}
-
-impl HttpBody for TimedBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = self.get_mut();
-        // Checked before reading too: a client that trickles just fast enough that every poll
-        // finds a chunk must still be cut at the deadline.
-        if this.deadline.is_elapsed() {
-            return this.too_slow();
-        }
-        match Pin::new(&mut this.inner).poll_frame(context) {
-            Poll::Ready(frame) => {
-                this.idle.as_mut().reset(Instant::now() + this.times.idle);
-                Poll::Ready(frame)
-            }
-            Poll::Pending => {
-                if this.deadline.as_mut().poll(context).is_ready() {
-                    return this.too_slow();
-                }
-                match this.idle.as_mut().poll(context) {
-                    Poll::Ready(()) => {
-                        let idle = this.times.idle.as_secs();
-                        this.timed_out(format!(
-                            "the request body stalled for more than {idle} s; send it without pauses"
-                        ))
-                    }
-                    Poll::Pending => Poll::Pending,
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// The message of the deadline a body read failed on (see `TimedBody`), if it failed on one.
-pub(super) fn timed_out(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if let Some(io) = error.downcast_ref::<std::io::Error>().filter(|io| io.kind() == std::io::ErrorKind::TimedOut)
-        {
-            return Some(io.to_string());
-        }
-        current = error.source();
-    }
-    None
 }

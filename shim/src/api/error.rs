@@ -8,6 +8,8 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::body::{BodyRefusal, refusal_in};
+use super::caps::Refusal;
 use crate::error_chain;
 use crate::model::ServiceError;
 
@@ -38,6 +40,10 @@ pub enum ApiError {
     /// An axum rejection with a status other than the above (kept as axum chose it).
     #[error("{message}")]
     Rejected { status: StatusCode, message: String },
+    /// 503 (429 for a capability token's bodies): over one of the caps of `limits`/`budget`;
+    /// the client retries after `Retry-After`.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// The client closed the connection while its request was held; nobody reads the answer
     /// (499, as nginx logs it).
     #[error("the client closed the connection")]
@@ -50,6 +56,8 @@ pub enum ApiError {
 /// Seconds a client waits before retrying a 503 for an unreachable database: a restarting
 /// PostgreSQL takes about that long.
 const UNAVAILABLE_RETRY_AFTER: &str = "2";
+/// Seconds before retrying a request refused for a cap: others' requests end within that.
+const REFUSED_RETRY_AFTER: &str = "1";
 
 impl ApiError {
     pub fn status(&self) -> StatusCode {
@@ -61,6 +69,8 @@ impl ApiError {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Rejected { status, .. } => *status,
+            ApiError::Refused(Refusal::TokenBodies { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Refused(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ClientGone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
             ApiError::Service(error) => match error {
                 ServiceError::NotFound { .. } => StatusCode::NOT_FOUND,
@@ -72,15 +82,18 @@ impl ApiError {
         }
     }
 
-    /// A failed read of the request body: 413 over `limit`, 408 when the client stalled or was too slow, else
-    /// 400 (client went away, broken chunking).
+    /// A failed read of the request body: 413 over the route's limit (`limit` when axum's own
+    /// check refused it), 408 when the client stalled or was too slow, 503 when the body budget
+    /// had no room, else 400 (client went away, broken chunking).
     pub fn from_body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge { limit }
-        } else if let Some(message) = super::connection::timed_out(&rejection) {
-            ApiError::Rejected { status: StatusCode::REQUEST_TIMEOUT, message }
-        } else {
-            ApiError::Rejected { status: rejection.status(), message: rejection.body_text() }
+        match refusal_in(&rejection) {
+            Some(BodyRefusal::TooLarge { limit }) => ApiError::PayloadTooLarge { limit },
+            Some(refusal @ (BodyRefusal::TooSlow { .. } | BodyRefusal::Stalled { .. })) => {
+                ApiError::Rejected { status: StatusCode::REQUEST_TIMEOUT, message: refusal.to_string() }
+            }
+            Some(BodyRefusal::Busy(refusal)) => ApiError::Refused(refusal),
+            None if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge { limit },
+            None => ApiError::Rejected { status: rejection.status(), message: rejection.body_text() },
         }
     }
 
@@ -108,8 +121,8 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %error_chain(source.as_ref()), "storage failure while answering a request");
         } else if let ApiError::Service(ServiceError::Unavailable(source)) = &self {
             tracing::warn!(error = %error_chain(source.as_ref()), "database unavailable while answering a request");
-        } else if status.is_server_error() && !matches!(self, ApiError::Rejected { .. }) {
-            // (A `Rejected` 5xx is a refusal chosen on purpose, such as a limit's 503.)
+        } else if status.is_server_error() && !matches!(self, ApiError::Rejected { .. } | ApiError::Refused(_)) {
+            // (A `Rejected` or `Refused` 5xx is a refusal chosen on purpose, such as a limit's 503.)
             tracing::error!(error = %self, "internal error while answering a request");
         }
         let mut error = json!({"code": status.as_u16(), "message": self.to_string()});
@@ -122,6 +135,9 @@ impl IntoResponse for ApiError {
         }
         if matches!(self, ApiError::Service(ServiceError::Unavailable(_))) {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(UNAVAILABLE_RETRY_AFTER));
+        }
+        if matches!(self, ApiError::Refused(_)) {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(REFUSED_RETRY_AFTER));
         }
         response
     }

@@ -8,13 +8,23 @@
 //! about to send) a request, bounded in time by the head, body and idle deadlines but not in
 //! number by anything else; a held long-poll is an authenticated agent waiting for a change, and
 //! a fleet keeps one per server (the fleet benchmark parks 10,000 from one address). So the
-//! per-address cap counts active connections only, and the held ones have their own global cap.
-//! A new connection over a cap is answered 503 at once and closed without reading it; a
-//! long-poll over the held cap is answered 503 (the agent retries after its backoff).
+//! per-address cap counts active connections only, and the held ones have their own caps
+//! (`held`: per server, then in all). A new connection over the per-address cap is answered 503
+//! at once and closed without reading it; one over the global cap first makes room by closing
+//! the oldest connection that has not yet sent a whole request head (a slowloris' connections
+//! are those), and is refused only when there is none. The gate also owns the request-body
+//! budget every admitted connection draws on (`budget`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio_util::sync::CancellationToken;
+
+use super::budget::{BodyBudget, BodyBudgetLimits, CapabilityBodies, CapabilityBody, Reservation};
+pub use super::caps::{PeerKey, Refusal};
+use super::held::{HeldPolls, PollEnd};
 
 /// The caps; see the module comment for what each counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,25 +40,32 @@ pub struct ConnectionLimits {
 /// File descriptors kept for everything but client connections (database, WAL, log, listener,
 /// the connections being accepted and refused).
 const RESERVED_FILES: u64 = 64;
+/// One address may hold at most this fraction of the active connections, whatever the open-file
+/// limit made of the global cap: an attacker needs this many addresses to fill it.
+const PEER_FRACTION: usize = 8;
+/// Below this open-file limit the caps would be too small to serve a fleet and its operator at
+/// once (`serve` refuses to start).
+pub const MIN_OPEN_FILES: u64 = 256;
 
 impl ConnectionLimits {
     /// Far above what a fleet's agents keep active between their long-polls and signals.
     pub const DEFAULT_MAX_CONNECTIONS: usize = 8192;
     /// Room for a fleet behind one NAT address whose agents all signal at once, a few times
     /// over; an attacker needs eight addresses to fill the global cap.
-    pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 1024;
+    pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = Self::DEFAULT_MAX_CONNECTIONS / PEER_FRACTION;
     /// Room for the fleet benchmark's 10,000 agents and as many more.
     pub const DEFAULT_MAX_LONG_POLLS: usize = 20_000;
 
     /// The caps, lowered where needed so that every connection they admit has a file
     /// descriptor under `open_files` (the process's soft `RLIMIT_NOFILE`): active connections
-    /// first (they are what every request needs), long-polls get what is left.
+    /// first (they are what every request needs), long-polls get what is left; one address keeps
+    /// at most an eighth of the active connections.
     pub fn fit_to_open_files(self, open_files: u64) -> ConnectionLimits {
         let budget = usize::try_from(open_files.saturating_sub(RESERVED_FILES)).unwrap_or(usize::MAX).max(2);
         let max_connections = self.max_connections.min(budget / 2).max(1);
         ConnectionLimits {
             max_connections,
-            max_connections_per_peer: self.max_connections_per_peer.min(max_connections),
+            max_connections_per_peer: self.max_connections_per_peer.min(max_connections / PEER_FRACTION).max(1),
             max_long_polls: self.max_long_polls.min(budget - max_connections).max(1),
         }
     }
@@ -64,102 +81,105 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Why a connection or a long-poll was refused; the text is the 503's message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("too many connections to the shim (limit {limit}); retry later")]
-    Connections { limit: usize },
-    #[error("too many connections from {peer} (limit {limit}); retry later")]
-    PeerConnections { peer: PeerKey, limit: usize },
-    #[error("too many metadata long-polls held (limit {limit}); retry later")]
-    LongPolls { limit: usize },
-}
-
-/// What the per-address cap counts by: an IPv4 address, or an IPv6 address's /64 prefix (one
-/// host is routinely given a whole /64, so per address would be no cap at all).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PeerKey(IpAddr);
-
-impl PeerKey {
-    pub fn of(address: IpAddr) -> PeerKey {
-        match address {
-            IpAddr::V4(v4) => PeerKey(IpAddr::V4(v4)),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => PeerKey(IpAddr::V4(v4)),
-                None => {
-                    let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                    PeerKey(IpAddr::V6(prefix.into()))
-                }
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for PeerKey {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            IpAddr::V4(v4) => write!(formatter, "{v4}"),
-            IpAddr::V6(v6) => write!(formatter, "{v6}/64"),
-        }
-    }
-}
-
-/// The counters every connection is admitted through (one per listener).
+/// The counters every connection is admitted through (one per listener), and the request-body
+/// budget its requests draw on.
 #[derive(Debug)]
 pub(super) struct Gate {
     limits: ConnectionLimits,
     counts: Mutex<Counts>,
+    bodies: Arc<BodyBudget>,
+    capability_bodies: Arc<CapabilityBodies>,
 }
 
 #[derive(Debug, Default)]
 struct Counts {
     active: usize,
     active_by_peer: HashMap<PeerKey, usize>,
-    held: usize,
+    /// Admitted connections that have not sent a whole request head yet, oldest first: what a
+    /// full gate closes to make room.
+    awaiting_head: BTreeMap<u64, Headless>,
+    next_connection: u64,
+    polls: HeldPolls,
+}
+
+/// A connection without a request head yet, as the gate closes it.
+#[derive(Debug)]
+struct Headless {
+    peer: PeerKey,
+    close: CancellationToken,
+    released: Arc<AtomicBool>,
 }
 
 impl Gate {
-    pub(super) fn new(limits: ConnectionLimits) -> Arc<Gate> {
-        Arc::new(Gate { limits, counts: Mutex::default() })
+    pub(super) fn new(limits: ConnectionLimits, body_limits: BodyBudgetLimits) -> Arc<Gate> {
+        Arc::new(Gate {
+            limits,
+            counts: Mutex::default(),
+            bodies: BodyBudget::new(body_limits),
+            capability_bodies: Arc::default(),
+        })
     }
 
-    /// Counts a new connection from `peer` as active, or says which cap it is over.
-    pub(super) fn admit(self: &Arc<Gate>, address: IpAddr) -> Result<Slot, Refusal> {
+    /// Counts a new connection from `peer` as active, or says which cap it is over. At the
+    /// global cap the oldest connection without a request head is closed to make room.
+    pub(super) fn admit(self: &Arc<Gate>, address: IpAddr) -> Result<Admission, Refusal> {
         let peer = PeerKey::of(address);
         let mut counts = self.counts();
-        if counts.active >= self.limits.max_connections {
-            return Err(Refusal::Connections { limit: self.limits.max_connections });
-        }
-        let from_peer = counts.active_by_peer.entry(peer).or_default();
-        if *from_peer >= self.limits.max_connections_per_peer {
+        if counts.active_by_peer.get(&peer).copied().unwrap_or(0) >= self.limits.max_connections_per_peer {
             return Err(Refusal::PeerConnections { peer, limit: self.limits.max_connections_per_peer });
         }
-        *from_peer += 1;
+        if counts.active >= self.limits.max_connections && !self.close_oldest_headless(&mut counts) {
+            return Err(Refusal::Connections { limit: self.limits.max_connections });
+        }
+        *counts.active_by_peer.entry(peer).or_default() += 1;
         counts.active += 1;
-        Ok(Slot(Arc::new(Admitted { gate: Arc::clone(self), peer })))
+        let id = counts.next_connection;
+        counts.next_connection += 1;
+        let close = CancellationToken::new();
+        let released = Arc::new(AtomicBool::new(false));
+        counts.awaiting_head.insert(id, Headless { peer, close: close.clone(), released: Arc::clone(&released) });
+        let admitted = Admitted { gate: Arc::clone(self), peer, id, released, head_seen: AtomicBool::new(false) };
+        Ok(Admission { slot: Slot(Arc::new(admitted)), closed: close })
+    }
+
+    /// Closes the oldest connection that has not sent a request head and stops counting it;
+    /// false when there is none.
+    fn close_oldest_headless(&self, counts: &mut Counts) -> bool {
+        let Some((_, oldest)) = counts.awaiting_head.pop_first() else { return false };
+        oldest.released.store(true, Ordering::Relaxed);
+        release_active(counts, oldest.peer);
+        oldest.close.cancel();
+        true
     }
 
     /// Active and held connections now.
     #[cfg(test)]
     pub(super) fn counts_now(&self) -> (usize, usize) {
         let counts = self.counts();
-        (counts.active, counts.held)
+        (counts.active, counts.polls.held())
     }
 
     fn counts(&self) -> MutexGuard<'_, Counts> {
-        // Every update is a few integer operations that cannot panic half-way.
+        // Every update is a few integer and map operations that cannot panic half-way.
         self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
 
-    fn release_active(&self, counts: &mut Counts, peer: PeerKey) {
-        counts.active = counts.active.saturating_sub(1);
-        if let Some(from_peer) = counts.active_by_peer.get_mut(&peer) {
-            *from_peer = from_peer.saturating_sub(1);
-            if *from_peer == 0 {
-                counts.active_by_peer.remove(&peer);
-            }
+fn release_active(counts: &mut Counts, peer: PeerKey) {
+    counts.active = counts.active.saturating_sub(1);
+    if let Some(from_peer) = counts.active_by_peer.get_mut(&peer) {
+        *from_peer = from_peer.saturating_sub(1);
+        if *from_peer == 0 {
+            counts.active_by_peer.remove(&peer);
         }
     }
+}
+
+/// An admitted connection: its slot, and the token the gate cancels to close it (only while
+/// it has sent no request head).
+pub(super) struct Admission {
+    pub(super) slot: Slot,
+    pub(super) closed: CancellationToken,
 }
 
 /// An admitted connection (a request extension, shared by its requests); released when the
@@ -171,27 +191,55 @@ pub(super) struct Slot(Arc<Admitted>);
 struct Admitted {
     gate: Arc<Gate>,
     peer: PeerKey,
+    id: u64,
+    /// Set (under the gate's lock) once the gate no longer counts this connection.
+    released: Arc<AtomicBool>,
+    head_seen: AtomicBool,
 }
 
 impl Drop for Admitted {
     fn drop(&mut self) {
         let mut counts = self.gate.counts();
-        self.gate.release_active(&mut counts, self.peer);
+        counts.awaiting_head.remove(&self.id);
+        if !self.released.swap(true, Ordering::Relaxed) {
+            release_active(&mut counts, self.peer);
+        }
     }
 }
 
 impl Slot {
-    /// Moves the connection from active to held for as long as the returned guard lives, or
-    /// refuses when the held cap is reached.
-    pub(super) fn hold(&self) -> Result<Held, Refusal> {
+    /// Marks that the connection sent a whole request head: from now on the gate never closes
+    /// it to make room.
+    pub(super) fn head_received(&self) {
+        if !self.0.head_seen.swap(true, Ordering::Relaxed) {
+            self.0.gate.counts().awaiting_head.remove(&self.0.id);
+        }
+    }
+
+    /// Whether the connection sent a whole request head yet.
+    pub(super) fn has_sent_a_head(&self) -> bool {
+        self.0.head_seen.load(Ordering::Relaxed)
+    }
+
+    /// Moves the connection from active to held for as long as the returned guard lives, as
+    /// one of `server`'s long-polls; refused when the caps say so (see `held`).
+    pub(super) fn hold(&self, server: &str) -> Result<Held, Refusal> {
         let gate = &self.0.gate;
         let mut counts = gate.counts();
-        if counts.held >= gate.limits.max_long_polls {
-            return Err(Refusal::LongPolls { limit: gate.limits.max_long_polls });
-        }
-        counts.held += 1;
-        gate.release_active(&mut counts, self.0.peer);
-        Ok(Held { slot: self.clone() })
+        let (sequence, end) = counts.polls.admit(server, gate.limits.max_long_polls)?;
+        release_active(&mut counts, self.0.peer);
+        Ok(Held { slot: self.clone(), server: server.to_string(), sequence, end })
+    }
+
+    /// Reserves `bytes` of the body budget for a request of this connection (waiting a while
+    /// for room).
+    pub(super) async fn reserve_body(&self, bytes: usize) -> Result<Reservation, Refusal> {
+        self.0.gate.bodies.reserve(self.0.peer, bytes).await
+    }
+
+    /// One of the few bodies a capability token may have in flight at once.
+    pub(super) fn capability_body(&self, token: &str) -> Result<CapabilityBody, Refusal> {
+        CapabilityBodies::enter(&self.0.gate.capability_bodies, token)
     }
 }
 
@@ -200,13 +248,24 @@ impl Slot {
 #[derive(Debug)]
 pub(super) struct Held {
     slot: Slot,
+    server: String,
+    sequence: u64,
+    end: PollEnd,
+}
+
+impl Held {
+    /// Completes when the gate ends this poll early (a newer poll of the same server took its
+    /// place): answer it as unchanged.
+    pub(super) async fn ended(&self) {
+        self.end.ended().await;
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         let gate = &self.slot.0.gate;
         let mut counts = gate.counts();
-        counts.held = counts.held.saturating_sub(1);
+        counts.polls.release(&self.server, self.sequence);
         counts.active += 1;
         *counts.active_by_peer.entry(self.slot.0.peer).or_default() += 1;
     }
@@ -220,29 +279,58 @@ mod tests {
         IpAddr::from([127, 0, 0, last])
     }
 
+    fn gate(max_connections: usize, max_connections_per_peer: usize, max_long_polls: usize) -> Arc<Gate> {
+        let limits = ConnectionLimits { max_connections, max_connections_per_peer, max_long_polls };
+        Gate::new(limits, BodyBudgetLimits::default())
+    }
+
+    /// Admits and marks the head received, as a served request does.
+    fn served(gate: &Arc<Gate>, last: u8) -> Slot {
+        let slot = gate.admit(address(last)).unwrap().slot;
+        slot.head_received();
+        slot
+    }
+
     #[test]
     fn caps_count_active_connections_globally_and_per_peer() {
-        let gate = Gate::new(ConnectionLimits { max_connections: 3, max_connections_per_peer: 2, max_long_polls: 1 });
-        let first = gate.admit(address(1)).unwrap();
-        let _second = gate.admit(address(1)).unwrap();
-        let refusal = gate.admit(address(1)).unwrap_err();
+        let gate = gate(3, 2, 1);
+        let first = served(&gate, 1);
+        let _second = served(&gate, 1);
+        let refusal = gate.admit(address(1)).err().unwrap();
         assert_eq!(refusal, Refusal::PeerConnections { peer: PeerKey::of(address(1)), limit: 2 });
         assert_eq!(refusal.to_string(), "too many connections from 127.0.0.1 (limit 2); retry later");
-        let _third = gate.admit(address(2)).unwrap();
-        assert_eq!(gate.admit(address(3)).unwrap_err(), Refusal::Connections { limit: 3 });
+        let _third = served(&gate, 2);
+        assert_eq!(gate.admit(address(3)).err().unwrap(), Refusal::Connections { limit: 3 });
         drop(first);
         assert!(gate.admit(address(1)).is_ok());
         assert_eq!(gate.counts_now(), (2, 0), "the refused and dropped connections are not counted");
     }
 
     #[test]
+    fn a_full_gate_closes_the_oldest_connection_without_a_request_head() {
+        let gate = gate(3, 3, 1);
+        let oldest = gate.admit(address(1)).unwrap();
+        let _served = served(&gate, 2);
+        let younger = gate.admit(address(1)).unwrap();
+        let newcomer = gate.admit(address(3)).expect("room made by closing a headless connection");
+        assert!(oldest.closed.is_cancelled(), "the oldest headless connection is closed");
+        assert!(!younger.closed.is_cancelled());
+        assert_eq!(gate.counts_now(), (3, 0));
+        drop(oldest);
+        assert_eq!(gate.counts_now(), (3, 0), "a closed connection is not released twice");
+        younger.slot.head_received();
+        newcomer.slot.head_received();
+        assert_eq!(gate.admit(address(4)).err().unwrap(), Refusal::Connections { limit: 3 });
+    }
+
+    #[test]
     fn held_long_polls_free_their_active_slot_and_have_their_own_cap() {
-        let gate = Gate::new(ConnectionLimits { max_connections: 1, max_connections_per_peer: 1, max_long_polls: 1 });
-        let polling = gate.admit(address(1)).unwrap();
-        let held = polling.hold().unwrap();
+        let gate = gate(1, 1, 1);
+        let polling = served(&gate, 1);
+        let held = polling.hold("vm1").unwrap();
         assert_eq!(gate.counts_now(), (0, 1));
-        let other = gate.admit(address(1)).expect("a held long-poll leaves its active slot free");
-        assert_eq!(other.hold().unwrap_err(), Refusal::LongPolls { limit: 1 });
+        let other = served(&gate, 1);
+        assert_eq!(other.hold("vm2").unwrap_err(), Refusal::LongPolls { limit: 1 });
         drop(held);
         assert_eq!(gate.counts_now(), (2, 0), "an answered long-poll is active again, over the cap");
         drop((polling, other));
@@ -260,13 +348,16 @@ mod tests {
     }
 
     #[test]
-    fn limits_fit_under_the_open_file_limit() {
+    fn limits_fit_under_the_open_file_limit_with_an_eighth_per_address() {
         let defaults = ConnectionLimits::default();
+        assert_eq!(defaults.max_connections_per_peer, 1024);
         assert_eq!(defaults.fit_to_open_files(1 << 20), defaults);
         let fitted = defaults.fit_to_open_files(1024);
         assert_eq!(fitted.max_connections, 480);
-        assert_eq!(fitted.max_connections_per_peer, 480);
+        assert_eq!(fitted.max_connections_per_peer, 60, "one address keeps an eighth, not the whole cap");
         assert_eq!(fitted.max_long_polls, 480);
+        let low = defaults.fit_to_open_files(2100);
+        assert_eq!(low.max_connections_per_peer, low.max_connections / 8);
         let fleet = defaults.fit_to_open_files(20_000);
         assert!(fleet.max_long_polls >= 10_000, "{fleet:?}");
         assert_eq!(fleet.max_connections, 8192);

@@ -3,7 +3,8 @@
 //! (token in the URL, `Last-Modified` / `If-Modified-Since`). A 304 costs one `metadata()`
 //! call, which the engine answers from memory; a held long-poll costs a watch receiver.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -13,11 +14,13 @@ use axum::response::Response;
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use super::auth::ServerCredential;
 use super::conditional::{entity_tag, if_none_match, not_modified_since};
-use super::limits::Slot;
+use super::limits::{Held, Slot};
 use super::peer::Peer;
 use super::{ApiError, AppState, auth};
 use crate::model::{MetadataDocument, Service};
+use crate::token::hash_token;
 
 /// Tells the agent how long the server may hold a long-poll, so it can set its own timeout.
 pub(super) const LONG_POLL_HEADER: &str = "x-anneal-long-poll";
@@ -37,7 +40,7 @@ pub(super) async fn server_metadata<S: Service>(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let Path(name) = path?;
-    auth::authorize_server(&state, &headers, &name).await?;
+    let credential = auth::authorize_server(&state, &headers, &name).await?;
     state.service.touch_server(&name);
     let Query(query) = query?;
     let wait = parse_wait(query.wait.as_deref(), state.config.long_poll_max)?;
@@ -52,7 +55,8 @@ pub(super) async fn server_metadata<S: Service>(
     drop(headers);
     let document = match wait {
         Some(wait) => {
-            match wait_for_change(&state, &name, document, wait, peer.map(|Extension(peer)| peer), slot).await? {
+            let poll = LongPoll { server: &name, credential, wait, peer: peer.map(|Extension(peer)| peer), slot };
+            match wait_for_change(&state, document, poll).await? {
                 Some(document) => document,
                 // The server was removed while the poll was held: its token is dead (a server added
                 // again under the name gets a new one), so the answer is what a dead token gets.
@@ -100,44 +104,53 @@ pub(super) fn parse_wait(wait: Option<&str>, long_poll_max: Duration) -> Result<
     Ok(Some(Duration::from_secs(seconds).min(long_poll_max)))
 }
 
+/// A long-poll to hold: whose, with which credential, for how long, on which connection.
+struct LongPoll<'a> {
+    server: &'a str,
+    credential: ServerCredential,
+    wait: Duration,
+    /// The client's socket, to see it hang up (none for a router used without `serve`).
+    peer: Option<Peer>,
+    /// The connection's slot under the caps (none for a router used without `serve`).
+    slot: Option<Extension<Slot>>,
+}
+
 /// Holds the request until the server's document is no longer at `current.version`, the wait
 /// ends, or the shim shuts down; returns the document to answer with, or `None` when the
 /// server was removed (its document's publisher went away). When the client hangs up, the
 /// request ends at once (`ApiError::ClientGone`; nobody reads the answer). While held, the
-/// connection counts under the long-poll cap instead of the active ones (see `limits`); 503
-/// when that cap is reached.
+/// connection counts under the long-poll caps instead of the active ones (see `held`): 503 when
+/// they refuse it, and unchanged (304) when a newer poll of the same server takes its place.
+/// The token is checked again before a newer document goes out, unless the document was
+/// rendered for this very token, and a replaced token's poll ends with 401 when its grace does.
 async fn wait_for_change<S: Service>(
     state: &AppState<S>,
-    server: &str,
     current: MetadataDocument,
-    wait: Duration,
-    peer: Option<Peer>,
-    slot: Option<Extension<Slot>>,
+    poll: LongPoll<'_>,
 ) -> Result<Option<MetadataDocument>, ApiError> {
-    let _held = match slot {
-        Some(Extension(slot)) => Some(slot.hold().map_err(|refusal| {
+    let LongPoll { server, credential, wait, peer, slot } = poll;
+    let held = match slot {
+        Some(Extension(slot)) => Some(slot.hold(server).map_err(|refusal| {
             tracing::debug!(server, %refusal, "long-poll refused");
-            ApiError::Rejected { status: StatusCode::SERVICE_UNAVAILABLE, message: refusal.to_string() }
+            ApiError::Refused(refusal)
         })?),
         None => None,
     };
     let deadline = Instant::now() + wait;
     let mut versions = state.service.watch_metadata(server).await?;
     let _counted = state.service.metrics().hold_long_poll();
-    // Served by `api::serve`, every request knows its connection; a router used on its own
-    // (tests) has no peer to watch.
-    let client_gone = async {
-        match &peer {
-            Some(peer) => peer.gone().await,
-            None => std::future::pending().await,
-        }
-    };
-    let mut client_gone = std::pin::pin!(client_gone);
+    let token_hash = hash_token(&credential.token);
+    let mut client_gone = std::pin::pin!(optional(peer.as_ref().map(Peer::gone)));
+    let mut taken_over = std::pin::pin!(optional(held.as_ref().map(Held::ended)));
+    let mut grace_over = std::pin::pin!(optional(credential.grace_ends_at.map(sleep_until_unix_millis)));
     loop {
         // Covers a change between `metadata()` and the subscription as well as each wake-up.
         if *versions.borrow_and_update() != current.version {
             let document = state.service.metadata(server).await?;
             if document.version != current.version {
+                if credential.grace_ends_at.is_some() || *document.server_token_hash != token_hash {
+                    auth::check_server_token(state, &credential.token, server).await?;
+                }
                 if let Some(announced) = document.announced_at {
                     state.service.metrics().wakeup(announced.elapsed());
                 }
@@ -155,8 +168,25 @@ async fn wait_for_change<S: Service>(
             () = tokio::time::sleep_until(deadline) => return Ok(Some(current)),
             () = state.shutdown.cancelled() => return Ok(Some(current)),
             () = client_gone.as_mut() => return Err(ApiError::ClientGone),
+            () = taken_over.as_mut() => return Ok(Some(current)),
+            () = grace_over.as_mut() => return Err(ApiError::TokenExpired),
         }
     }
+}
+
+/// `future`, or one that never completes.
+async fn optional(future: Option<impl Future<Output = ()>>) {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until the Unix time `at` (milliseconds).
+async fn sleep_until_unix_millis(at: u64) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis());
+    let left = u128::from(at).saturating_sub(now);
+    tokio::time::sleep(Duration::from_millis(u64::try_from(left).unwrap_or(u64::MAX))).await;
 }
 
 /// The document (or, for 304, only its headers). The body is shared with the engine's cache,

@@ -6,10 +6,14 @@
 //! carry one are logged with the token replaced by `***`.
 
 mod auth;
+mod body;
+mod budget;
+mod caps;
 mod conditional;
 mod connection;
 mod error;
 mod extract;
+mod held;
 mod limits;
 mod metadata;
 mod metrics;
@@ -36,9 +40,12 @@ use tokio_util::sync::CancellationToken;
 use crate::model::Service;
 
 pub use crate::dates::{format_http_date, parse_http_date};
-pub use connection::{BODY_IDLE_TIMEOUT, REQUEST_HEAD_TIMEOUT};
+pub use body::{BODY_IDLE_TIMEOUT, PUBLIC_BODY_LIMIT};
+pub use budget::{BodyBudgetLimits, MAX_BODIES_PER_TOKEN};
+pub use connection::REQUEST_HEAD_TIMEOUT;
 pub use error::ApiError;
-pub use limits::{ConnectionLimits, PeerKey, Refusal};
+pub use held::MAX_LONG_POLLS_PER_SERVER;
+pub use limits::{ConnectionLimits, MIN_OPEN_FILES, PeerKey, Refusal};
 pub use routes::{Credential, Endpoint, Method, ROUTES, Route};
 pub use signals::signal_details;
 
@@ -47,6 +54,8 @@ pub use signals::signal_details;
 pub struct ApiConfig {
     /// SHA-256 (hex, `token::hash_token`) of the admin token.
     pub admin_token_hash: String,
+    /// SHA-256 of the token that opens `GET /metrics` only (`serve --metrics-token-file`).
+    pub metrics_token_hash: Option<String>,
     /// The longest a metadata long-poll is held; longer `?wait=` values are clamped to it.
     pub long_poll_max: Duration,
     /// The largest request body accepted; larger ones get 413.
@@ -55,6 +64,8 @@ pub struct ApiConfig {
     pub body_deadline: Duration,
     /// Caps on concurrent connections (applied by [`serve`]).
     pub limits: ConnectionLimits,
+    /// Bytes of request bodies buffered at once (applied by [`serve`]).
+    pub body_budget: BodyBudgetLimits,
     /// The web view's session cookie is marked `Secure` (set when serving TLS).
     pub secure_cookies: bool,
 }
@@ -72,10 +83,12 @@ impl ApiConfig {
     pub fn new(admin_token_hash: String) -> ApiConfig {
         ApiConfig {
             admin_token_hash,
+            metrics_token_hash: None,
             long_poll_max: Self::DEFAULT_LONG_POLL_MAX,
             body_limit: Self::DEFAULT_BODY_LIMIT,
             body_deadline: Self::DEFAULT_BODY_DEADLINE,
             limits: ConnectionLimits::default(),
+            body_budget: BodyBudgetLimits::default(),
             secure_cookies: false,
         }
     }
@@ -108,18 +121,21 @@ pub fn router<S: Service>(service: Arc<S>, config: ApiConfig) -> Router {
 /// The whole API; held long-polls answer 304 as soon as `shutdown` is cancelled.
 pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shutdown: CancellationToken) -> Router {
     let body_limit = config.body_limit;
-    let body_times = connection::BodyTimes { idle: BODY_IDLE_TIMEOUT, whole: config.body_deadline };
+    let body_deadline = config.body_deadline;
     let state = AppState { service, config: Arc::new(config), shutdown };
-    let served =
-        ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, routes::method_router(route)));
+    let served = ROUTES.iter().fold(Router::new(), |router, route| {
+        // A route without a credential reads its body before anything is checked: a small one.
+        let max_bytes = if route.credential == Credential::Public { PUBLIC_BODY_LIMIT } else { body_limit };
+        let rules = body::BodyRules { idle: BODY_IDLE_TIMEOUT, whole: body_deadline, max_bytes };
+        let guarded = routes::method_router(route)
+            .layer(axum::middleware::from_fn(move |request: Request, next: Next| body::guard(request, next, rules)));
+        router.route(route.path, guarded)
+    });
     served
         // Must come after the routes: it is installed on the routes that exist.
         .method_not_allowed_fallback(error::method_not_allowed)
         .fallback(error::no_route)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::middleware::from_fn(move |request: Request, next: Next| {
-            connection::limit_body_time(request, next, body_times)
-        }))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
 }
@@ -143,7 +159,7 @@ pub async fn serve_with_tls<S: Service>(
     tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let gate = limits::Gate::new(config.limits);
+    let gate = limits::Gate::new(config.limits, config.body_budget);
     let app = router_with_shutdown(service, config, shutdown.clone());
     connection::serve_connections(listener, app, gate, tls, shutdown).await
 }

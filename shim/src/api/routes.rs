@@ -51,6 +51,9 @@ pub enum Credential {
     SignalTokenInPath,
     /// A wait condition handle's token as the last path segment; 404 for anything else.
     HandleTokenInPath,
+    /// `Authorization: Bearer <metrics token or admin token>`: 401 without a bearer header, 403
+    /// for another token.
+    Metrics,
     /// The web view's session cookie, or the admin bearer token (as `Admin`: 401 without
     /// either, 403 for another bearer token).
     AdminSession,
@@ -117,7 +120,7 @@ pub const ROUTES: &[Route] = &[
     route(Method::Delete, "/v1/stacks/{name}", Credential::Admin, Endpoint::DeleteStack),
     route(Method::Get, "/v1/stacks/{name}/events", Credential::Admin, Endpoint::StackEvents),
     route(Method::Get, "/v1/stacks/{name}/graph", Credential::Admin, Endpoint::StackGraph),
-    route(Method::Get, "/metrics", Credential::Admin, Endpoint::Metrics),
+    route(Method::Get, "/metrics", Credential::Metrics, Endpoint::Metrics),
     route(Method::Get, "/ui/", Credential::Public, Endpoint::UiPage),
     route(Method::Get, "/ui/stacks/{name}", Credential::Public, Endpoint::UiPage),
     route(Method::Get, "/ui/servers", Credential::Public, Endpoint::UiPage),

@@ -3,16 +3,20 @@
 //! body acceptance rule) and wait-condition handle signals in both of Heat's styles
 //! (`POST /v1/waitconditions/{token}` OS::Heat, `PUT` AWS/cfn-signal). The token is looked up
 //! (a read, see `Service::signal_token_known`) before the body is read: an unknown token is
-//! answered 404 at once, whatever its client is still sending.
+//! answered 404 at once, whatever its client is still sending. A known token may have at most
+//! `MAX_BODIES_PER_TOKEN` bodies in flight (429 beyond), so holding one signal URL does not let a
+//! client pin many bodies.
 
 use anneal_protocol::waitcondition::{AwsWaitSignal, HeatWaitSignal, WaitStatus};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{Extension, FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, header};
 use serde_json::{Value, json};
 
+use super::budget::CapabilityBody;
+use super::limits::Slot;
 use super::{ApiError, AppState};
 use crate::model::{Service, SignalAck, WaitConditionSignal};
 use crate::token::is_well_formed;
@@ -24,11 +28,13 @@ pub(super) const SIGNAL_ID_HEADER: &str = "x-anneal-signal-id";
 pub(super) async fn deployment<S: Service>(
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
+    slot: Option<Extension<Slot>>,
     headers: HeaderMap,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
     let outcome = async {
         let token = known_token(&state, path?, "signal").await?;
+        let _in_flight = body_of_token(slot, &token)?;
         let body = read_body(&state, request).await?;
         let content_type = headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("unreadable"));
         let details = signal_details(content_type, &body)?;
@@ -44,9 +50,10 @@ pub(super) async fn deployment<S: Service>(
 pub(super) async fn wait_condition_heat<S: Service>(
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
+    slot: Option<Extension<Slot>>,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let outcome = wait_condition(&state, path, request, |body| {
+    let outcome = wait_condition(&state, path, slot, request, |body| {
         let signal = HeatWaitSignal::from_body(body).map_err(metadata_format_invalid)?;
         Ok(WaitConditionSignal {
             success: signal.status == WaitStatus::Success,
@@ -62,9 +69,10 @@ pub(super) async fn wait_condition_heat<S: Service>(
 pub(super) async fn wait_condition_aws<S: Service>(
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
+    slot: Option<Extension<Slot>>,
     request: Request,
 ) -> Result<Json<Value>, ApiError> {
-    let outcome = wait_condition(&state, path, request, |body| {
+    let outcome = wait_condition(&state, path, slot, request, |body| {
         let signal: AwsWaitSignal = serde_json::from_slice(body).map_err(metadata_format_invalid)?;
         Ok(WaitConditionSignal {
             success: signal.status == WaitStatus::Success,
@@ -80,10 +88,12 @@ pub(super) async fn wait_condition_aws<S: Service>(
 async fn wait_condition<S: Service>(
     state: &AppState<S>,
     path: Result<Path<String>, PathRejection>,
+    slot: Option<Extension<Slot>>,
     request: Request,
     parse: impl FnOnce(&[u8]) -> Result<WaitConditionSignal, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
     let token = known_token(state, path?, "wait condition handle").await?;
+    let _in_flight = body_of_token(slot, &token)?;
     let body = read_body(state, request).await?;
     require_object_or_empty(&body)?;
     let ack = state.service.wait_condition_signal(&token, parse(&body)?).await?;
@@ -131,7 +141,13 @@ async fn known_token<S: Service>(
     }
 }
 
-/// The request's body, within the body limit and deadlines (413, 408).
+/// Counts the request's body against its token's bodies in flight (429 beyond); nothing for a
+/// router used without `serve` (no connection slot).
+fn body_of_token(slot: Option<Extension<Slot>>, token: &str) -> Result<Option<CapabilityBody>, ApiError> {
+    slot.map(|Extension(slot)| slot.capability_body(token)).transpose().map_err(ApiError::from)
+}
+
+/// The request's body, within the body limit, budget and deadlines (413, 503, 408).
 async fn read_body<S: Service>(state: &AppState<S>, request: Request) -> Result<Bytes, ApiError> {
     Bytes::from_request(request, state)
         .await
@@ -173,6 +189,7 @@ fn count<S: Service>(
             404 => "unknown_token".to_string(),
             400 => "bad_body".to_string(),
             413 => "too_large".to_string(),
+            429 => "busy".to_string(),
             408 => "too_slow".to_string(),
             503 => "unavailable".to_string(),
             _ => "error".to_string(),

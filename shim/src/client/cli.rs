@@ -53,6 +53,10 @@ pub enum Command {
         /// The private key (PEM) of --tls-cert; re-read on SIGHUP.
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// A file (mode 0600) holding a token of at least 32 characters that opens GET /metrics
+        /// and nothing else: give it to Prometheus instead of the admin token.
+        #[arg(long, value_name = "FILE")]
+        metrics_token_file: Option<PathBuf>,
         #[command(flatten)]
         retention: RetentionArgs,
     },

@@ -35,10 +35,6 @@ pub(super) struct EntrySpan {
 pub(super) struct Rendered {
     pub document: MetadataDocument,
     pub spans: Arc<[EntrySpan]>,
-    /// The server's token hash, new with each registration: a server removed and added again
-    /// under the same name starts its versions over, and the old one's document must not be the
-    /// new one's base (a token rotated in between only costs a full render).
-    pub server_token_hash: String,
 }
 
 /// One entry of the document being built: copied from the previous body, or rendered now.
@@ -128,6 +124,7 @@ fn assemble(row: &ServerRow, previous_body: &str, pieces: Vec<(EntrySpan, Piece)
         body: Arc::from(body),
         last_modified: http_date(row.published_at.max(row.created_at)),
         announced_at: None,
+        server_token_hash: Arc::from(row.token_hash.as_str()),
     };
-    Rendered { document, spans: Arc::from(spans), server_token_hash: row.token_hash.clone() }
+    Rendered { document, spans: Arc::from(spans) }
 }

@@ -277,11 +277,15 @@ impl<S: Store> Service for Engine<S> {
         let now = now_millis();
         Ok(read(self, move |tx| {
             if let Some(row) = tx.server_by_token_hash(&hash)? {
-                return Ok(Some(TokenOwner { server: row.name, expired: false }));
+                return Ok(Some(TokenOwner { server: row.name, expired: false, grace_ends_at: None }));
             }
             // A replaced token works during its grace period (docs/security.md).
             let previous = tx.server_by_previous_token_hash(&hash)?;
-            Ok(previous.map(|(server, expires_at)| TokenOwner { server, expired: now >= expires_at }))
+            Ok(previous.map(|(server, expires_at)| TokenOwner {
+                server,
+                expired: now >= expires_at,
+                grace_ends_at: Some(expires_at),
+            }))
         })
         .await?)
     }

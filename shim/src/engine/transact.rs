@@ -273,7 +273,8 @@ fn publish_documents(
             .ok()
             .and_then(|documents| documents.get(&server).map(|cached| cached.rendered.clone()))
             .filter(|previous| {
-                previous.document.version == row.metadata_version && previous.server_token_hash == row.token_hash
+                previous.document.version == row.metadata_version
+                    && *previous.document.server_token_hash == row.token_hash
             });
         row.metadata_version += 1;
         row.published_at = ctx.now;

@@ -193,7 +193,7 @@ impl Service for FakeService {
 
     async fn token_owner(&self, token: &str) -> Result<Option<TokenOwner>, ServiceError> {
         let server = self.server_for_token(token).await?;
-        Ok(server.map(|server| TokenOwner { server, expired: false }))
+        Ok(server.map(|server| TokenOwner { server, expired: false, grace_ends_at: None }))
     }
 
     fn touch_server(&self, name: &str) {
@@ -209,6 +209,7 @@ impl Service for FakeService {
             body: Arc::from(entry.body.as_str()),
             last_modified: format_http_date(entry.published_at),
             announced_at: None,
+            server_token_hash: Arc::from(hash_token(&entry.token)),
         })
     }
 
