@@ -1,8 +1,10 @@
 //! Wire types shared by anneal-agent and anneal-shim: the Heat deployment document, hook results
-//! and their signal bodies, Heat's failure rule, wait-condition signal bodies, and how an error
-//! prints on one line (`error_chain`). Serde types with validation and Python-compatible
-//! encodings; this crate does no I/O and has no async runtime.
+//! and their signal bodies, Heat's failure rule, wait-condition signal bodies, how an error
+//! prints on one line (`error_chain`) and the budget both YAML readers charge anchors and aliases
+//! against (`alias_budget`). Serde types with validation and Python-compatible encodings; this
+//! crate does no I/O and has no async runtime.
 
+pub mod alias_budget;
 pub mod dates;
 pub mod deployment;
 pub mod env;

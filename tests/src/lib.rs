@@ -44,7 +44,7 @@ pub use metadata::read_json;
 pub use postgres::Postgres;
 pub use process::{CommandOutput, Daemon, run_command};
 pub use real_heat::{HeatApi, RealHeat, StackRef};
-pub use shim::{Replica, Shim, capability_token};
+pub use shim::{Replica, Shim, alias_bomb_template, capability_token};
 pub use stock_chain::StockServer;
 pub use switchable::{Request, SwitchableServer};
 pub use wait::{eventually, wait_until};

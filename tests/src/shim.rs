@@ -4,7 +4,8 @@
 //! starts one of several replicas of a PostgreSQL database instead (see `Replica`); its CLI reads
 //! the shared admin token from a file the harness writes. Also the stack's
 //! views tests read through the CLI (`stack_status`, `stack_outputs`, `settled`, ...) and
-//! `capability_token`, the token a signal or handle URL ends with; `post_stack` for the API.
+//! `capability_token`, the token a signal or handle URL ends with; `post_stack` for the API;
+//! `alias_bomb_template`, the YAML alias bomb of issue 31.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -262,4 +263,14 @@ pub fn capability_token(url: &str) -> String {
     let token = url.rsplit('/').next().unwrap_or_default().to_string();
     assert_eq!(token.len(), 64, "a capability URL ends with its token: {url}");
     token
+}
+
+/// The YAML alias bomb of issue 31: a HOT template whose 500 KB description is aliased 100,000
+/// times, 0.8 MB of text that asked for 50 GB when an alias cost one node whatever it copied.
+pub fn alias_bomb_template() -> String {
+    format!(
+        "heat_template_version: 2018-08-31\ndescription: &a \"{}\"\nparameters:\n  p: {{type: json, default: [{}]}}\nresources: {{}}\n",
+        "x".repeat(500_000),
+        ["*a"; 100_000].join(",")
+    )
 }

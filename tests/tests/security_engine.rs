@@ -3,11 +3,13 @@
 //! deployment placeholder as wait-condition data, and a consumer's document must not then carry
 //! the victim's token (nor anything that completes the victim's deployment); signals after the
 //! wait condition completed are answered `stale`, and oversized data is refused with 400 (see
-//! docs/security.md and docs/http-api.md).
+//! docs/security.md and docs/http-api.md). A YAML alias bomb in a template is refused with 400
+//! naming the limit while the shim goes on answering polls (docs/templates.md, "The document").
 
 use std::time::Duration;
 
-use anneal_tests::{Shim, capability_token, wait_until};
+use anneal_protocol::alias_budget::AliasBudget;
+use anneal_tests::{Shim, alias_bomb_template, capability_token, wait_until};
 use serde_json::{Value, json};
 
 const VICTIM: &str = r##"
@@ -126,4 +128,33 @@ async fn a_handle_holder_cannot_mint_another_servers_signal_token() {
     let is_signal = |event: &&Value| event["status"].as_str().is_some_and(|status| status.starts_with("SIGNAL_"));
     let signals = events.as_array().expect("events").iter().filter(is_signal).count();
     assert_eq!(signals, 1, "one signal event; the late and the refused ones add none: {events:#}");
+}
+
+/// An agent's poll: the status of a GET of its metadata with its token.
+async fn poll(metadata_url: &str, token: &str) -> u16 {
+    let response = reqwest::Client::new().get(metadata_url).bearer_auth(token).timeout(Duration::from_secs(10)).send();
+    response.await.map_or(0, |response| response.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yaml_alias_bomb_is_refused_naming_the_limit_while_polls_are_answered() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = Shim::start().await;
+    let credentials = shim.cli_json(&["server", "add", "vm1", "--format", "json"]).await;
+    let token = credentials["token"].as_str().expect("a server token");
+    let metadata_url = credentials["metadata_url"].as_str().expect("a metadata URL");
+    let template = alias_bomb_template();
+    let body = json!({"name": "bomb", "template": template});
+    assert!(body.to_string().len() < 1 << 20, "the bomb fits a request");
+
+    let (response, polled) = tokio::join!(shim.post_stack(&body), poll(metadata_url, token));
+    let status = response.status().as_u16();
+    let answer = response.text().await.expect("a body");
+    let limit = AliasBudget::for_text(template.len()).limit();
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains(&format!("aliases expand to more than {limit} bytes")), "{answer}");
+    assert!(answer.contains("line 4 column "), "the alias over the limit is located: {answer}");
+    assert_eq!(polled, 200, "a poll alongside the bomb");
+    assert_eq!(poll(metadata_url, token).await, 200, "a poll after the bomb");
+    assert_eq!(shim.cli_json(&["stack", "list", "--json"]).await, json!([]), "nothing is stored");
 }

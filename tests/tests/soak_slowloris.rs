@@ -12,13 +12,17 @@
 //! The shim starts with a soft open-file limit of 256 (a distribution's service default is often
 //! 1024, its hard limit far higher), which the attack alone would exceed: the shim must raise it.
 //! The poll's p99 must stay under 100 ms while it runs (see docs/http-api.md, "Limits").
+//!
+//! Also (a few seconds): the YAML alias bomb of issue 31 (`alias_bomb_template`) is answered 400
+//! within a second, the shim's peak RSS stays under 100 MB through it, and polls are answered
+//! while it is read (docs/templates.md, "The document").
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anneal_tests::{Daemon, run_command, shim_binary, wait_until};
+use anneal_tests::{Daemon, Shim, alias_bomb_template, run_command, shim_binary, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinSet;
@@ -326,4 +330,58 @@ async fn login_bodies_cannot_pin_the_shims_memory() {
     assert!(refused >= CONNECTIONS * 9 / 10, "the logins were not refused from their heads: {summary}");
     assert!(!polls.is_empty(), "{summary}");
     drop(shim);
+}
+
+/// The peak resident set of process `pid` (`VmHWM` of /proc/PID/status), in bytes.
+fn peak_rss(pid: i32) -> u64 {
+    status_kib(pid, "VmHWM") * 1024
+}
+
+const BOMB_ANSWER_LIMIT: Duration = Duration::from_secs(1);
+const BOMB_PEAK_RSS_LIMIT: u64 = 100 * 1024 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_yaml_alias_bomb_is_answered_within_a_second_and_100_mb() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = Shim::start().await;
+    let pid = shim.pid().expect("the shim runs");
+    let credentials = shim.cli_json(&["server", "add", "vm1", "--format", "json"]).await;
+    let token = credentials["token"].as_str().expect("token").to_string();
+    let metadata_url = credentials["metadata_url"].as_str().expect("metadata_url").to_string();
+    poll_once(&metadata_url, &token).await;
+    let before = peak_rss(pid);
+    let body = serde_json::json!({"name": "bomb", "template": alias_bomb_template()});
+
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let polls = tokio::spawn({
+        let done = Arc::clone(&done);
+        async move {
+            let mut polled = Vec::new();
+            while !done.load(Ordering::Relaxed) || polled.is_empty() {
+                polled.push(poll_once(&metadata_url, &token).await);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            polled
+        }
+    });
+    let started = Instant::now();
+    let response = shim.post_stack(&body).await;
+    let elapsed = started.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let status = response.status();
+    let answer = response.text().await.expect("the answer");
+    let polled = tokio::time::timeout(Duration::from_secs(15), polls).await.expect("the polls end").expect("polls");
+    let peak = peak_rss(pid);
+    let summary = format!(
+        "answered {status} in {elapsed:?}; peak RSS {} MB before, {} MB after; {} polls meanwhile, the slowest {:?}",
+        before >> 20,
+        peak >> 20,
+        polled.len(),
+        polled.iter().max().copied().unwrap_or_default()
+    );
+    println!("{summary}");
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("aliases expand to more than"), "{answer}");
+    assert!(elapsed < BOMB_ANSWER_LIMIT, "{summary}");
+    assert!(peak < BOMB_PEAK_RSS_LIMIT, "{summary}");
 }

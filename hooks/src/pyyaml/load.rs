@@ -4,10 +4,13 @@
 //! `1_000` is 1000, `1:30` is 90, `1e3` is a string), quoted scalars always strings, anchors and
 //! aliases, `<<` merge keys, duplicate keys (the last value wins, in the first key's place). The
 //! result is JSON: non-string keys become their Python `str()`, `.inf`/`.nan` the text Python
-//! prints for them, timestamps stay the text they were written as.
+//! prints for them, timestamps stay the text they were written as. What anchors and aliases copy
+//! is charged to the text's byte budget (`anneal_protocol::alias_budget`), as the shim's reader
+//! charges it.
 
 use std::collections::HashMap;
 
+use anneal_protocol::alias_budget::{self, AliasBudget, NODE_BYTES};
 use serde_json::{Map, Value};
 use yaml_rust2::parser::{Event, EventReceiver, Parser, Tag};
 use yaml_rust2::scanner::TScalarStyle;
@@ -16,8 +19,7 @@ use anneal_protocol::pyjson;
 
 /// Deeper nesting is refused, so a hostile config cannot exhaust the stack.
 const MAX_DEPTH: usize = 128;
-/// More nodes (counting every alias expansion) are refused: a few aliases of aliases would
-/// otherwise expand to gigabytes.
+/// More nodes (counting every alias expansion) are refused, however short their text.
 const MAX_NODES: usize = 1_000_000;
 /// The handle yaml-rust2 gives `!!` tags.
 const CORE_TAGS: &str = "tag:yaml.org,2002:";
@@ -26,7 +28,13 @@ const CORE_TAGS: &str = "tag:yaml.org,2002:";
 pub(crate) fn safe_load(text: &str) -> Result<Value, String> {
     let mut sink = Events::default();
     Parser::new_from_str(text).load(&mut sink, true).map_err(|error| error.to_string())?;
-    let mut builder = Builder { events: sink.0.into_iter(), anchors: HashMap::new(), nodes: 0 };
+    let mut builder = Builder {
+        events: sink.0.into_iter(),
+        anchors: HashMap::new(),
+        nodes: 0,
+        bytes: 0,
+        budget: AliasBudget::for_text(text.len()),
+    };
     let mut documents = Vec::new();
     while let Some(event) = builder.events.next() {
         if event == Event::DocumentStart {
@@ -51,9 +59,21 @@ impl EventReceiver for Events {
 
 struct Builder {
     events: std::vec::IntoIter<Event>,
-    /// Anchored nodes by yaml-rust2's anchor id, with their node count.
-    anchors: HashMap<usize, (Value, usize)>,
+    /// Anchored nodes by yaml-rust2's anchor id.
+    anchors: HashMap<usize, Anchored>,
+    /// Nodes built so far, copies included.
     nodes: usize,
+    /// What the nodes built so far cost (`alias_budget`), copies included.
+    bytes: usize,
+    /// What anchors and aliases may still copy.
+    budget: AliasBudget,
+}
+
+/// An anchored node kept for aliases, with its node count and what a copy of it costs.
+struct Anchored {
+    value: Value,
+    nodes: usize,
+    bytes: usize,
 }
 
 impl Builder {
@@ -61,37 +81,47 @@ impl Builder {
         if depth > MAX_DEPTH {
             return Err(format!("the config nests deeper than {MAX_DEPTH} levels"));
         }
-        let before = self.nodes;
+        let (nodes_before, bytes_before) = (self.nodes, self.bytes);
         let (value, anchor) = match self.events.next() {
             Some(Event::Scalar(text, style, anchor, tag)) => {
-                self.count(1)?;
+                self.count(1, alias_budget::scalar_bytes(text.len()))?;
                 (scalar(text, style, tag.as_ref())?, anchor)
             }
-            Some(Event::Alias(id)) => {
-                let (value, size) = self.anchors.get(&id).cloned().ok_or("an alias names no anchor")?;
-                self.count(size)?;
-                (value, 0)
-            }
+            Some(Event::Alias(id)) => (self.alias(id)?, 0),
             Some(Event::SequenceStart(anchor, tag)) => {
                 check_collection_tag(tag.as_ref(), "seq")?;
-                self.count(1)?;
+                self.count(1, NODE_BYTES)?;
                 (self.sequence(depth)?, anchor)
             }
             Some(Event::MappingStart(anchor, tag)) => {
                 check_collection_tag(tag.as_ref(), "map")?;
-                self.count(1)?;
+                self.count(1, NODE_BYTES)?;
                 (Value::Object(self.mapping(depth)?), anchor)
             }
             other => return Err(format!("unexpected YAML event {other:?}")),
         };
         if anchor > 0 {
-            self.anchors.insert(anchor, (value.clone(), self.nodes - before));
+            // The copy kept for aliases is charged too: anchors nested in anchors would otherwise
+            // copy the text once per level.
+            let bytes = self.bytes - bytes_before;
+            self.budget.charge(bytes).map_err(|exceeded| exceeded.to_string())?;
+            self.anchors.insert(anchor, Anchored { value: value.clone(), nodes: self.nodes - nodes_before, bytes });
         }
         Ok(value)
     }
 
-    fn count(&mut self, nodes: usize) -> Result<(), String> {
+    /// A copy of the anchored node `id`, charged before it is made.
+    fn alias(&mut self, id: usize) -> Result<Value, String> {
+        let anchored = self.anchors.get(&id).ok_or("an alias names no anchor")?;
+        let (nodes, bytes) = (anchored.nodes, anchored.bytes);
+        self.budget.charge(bytes).map_err(|exceeded| exceeded.to_string())?;
+        self.count(nodes, bytes)?;
+        Ok(self.anchors[&id].value.clone())
+    }
+
+    fn count(&mut self, nodes: usize, bytes: usize) -> Result<(), String> {
         self.nodes += nodes;
+        self.bytes = self.bytes.saturating_add(bytes);
         if self.nodes > MAX_NODES {
             return Err(format!("the config expands to more than {MAX_NODES} YAML nodes"));
         }
@@ -411,5 +441,25 @@ mod tests {
                     c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n\
                     e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n";
         assert!(safe_load(bomb).unwrap_err().contains("more than"));
+    }
+
+    /// The shim's bomb of issue 31 as a docker-cmd config: 500 KB aliased 100,000 times, refused
+    /// before the copies are made, naming the limit.
+    #[test]
+    fn long_strings_are_charged_by_their_length_when_aliased() {
+        let text = format!("a: &a \"{}\"\nb: [{}]\n", "x".repeat(500_000), ["*a"; 100_000].join(","));
+        let started = std::time::Instant::now();
+        let error = safe_load(&text).unwrap_err();
+        let limit = AliasBudget::for_text(text.len()).limit();
+        assert!(error.starts_with(&format!("aliases expand to more than {limit} bytes")), "{error}");
+        // Reading the text's 100,000 events takes a moment in a debug build; 50 GB of copies would
+        // take far longer, if memory held them.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+        let long = "y".repeat(100_000);
+        let loaded = safe_load(&format!("a: &a {long}\nb: *a\nc: {{<<: {{d: *a}}}}\n")).unwrap();
+        assert_eq!(loaded, json!({"a": long, "b": long, "c": {"d": long}}));
+        // `*b` copies the two copies of `a` it holds: the third is over this short text's budget.
+        let nested = format!("a: &a {}\nb: &b [*a, *a]\nc: [*b, *b, *b]\n", "z".repeat(1000));
+        assert!(safe_load(&nested).unwrap_err().starts_with("aliases expand to more than"));
     }
 }

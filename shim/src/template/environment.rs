@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use anneal_protocol::alias_budget::AliasBudget;
 use serde_json::{Map, Value};
 
 use super::yaml::{self, Body, Entry, Node, YamlError};
@@ -72,7 +73,12 @@ struct Registry {
 /// may fill it, and the server refuses one still null (`Environment::from_value`, as
 /// heat.common.environment_format.validate).
 pub fn parse_environment(text: &str) -> Result<Map<String, Value>, EnvironmentError> {
-    let root = match yaml::parse_yaml_only(text) {
+    parse_environment_within(text, &mut AliasBudget::for_text(text.len()))
+}
+
+/// `parse_environment` with its anchors and aliases charged to `budget` (`yaml::parse_yaml_only_within`).
+pub fn parse_environment_within(text: &str, budget: &mut AliasBudget) -> Result<Map<String, Value>, EnvironmentError> {
+    let root = match yaml::parse_yaml_only_within(text, budget) {
         Ok(root) => root,
         Err(YamlError::Empty) => return Ok(Map::new()),
         Err(error) => return Err(error.into()),

@@ -5,13 +5,14 @@
 //! `environment` is then ignored and its `parameters` are the base the files merge onto, as
 //! heat.api.openstack.v1.stacks.InstantiationData.environment builds it. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use anneal_protocol::alias_budget::AliasBudget;
 use anneal_protocol::pyjson::is_truthy;
 use serde_json::{Map, Value};
 
 use super::ParameterType;
-use super::environment::{MERGE_STRATEGIES, SECTIONS, parse_environment};
+use super::environment::{MERGE_STRATEGIES, SECTIONS, parse_environment_within};
 use super::yaml;
 
 /// Most names in `environment_files` (each also counts against the `files` map's limits).
@@ -82,6 +83,7 @@ pub fn merge_environment_files(
     let parameters = given.iter().map(|(name, value)| (name.clone(), Value::String(value.clone()))).collect();
     environment.insert("parameters".to_owned(), Value::Object(parameters));
     let mut strategies = BTreeMap::new();
+    let mut budget = merge_budget(names, files);
     for name in names {
         let Some(text) = files.get(name) else {
             return Err(format!("environment_files: \"{name}\" is not in the request's files"));
@@ -89,11 +91,21 @@ pub fn merge_environment_files(
         let Some(text) = text.as_str() else {
             return Err(format!("environment_files: \"{name}\": the file's content must be text"));
         };
-        let parsed = parse_environment(text).map_err(|error| format!("environment file \"{name}\": {error}"))?;
+        let parsed = parse_environment_within(text, &mut budget)
+            .map_err(|error| format!("environment file \"{name}\": {error}"))?;
         merge_file(&mut environment, parsed, types, &mut strategies, name)
             .map_err(|problem| format!("environment file \"{name}\": {problem}"))?;
     }
     Ok(environment)
+}
+
+/// One alias budget for all the files a merge reads, as large as their texts (each counted
+/// once): the merge keeps what each file expanded to, so a file named many times must not get a
+/// budget per name.
+fn merge_budget(names: &[String], files: &Map<String, Value>) -> AliasBudget {
+    let distinct: BTreeSet<&String> = names.iter().collect();
+    let text_bytes = distinct.into_iter().filter_map(|name| files.get(name)?.as_str()).map(str::len).sum();
+    AliasBudget::for_text(text_bytes)
 }
 
 /// One file onto the environment (heat.common.environment_util.merge_environments' loop body).

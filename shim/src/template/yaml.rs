@@ -1,20 +1,18 @@
 //! YAML text to a position-marked tree, with the limits that keep a hostile template cheap: it
 //! owns scalar typing (PyYAML's YAML 1.1 rules, because Heat parses templates with PyYAML),
-//! duplicate-key and non-string-key rejection, and the alias-expansion, depth and node budgets.
-//! It knows nothing about HOT; `hot.rs` reads the tree.
+//! duplicate-key and non-string-key rejection, the depth limit, and the charging of what anchors
+//! and aliases copy against the document's byte budget (`anneal_protocol::alias_budget`). It
+//! knows nothing about HOT; `hot.rs` reads the tree.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
+use anneal_protocol::alias_budget::{self, AliasBudget, AliasBudgetExceeded, NODE_BYTES};
 use regex::Regex;
-
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
 
-/// Nodes aliases may copy into a document (YAML bombs). Nodes written out in the text are not
-/// counted: the text size limit bounds them, and a large real template must not hit this.
-pub const MAX_NODES: usize = 100_000;
 /// Collections nested inside each other, aliases included.
 pub const MAX_DEPTH: usize = 64;
 
@@ -28,8 +26,10 @@ pub enum YamlError {
     Syntax { line: usize, column: usize, message: String },
     #[error("line {line} column {column}: nesting deeper than {limit} levels")]
     TooDeep { line: usize, column: usize, limit: usize },
-    #[error("line {line} column {column}: aliases expand to more than {limit} nodes")]
-    TooManyNodes { line: usize, column: usize, limit: usize },
+    /// What anchors and aliases copy is over the budget (`AliasBudget`); what is written out in
+    /// the text is not charged: the text size limit bounds it.
+    #[error("line {line} column {column}: {}", AliasBudgetExceeded { limit: *limit })]
+    AliasesTooLarge { line: usize, column: usize, limit: usize },
     #[error("line {line} column {column}: duplicate key \"{key}\"")]
     DuplicateKey { key: String, line: usize, column: usize },
     #[error("line {line} column {column}: mapping keys must be strings (quote the key)")]
@@ -82,15 +82,6 @@ impl Node {
         }
     }
 
-    /// Number of nodes in this tree (what an alias to it costs).
-    fn count(&self) -> usize {
-        match &self.body {
-            Body::Scalar(_) => 1,
-            Body::Sequence(items) => 1 + items.iter().map(Node::count).sum::<usize>(),
-            Body::Mapping(entries) => 1 + entries.iter().map(|entry| 1 + entry.value.count()).sum::<usize>(),
-        }
-    }
-
     /// Collection nesting depth (a scalar is 0). Bounded by `MAX_DEPTH`, so recursion is safe.
     fn depth(&self) -> usize {
         match &self.body {
@@ -107,6 +98,8 @@ struct Frame {
     column: usize,
     anchor: usize,
     kind: FrameKind,
+    /// What the collection costs so far (`alias_budget`): what a copy of it would add.
+    bytes: usize,
 }
 
 enum FrameKind {
@@ -120,19 +113,18 @@ enum FrameKind {
     },
 }
 
-/// An anchored node kept for aliases, with its precomputed cost.
+/// An anchored node kept for aliases, with what a copy of it costs.
 struct Anchored {
     node: Node,
-    count: usize,
+    bytes: usize,
     depth: usize,
 }
 
-#[derive(Default)]
-struct Builder {
+struct Builder<'a> {
     stack: Vec<Frame>,
     anchors: HashMap<usize, Anchored>,
-    /// Nodes copied by aliases so far.
-    copied: usize,
+    /// What anchors and aliases may still copy.
+    budget: &'a mut AliasBudget,
     root: Option<Node>,
     documents: usize,
     /// A JSON text: Heat's template_format.parse reads it with `json.loads`, so its numbers
@@ -142,21 +134,29 @@ struct Builder {
 
 /// Parses one YAML document (JSON is YAML) into a marked tree. A JSON text (one starting with
 /// `{`) keeps JSON numbers, as heat.common.template_format.parse reads it with `json.loads`.
+/// Its anchors and aliases copy within the text's own budget (`AliasBudget::for_text`).
 pub fn parse(text: &str) -> Result<Node, YamlError> {
-    parse_document(text, true)
+    parse_document(text, true, &mut AliasBudget::for_text(text.len()))
 }
 
 /// `parse` with PyYAML's rules even for a JSON text, as heatclient and Heat read environments
 /// (heat.common.environment_format.parse has no JSON branch).
 pub fn parse_yaml_only(text: &str) -> Result<Node, YamlError> {
-    parse_document(text, false)
+    parse_yaml_only_within(text, &mut AliasBudget::for_text(text.len()))
 }
 
-fn parse_document(text: &str, json_numbers: bool) -> Result<Node, YamlError> {
+/// `parse_yaml_only` charging `budget`, which several texts read for one result share (a
+/// request's environment files, one of which may be named many times).
+pub fn parse_yaml_only_within(text: &str, budget: &mut AliasBudget) -> Result<Node, YamlError> {
+    parse_document(text, false, budget)
+}
+
+fn parse_document(text: &str, json_numbers: bool, budget: &mut AliasBudget) -> Result<Node, YamlError> {
     // PyYAML (which Heat uses) skips a byte-order mark at the start of the stream.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
-    let mut builder = Builder { json: json_numbers && text.trim_start().starts_with('{'), ..Builder::default() };
+    let json = json_numbers && text.trim_start().starts_with('{');
+    let mut builder = Builder { stack: Vec::new(), anchors: HashMap::new(), budget, root: None, documents: 0, json };
     loop {
         let (event, marker) = parser.next_token().map_err(syntax_error)?;
         let (line, column) = position(&marker);
@@ -174,15 +174,16 @@ fn parse_document(text: &str, json_numbers: bool) -> Result<Node, YamlError> {
     builder.root.ok_or(YamlError::Empty)
 }
 
-impl Builder {
+impl Builder<'_> {
     fn event(&mut self, event: Event, line: usize, column: usize) -> Result<(), YamlError> {
         match event {
             Event::Scalar(text, style, anchor, tag) => {
+                let bytes = alias_budget::scalar_bytes(text.len());
                 let value = match (self.json, style, &tag) {
                     (true, TScalarStyle::Plain, None) => json_number(&text).unwrap_or_else(|| resolve_owned(text)),
                     _ => scalar(text, style, tag.as_ref(), line, column)?,
                 };
-                self.complete(Node { line, column, body: Body::Scalar(value) }, anchor)
+                self.complete(Node { line, column, body: Body::Scalar(value) }, anchor, bytes)
             }
             Event::SequenceStart(anchor, tag) => self.open(FrameKind::Sequence(Vec::new()), anchor, tag, line, column),
             Event::MappingStart(anchor, tag) => {
@@ -194,12 +195,10 @@ impl Builder {
         }
     }
 
-    fn charge(&mut self, nodes: usize, line: usize, column: usize) -> Result<(), YamlError> {
-        self.copied = self.copied.saturating_add(nodes);
-        if self.copied > MAX_NODES {
-            return Err(YamlError::TooManyNodes { line, column, limit: MAX_NODES });
-        }
-        Ok(())
+    /// Takes what a copy adds from the budget; called before the copy is made, so a bomb fails
+    /// without being built.
+    fn charge(&mut self, bytes: usize, line: usize, column: usize) -> Result<(), YamlError> {
+        self.budget.charge(bytes).map_err(|exceeded| YamlError::AliasesTooLarge { line, column, limit: exceeded.limit })
     }
 
     fn open(
@@ -219,7 +218,7 @@ impl Builder {
         if self.stack.len() >= MAX_DEPTH {
             return Err(YamlError::TooDeep { line, column, limit: MAX_DEPTH });
         }
-        self.stack.push(Frame { line, column, anchor, kind });
+        self.stack.push(Frame { line, column, anchor, kind, bytes: NODE_BYTES });
         Ok(())
     }
 
@@ -231,7 +230,7 @@ impl Builder {
             FrameKind::Sequence(items) => Body::Sequence(items),
             FrameKind::Mapping { entries, .. } => Body::Mapping(entries),
         };
-        self.complete(Node { line: frame.line, column: frame.column, body }, frame.anchor)
+        self.complete(Node { line: frame.line, column: frame.column, body }, frame.anchor, frame.bytes)
     }
 
     fn alias(&mut self, anchor: usize, line: usize, column: usize) -> Result<(), YamlError> {
@@ -243,28 +242,31 @@ impl Builder {
         if self.stack.len() + anchored.depth > MAX_DEPTH {
             return Err(YamlError::TooDeep { line, column, limit: MAX_DEPTH });
         }
-        let count = anchored.count;
-        // Charge before copying, so a bomb fails without being built.
-        self.charge(count, line, column)?;
+        let bytes = anchored.bytes;
+        self.charge(bytes, line, column)?;
         let Some(anchored) = self.anchors.get(&anchor) else {
             return Err(YamlError::RecursiveAlias { line, column });
         };
         let mut node = anchored.node.clone();
         node.line = line;
         node.column = column;
-        self.complete(node, 0)
+        self.complete(node, 0, bytes)
     }
 
-    /// Attaches a finished node to its parent (or makes it the document).
-    fn complete(&mut self, node: Node, anchor: usize) -> Result<(), YamlError> {
+    /// Attaches a finished node that costs `bytes` to its parent (or makes it the document).
+    fn complete(&mut self, node: Node, anchor: usize, bytes: usize) -> Result<(), YamlError> {
         if anchor != 0 {
-            let anchored = Anchored { count: node.count(), depth: node.depth(), node: node.clone() };
+            // The copy kept for aliases is charged too: anchors nested in anchors would otherwise
+            // copy the text once per level.
+            self.charge(bytes, node.line, node.column)?;
+            let anchored = Anchored { bytes, depth: node.depth(), node: node.clone() };
             self.anchors.insert(anchor, anchored);
         }
         let Some(frame) = self.stack.last_mut() else {
             self.root = Some(node);
             return Ok(());
         };
+        frame.bytes = frame.bytes.saturating_add(bytes);
         match &mut frame.kind {
             FrameKind::Sequence(items) => items.push(node),
             FrameKind::Mapping { entries, index, key } => match key.take() {

@@ -243,3 +243,19 @@ fn environment_files_are_bounded_and_must_be_in_files() {
         merge_environment_files(&["e.yaml".to_owned()], &binary, &BTreeMap::new(), &BTreeMap::new()).unwrap_err();
     assert!(error.contains("must be text"), "{error}");
 }
+
+#[test]
+fn environment_files_named_again_share_one_alias_budget() {
+    use crate::template::merge_environment_files;
+    // Within its own budget (the anchor's copy and two aliases' of 100 KB), but the merge keeps
+    // what every reading expanded to: a name repeated must not read under a new budget.
+    let text = format!("parameter_defaults: {{a: &a \"{}\", b: *a, c: *a}}\n", "v".repeat(100_000));
+    let files: Map<String, Value> = [("e.yaml".to_owned(), json!(text))].into_iter().collect();
+    let once = merge_environment_files(&["e.yaml".to_owned()], &files, &BTreeMap::new(), &BTreeMap::new());
+    assert_eq!(once.map(|merged| merged["parameter_defaults"]["c"].as_str().map(str::len)), Ok(Some(100_000)));
+    let names = vec!["e.yaml".to_owned(); 3];
+    let error = merge_environment_files(&names, &files, &BTreeMap::new(), &BTreeMap::new()).unwrap_err();
+    assert!(error.starts_with("environment file \"e.yaml\": line 1 column "), "{error}");
+    let limit = anneal_protocol::alias_budget::AliasBudget::for_text(text.len()).limit();
+    assert!(error.contains(&format!("aliases expand to more than {limit} bytes")), "{error}");
+}

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use anneal_protocol::alias_budget::{self, AliasBudget};
 use serde_json::json;
 
 use crate::template::yaml::{self, MAX_DEPTH, YamlError, resolve_plain};
@@ -44,12 +45,63 @@ fn yaml_bomb_is_rejected_quickly() {
     }
     let started = Instant::now();
     let error = rejection(&text);
-    assert!(matches!(error, YamlError::TooManyNodes { limit: 100_000, .. }), "{error:?}");
+    assert!(matches!(error, YamlError::AliasesTooLarge { .. }), "{error:?}");
     assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
 }
 
+/// The review's bomb (issue 31): one 500 KB string aliased 100,000 times, 0.8 MB of text that
+/// asked for 50 GB when an alias cost 1 whatever it copied.
 #[test]
-fn large_documents_without_aliases_are_not_limited_by_the_node_budget() {
+fn a_long_string_aliased_100000_times_is_refused_naming_the_limit() {
+    let text = format!("a: &a \"{}\"\nb: [{}]\n", "x".repeat(500_000), ["*a"; 100_000].join(","));
+    assert!(text.len() < 850_000, "{}", text.len());
+    let started = Instant::now();
+    let error = rejection(&text);
+    let elapsed = started.elapsed();
+    let limit = AliasBudget::for_text(text.len()).limit();
+    let YamlError::AliasesTooLarge { line: 2, column, limit: named } = error else { panic!("{error:?}") };
+    assert_eq!(named, limit);
+    // The copies that fit: the anchor's and as many aliases as the rest of the budget holds.
+    let copies = limit / alias_budget::scalar_bytes(500_002);
+    assert_eq!(column, "b: [".len() + 1 + "*a,".len() * (copies - 1), "the first alias over the budget");
+    assert!(error.to_string().contains(&format!("aliases expand to more than {limit} bytes")), "{error}");
+    // Before the budget counted bytes it asked for 50 GB; a debug build on a busy machine reads the
+    // 0.8 MB in well under this.
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+}
+
+#[test]
+fn a_long_string_aliased_a_few_times_is_accepted() {
+    let long = "y".repeat(100_000);
+    let parsed = value(&format!("a: &a \"{long}\"\nb: *a\nc: [*a, *a]\n"));
+    assert_eq!(parsed, json!({"a": long, "b": long, "c": [long, long]}));
+}
+
+#[test]
+fn an_alias_is_charged_what_it_copies_aliases_included() {
+    // `*b` copies two copies of `a`: 2,096 bytes each, not the few bytes `b` is written with.
+    let text = format!("a: &a {}\nb: &b [*a, *a]\nc: [*b, *b, *b]\n", "z".repeat(1000));
+    let error = rejection(&text);
+    let limit = AliasBudget::for_text(text.len()).limit();
+    assert_eq!(error, YamlError::AliasesTooLarge { line: 3, column: 9, limit }, "the second *b");
+    let fits = format!("a: &a {}\nb: &b [*a, *a]\nc: [*b]\n", "z".repeat(1000));
+    assert_eq!(value(&fits)["c"][0][1].as_str().map(str::len), Some(1000));
+}
+
+#[test]
+fn anchors_nested_in_anchors_are_charged_for_the_copies_they_keep() {
+    // Each anchor keeps a copy of its node for later aliases: 60 levels would copy the string 60
+    // times without a single alias.
+    let levels = 60;
+    let opening: String = (0..levels).map(|level| format!("&l{level} [")).collect();
+    let text = format!("{opening}\"{}\"{}", "w".repeat(100_000), "]".repeat(levels));
+    assert!(matches!(rejection(&text), YamlError::AliasesTooLarge { line: 1, .. }));
+    let few: String = (0..3).map(|level| format!("&l{level} [")).collect();
+    assert!(yaml::parse(&format!("{few}\"{}\"]]]", "w".repeat(100_000))).is_ok());
+}
+
+#[test]
+fn large_documents_without_aliases_are_not_limited_by_the_alias_budget() {
     let text = format!("[{}]", vec!["1"; 150_000].join(","));
     let Ok(node) = yaml::parse(&text) else { panic!("a plain large document must parse") };
     assert_eq!(node.to_value().as_array().map(Vec::len), Some(150_000));
