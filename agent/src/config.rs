@@ -86,6 +86,28 @@ pub enum SourceConfig {
 }
 
 impl SourceConfig {
+    /// The name of source number `index` of the config (`source[0] heat-local`): its log name and
+    /// cache key.
+    pub(crate) fn name_at(&self, index: usize) -> String {
+        format!("source[{index}] {}", self.kind())
+    }
+
+    /// Whether an `os-collect-config` key in this source's document may configure the agent's
+    /// sources (docs/openstack.md, "Self-configuration"). The kinds that read the server's own
+    /// Heat or Nova metadata do; an `http` URL or a `local` directory only with `self_configure`.
+    pub(crate) fn self_configure(&self) -> bool {
+        match self {
+            SourceConfig::Http(http) => http.self_configure,
+            SourceConfig::Local(local) => local.self_configure,
+            SourceConfig::HeatLocal(_)
+            | SourceConfig::Heat(_)
+            | SourceConfig::Cfn(_)
+            | SourceConfig::Zaqar(_)
+            | SourceConfig::Ec2(_)
+            | SourceConfig::ConfigDrive(_) => true,
+        }
+    }
+
     /// The `kind` value that selects this source, as written in the config.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
@@ -131,11 +153,18 @@ pub struct HttpSourceConfig {
     pub read_timeout: Duration,
     /// The `?wait=` asked for when the server advertises long-poll; zero disables long-poll.
     pub long_poll: Duration,
+    /// `self_configure`: whether the document's `os-collect-config` key may configure the agent
+    /// (off by default: the shim, a web server). A self-configured `request` source's key counts
+    /// whatever this says (see `selfconfig::tracker`).
+    pub self_configure: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalSourceConfig {
     pub path: PathBuf,
+    /// `self_configure`: whether an `os-collect-config` key in the directory's documents may
+    /// configure the agent (off by default).
+    pub self_configure: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,12 +285,15 @@ struct RawHttpSource {
     connect_timeout_secs: Option<u64>,
     read_timeout_secs: Option<u64>,
     long_poll_secs: Option<u64>,
+    /// A boolean, checked by `self_configure` so that a wrong type names the key.
+    self_configure: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLocalSource {
     path: PathBuf,
+    self_configure: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -330,9 +362,7 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceConfig, Problem
         RawSource::Http(http) => validate_http(http)
             .map(SourceConfig::Http)
             .map_err(|(field, reason)| (format!("source[{index}] (http) {field}"), reason)),
-        RawSource::Local(local) => absolute(&local.path)
-            .map(|()| SourceConfig::Local(LocalSourceConfig { path: local.path }))
-            .map_err(|reason| (format!("source[{index}] (local) path"), reason)),
+        RawSource::Local(local) => validate_local(local).map(SourceConfig::Local).map_err(in_source(index, "local")),
         RawSource::HeatLocal(heat_local) => {
             let path = heat_local.path.unwrap_or_else(|| PathBuf::from(DEFAULT_HEAT_LOCAL_PATH));
             absolute(&path)
@@ -358,6 +388,22 @@ fn in_source(index: usize, kind: &'static str) -> impl Fn(Problem) -> Problem {
     move |(field, reason)| (format!("source[{index}] ({kind}) {field}"), reason)
 }
 
+fn validate_local(raw: RawLocalSource) -> Result<LocalSourceConfig, Problem> {
+    absolute(&raw.path).map_err(|reason| ("path".to_string(), reason))?;
+    Ok(LocalSourceConfig { path: raw.path, self_configure: self_configure(raw.self_configure)? })
+}
+
+/// `self_configure`: false unless given; anything but a boolean is refused naming the key.
+fn self_configure(value: Option<toml::Value>) -> Result<bool, Problem> {
+    match value {
+        None => Ok(false),
+        Some(toml::Value::Boolean(value)) => Ok(value),
+        Some(other) => {
+            Err(("self_configure".to_string(), format!("must be true or false, got {}", http_urls::a_type(&other))))
+        }
+    }
+}
+
 fn validate_http(raw: RawHttpSource) -> Result<HttpSourceConfig, Problem> {
     let urls = http_urls::validate(raw.url, raw.urls)?;
     for (name, file) in [("token_file", &raw.token_file), ("ca_file", &raw.ca_file)] {
@@ -376,6 +422,7 @@ fn validate_http(raw: RawHttpSource) -> Result<HttpSourceConfig, Problem> {
         connect_timeout,
         read_timeout,
         long_poll: Duration::from_secs(raw.long_poll_secs.unwrap_or(60)),
+        self_configure: self_configure(raw.self_configure)?,
     })
 }
 

@@ -2,7 +2,8 @@
 //! outbox from a validated config and drives them until shutdown (run) or until nothing more is
 //! due (once). Shutdown is the `CancellationToken` the caller passes in; a cancelled run kills
 //! running hook groups, and the journal keeps them as interrupted for the next start. When a
-//! document carries a new `os-collect-config` key, the self-configured sources are persisted and
+//! document that may configure the agent carries a new `os-collect-config` key, or the source
+//! that supplied the key drops it, the self-configured sources are persisted (or dropped) and
 //! the polling tasks rebuilt around them (see docs/openstack.md), the journal left as it is.
 //! The outbox and the executor tell the polling tasks when the engine may have moved (a signal
 //! delivered, a NO_SIGNAL deployment finished) through one shared `EngineMoved`, so sources
@@ -27,7 +28,7 @@ use crate::fsutil;
 use crate::hook::{HookRunner, HookSettings};
 use crate::httpclient::{CaFileError, TrustRoots};
 use crate::journal::{Journal, JournalError};
-use crate::selfconfig::Tracker;
+use crate::selfconfig::tracker::Tracker;
 use crate::signal::outbox::{Outbox, OutboxSummary};
 use crate::signal::route::{Replicas, SignalRouter};
 use crate::signal::send::SignalSender;
@@ -119,12 +120,13 @@ fn build(config: &Config, base_env: Vec<(String, String)>) -> Result<Parts, Daem
     let outbox = Arc::new(
         Outbox::new(journal, SignalSender::new(roots.clone()), moved.clone()).with_router(Arc::clone(&router)),
     );
-    let mut tracker = Tracker::load(&settings.state_dir);
-    let collector = Collector::with_self_config(config, tracker.current(), &roots)?;
+    let mut tracker = Tracker::load(&settings.state_dir, config);
+    let mut collector = Collector::with_self_config(config, tracker.current(), &roots)?;
     // With sources persisted, the keys of the cached documents were acted on before: only a
     // key a source newly carries may change them (a stale one at boot must not switch back).
-    if tracker.current().is_some() {
-        tracker.prime(&collector.collected().self_config_keys);
+    // A supplier whose cached document lost the key drops them before anything is polled.
+    if tracker.start(&collector.collected().self_config_keys) {
+        collector = Collector::with_self_config(config, tracker.current(), &roots)?;
     }
     Ok(Parts { executor, outbox, wake_outbox, moved, collector, tracker, roots, router })
 }

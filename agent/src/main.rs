@@ -222,10 +222,12 @@ fn bootstrap(metadata: &Path, path: &Path) -> ExitCode {
         Ok(derived) => derived,
         Err(error) => return fail(2, &error),
     };
-    if let Err(error) = selfconfig::store(&config.agent.state_dir, &derived) {
+    // An operator's choice: no source's document can drop these, only a changed key replaces them.
+    let persisted = selfconfig::Persisted { config: derived, supplier: selfconfig::Supplier::Bootstrap };
+    if let Err(error) = selfconfig::store(&config.agent.state_dir, &persisted) {
         return fail(1, &error);
     }
-    let rows = status::self_configured_rows(&derived, config.agent.poll_interval.as_secs());
+    let rows = status::self_configured_rows(&persisted.config, config.agent.poll_interval.as_secs());
     let written = selfconfig::file_path(&config.agent.state_dir);
     print_stdout(&format!("wrote {}:\n{}", written.display(), status::render_sources(&rows)))
 }

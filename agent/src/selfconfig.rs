@@ -4,30 +4,32 @@
 //! os-apply-config's template. Here that key becomes `[[source]]` tables in agent.toml's format,
 //! validated by the same code as agent.toml (the tables are built with the TOML serialiser and
 //! parsed back with `config::parse`, so no value can add a key or a table), and kept in
-//! `{state_dir}/os-collect-config.toml` (0600, replaced atomically). The config's own sources come
-//! first; these follow, named `os-collect-config <collector>`. See docs/openstack.md.
+//! `{state_dir}/os-collect-config.toml` (`file`: 0600, replaced atomically, with the source the
+//! key came from). The config's own sources come first; these follow, named `os-collect-config
+//! <collector>`. Which documents' keys count, and how long their sources stay, is `tracker`'s.
+//! See docs/openstack.md.
 //!
 //! Collectors the image already covers with its own sources (`ec2`, `local`, `heat_local`,
 //! `config_drive`) are skipped: agent.toml lists those. Every value is bounded and typed before
 //! it is used, and no error text quotes a value (a value may be a password).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use crate::config::{self, ConfigError, SourceConfig};
-use crate::fsutil::{self, effective_uid};
+
+mod file;
+pub(crate) mod tracker;
+
+pub use file::{FILE_NAME, Persisted, Supplier, file_path, load, remove, store};
 
 /// The metadata key Heat writes (and os-apply-config's template reads).
 pub const METADATA_KEY: &str = "os-collect-config";
-/// The file in `state_dir` the derived sources are kept in.
-pub const FILE_NAME: &str = "os-collect-config.toml";
 /// More collector names than os-collect-config knows is not a list Heat wrote.
 const MAX_COLLECTORS: usize = 16;
 /// The longest string value taken from the key (URLs, ids, passwords are far shorter).
@@ -37,11 +39,15 @@ const MAX_POLLING_INTERVAL_SECS: u64 = 86_400;
 /// A metadata file for `bootstrap`: as large as a metadata document may be
 /// (`source::MAX_DOCUMENT_BYTES`; not imported, so the sources may use this module).
 const MAX_METADATA_FILE_BYTES: u64 = 16 * 1024 * 1024;
-/// The file holds a few tables: anything larger was not written by the agent.
-const MAX_FILE_BYTES: u64 = 1024 * 1024;
-/// The first lines of the file.
-const FILE_HEADER: &str = "# Written by anneal-agent from the os-collect-config key of this server's Heat metadata.\n\
-# Rewritten whenever that key changes; edit agent.toml instead (see docs/openstack.md).\n\n";
+
+/// One source's document as self-configuration sees it: the source's name and the
+/// `os-collect-config` key the document carries (`None`: it has none). Only sources with a
+/// document, fresh or cached, are listed: a source without one tells nothing about the key.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CarriedKey {
+    pub(crate) source: String,
+    pub(crate) key: Option<Value>,
+}
 
 /// An os-collect-config collector this module turns into a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +104,8 @@ pub struct SelfConfig {
     pub sources: Vec<(Collector, SourceConfig)>,
     /// `polling_interval`: the poll interval of these sources; the config's own when unset.
     pub poll_interval: Option<Duration>,
-    /// The file text: what is written, and what a new key is compared with.
+    /// The sources as TOML: what is written (after the file's header and supplier), and what a
+    /// new key is compared with.
     text: String,
 }
 
@@ -149,15 +156,16 @@ pub enum SelfConfigError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot remove {path}")]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 fn invalid(key: impl Into<String>, reason: impl Into<String>) -> SelfConfigError {
     SelfConfigError::Invalid { key: key.into(), reason: reason.into() }
-}
-
-/// The path of the file in `state_dir`.
-pub fn file_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(FILE_NAME)
 }
 
 /// Turns the value of an `os-collect-config` key into sources, validated as agent.toml's.
@@ -270,7 +278,7 @@ fn source_table(collector: Collector, section: &Map<String, Value>) -> Result<to
     Ok(table)
 }
 
-/// The file text for `tables`: the header, `[agent] poll_interval_secs` when set, the tables.
+/// The sources' text for `tables`: `[agent] poll_interval_secs` when set, the tables.
 fn render(tables: &[toml::Table], poll_interval: Option<Duration>) -> Result<String, SelfConfigError> {
     let mut document = toml::Table::new();
     if let Some(interval) = poll_interval {
@@ -280,9 +288,7 @@ fn render(tables: &[toml::Table], poll_interval: Option<Duration>) -> Result<Str
     }
     let sources = tables.iter().cloned().map(toml::Value::Table).collect();
     document.insert("source".to_string(), toml::Value::Array(sources));
-    let body =
-        toml::to_string(&document).map_err(|error| invalid("", format!("cannot render the sources: {error}")))?;
-    Ok(format!("{FILE_HEADER}{body}"))
+    toml::to_string(&document).map_err(|error| invalid("", format!("cannot render the sources: {error}")))
 }
 
 /// Parses the file text with agent.toml's parser; `collectors` in the order of the tables.
@@ -304,69 +310,6 @@ fn rename_key(key: &str, collectors: &[Collector]) -> String {
         Some(collector) => format!("{}.{field}", collector.name()),
         None => key.to_string(),
     }
-}
-
-/// Reads `{state_dir}/os-collect-config.toml`; `None` when there is none. A file someone else
-/// could have written or read (not ours, not 0600, a link) is refused: it holds credentials.
-pub fn load(state_dir: &Path) -> Result<Option<SelfConfig>, SelfConfigError> {
-    let path = file_path(state_dir);
-    let bad = |reason: String| SelfConfigError::BadFile { path: path.clone(), reason };
-    let metadata = match fs::symlink_metadata(&path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(SelfConfigError::Read { path, source }),
-    };
-    if !metadata.file_type().is_file() {
-        return Err(bad("not a regular file".to_string()));
-    }
-    if metadata.uid() != effective_uid() || metadata.permissions().mode() & 0o077 != 0 {
-        return Err(bad("must be owned by the agent's user and readable by it only (0600)".to_string()));
-    }
-    let mut text = String::new();
-    let read = fs::File::open(&path).and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text));
-    read.map_err(|source| SelfConfigError::Read { path: path.clone(), source })?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(bad(format!("larger than {MAX_FILE_BYTES} bytes")));
-    }
-    from_text(text).map(Some).map_err(bad)
-}
-
-/// Parses a file this module wrote.
-fn from_text(text: String) -> Result<SelfConfig, String> {
-    let document: toml::Table = text.parse().map_err(|_| "not valid TOML".to_string())?;
-    let agent = match document.get("agent") {
-        None => None,
-        Some(toml::Value::Table(agent)) if agent.keys().all(|key| key == "poll_interval_secs") => Some(agent),
-        Some(_) => return Err("[agent] may only set poll_interval_secs".to_string()),
-    };
-    if document.keys().any(|key| key != "agent" && key != "source") {
-        return Err("only [agent] and [[source]] tables are allowed".to_string());
-    }
-    let Some(toml::Value::Array(tables)) = document.get("source") else {
-        return Err("no [[source]] tables".to_string());
-    };
-    let mut collectors = Vec::with_capacity(tables.len());
-    for table in tables {
-        let kind = table.get("kind").and_then(toml::Value::as_str).unwrap_or_default();
-        match Collector::from_kind(kind) {
-            Some(collector) if !collectors.contains(&collector) => collectors.push(collector),
-            _ => return Err("each [[source]] must be a different one of cfn, heat, http and zaqar".to_string()),
-        }
-    }
-    let sources = parse_sources(&text, &collectors).map_err(|(key, reason)| format!("{key}: {reason}"))?;
-    let poll_interval = agent
-        .and_then(|agent| agent.get("poll_interval_secs"))
-        .and_then(toml::Value::as_integer)
-        .map(|secs| Duration::from_secs(secs.unsigned_abs()));
-    Ok(SelfConfig { sources, poll_interval, text })
-}
-
-/// Writes `config` as `{state_dir}/os-collect-config.toml`: 0600, atomically and durably.
-pub fn store(state_dir: &Path, config: &SelfConfig) -> Result<(), SelfConfigError> {
-    let path = file_path(state_dir);
-    fsutil::ensure_private_dir(state_dir)
-        .and_then(|()| fsutil::write_atomic(&path, config.text.as_bytes(), 0o600))
-        .map_err(|source| SelfConfigError::Write { path, source })
 }
 
 /// `anneal-agent bootstrap --from-metadata FILE`: the sources of the `os-collect-config` key of a
@@ -406,77 +349,6 @@ fn json_type(value: &Value) -> &'static str {
 /// A collector name for a message: at most 32 characters, control characters escaped.
 fn printable(name: &str) -> String {
     name.chars().take(32).flat_map(char::escape_debug).collect()
-}
-
-/// What the daemon knows of self-configuration: the sources in use, and the key each source's
-/// document carried when last looked at. Only a key a source newly carries is acted on, so a
-/// stale key (the boot-time copy in cfn-init-data) never switches back from a newer one that a
-/// self-configured source delivered; of several new keys, the last source's wins, as in the
-/// merge of the documents. When sources were persisted before the start (by an earlier run or by
-/// `bootstrap`), a source's first key is taken as one already applied: only a change acts, so a
-/// stale cfn-init-data cannot undo a `bootstrap`. No `Debug`: the keys it keeps hold credentials.
-#[derive(Default)]
-pub(crate) struct Tracker {
-    state_dir: PathBuf,
-    current: Option<SelfConfig>,
-    seen: HashMap<String, Value>,
-    persisted_at_start: bool,
-}
-
-impl Tracker {
-    /// The persisted sources of `state_dir`; a file that cannot be used is logged and ignored
-    /// (the config's own sources still run, and the next key rewrites it).
-    pub(crate) fn load(state_dir: &Path) -> Tracker {
-        let current = load(state_dir).unwrap_or_else(|error| {
-            tracing::warn!(error = %crate::error_chain(&error), "ignoring the self-configured sources");
-            None
-        });
-        let persisted_at_start = current.is_some();
-        Tracker { state_dir: state_dir.to_path_buf(), current, seen: HashMap::new(), persisted_at_start }
-    }
-
-    pub(crate) fn current(&self) -> Option<&SelfConfig> {
-        self.current.as_ref()
-    }
-
-    /// Records `keys` ((source name, key) pairs) as seen without acting on them.
-    pub(crate) fn prime(&mut self, keys: &[(String, Value)]) {
-        self.seen.extend(keys.iter().cloned());
-    }
-
-    /// Looks at the `os-collect-config` keys of the sources' documents. Returns whether the
-    /// sources changed (persisted already): the caller then switches its polling set. No new
-    /// key, a key giving the sources in use, or one that does not validate (logged) changes
-    /// nothing.
-    pub(crate) fn observe(&mut self, keys: &[(String, Value)]) -> bool {
-        let is_new = |name: &String, key: &Value| match self.seen.get(name) {
-            Some(seen) => seen != key,
-            None => !self.persisted_at_start,
-        };
-        let newest = keys.iter().rev().find(|(name, key)| is_new(name, key)).map(|(_, key)| key.clone());
-        self.prime(keys);
-        let Some(key) = newest else { return false };
-        let derived = match derive(&key) {
-            Ok(derived) => derived,
-            Err(error) => {
-                tracing::warn!(error = %crate::error_chain(&error), "ignoring the os-collect-config key; keeping the sources in use");
-                return false;
-            }
-        };
-        if self.current.as_ref().is_some_and(|current| current.text == derived.text) {
-            return false;
-        }
-        if let Err(error) = store(&self.state_dir, &derived) {
-            tracing::error!(error = %crate::error_chain(&error), "cannot persist the self-configured sources; keeping the sources in use");
-            // Acted on again with the next view.
-            self.seen.clear();
-            self.persisted_at_start = false;
-            return false;
-        }
-        tracing::info!(sources = ?derived.source_names(), "the os-collect-config key changed: switching to its sources");
-        self.current = Some(derived);
-        true
-    }
 }
 
 #[cfg(test)]

@@ -136,12 +136,11 @@ pub fn read_sources(config: &Config) -> Result<Vec<SourceRow>, SelfConfigError> 
         .iter()
         .enumerate()
         .map(|(index, source)| {
-            let name = format!("source[{index}] {}", source.kind());
-            source_row(name, "config", source, config.agent.poll_interval.as_secs())
+            source_row(source.name_at(index), "config", source, config.agent.poll_interval.as_secs())
         })
         .collect();
-    if let Some(derived) = selfconfig::load(&config.agent.state_dir)? {
-        rows.extend(self_configured_rows(&derived, config.agent.poll_interval.as_secs()));
+    if let Some(persisted) = selfconfig::load(&config.agent.state_dir)? {
+        rows.extend(self_configured_rows(&persisted.config, config.agent.poll_interval.as_secs()));
     }
     Ok(rows)
 }

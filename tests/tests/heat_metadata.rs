@@ -155,8 +155,9 @@ async fn check_results(agent: &Agent, document: &Value, signals: &MockServer) {
 }
 
 /// The signals the receiver got. The document's `os-collect-config` key (moved onto the
-/// receiver like every URL) also configures the agent's own cfn source (docs/openstack.md),
-/// whose polls are GETs: no signal is.
+/// receiver like every URL) also configures the agent's own cfn source when it comes from
+/// cfn-init-data (a plain http source's key is ignored: docs/openstack.md), whose polls are
+/// GETs: no signal is.
 async fn signals_received(signals: &MockServer) -> Vec<wiremock::Request> {
     received(signals).await.into_iter().filter(|request| request.method.as_str() != "GET").collect()
 }

@@ -2,12 +2,15 @@
 //! (docs/openstack.md): `anneal-agent bootstrap --from-metadata FILE` writes
 //! `state/os-collect-config.toml` from a server's metadata, and `once` then polls the derived
 //! `request` source (a Swift-style temp URL on a loopback `SwitchableServer`) and runs its
-//! deployment; a running daemon follows a changed key to a new source without a restart and
-//! without losing its journal, and leaves the file alone while the key stays the same. The
-//! credentials in the key (a temp URL signature, a Keystone password) reach neither a log line at
-//! debug level nor `status --sources`, and the file holding them is 0600.
+//! deployment; a running daemon follows a changed key in its boot metadata (a `heat-local`
+//! cfn-init-data) to a new source without a restart and without losing its journal, and leaves
+//! the file alone while the key stays the same. The key of a plain `http` source (the shim's
+//! document) redirects nothing unless that source opts in with `self_configure = true`, and a
+//! redirect ends when its source drops the key, across a restart too. The credentials in the key
+//! (a temp URL signature, a Keystone password) reach neither a log line at debug level nor
+//! `status --sources`, and the file holding them is 0600.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,13 +24,19 @@ use tokio::process::Command;
 const SIGNATURE: &str = "5e1f0c0ffee5e1f0c0ffee5e1f0c0ffee5e1f0c0";
 const PASSWORD: &str = "pl4nted-keystone-passw0rd";
 
-/// A standalone agent whose only own source is an empty `local` dir, as an image's config has.
+/// A standalone agent whose only own source is a `heat-local` file, as an image's config has
+/// (missing: an empty document); returns the file's path, Heat's cfn-init-data.
 fn image_agent(parent: &Path) -> (Agent, PathBuf) {
-    let local = parent.join("local.d");
-    std::fs::create_dir_all(&local).expect("local dir");
-    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o700)).expect("chmod local dir");
-    let sources = format!("[[source]]\nkind = \"local\"\npath = {}\n", toml_string(&local.display().to_string()));
-    (Agent::standalone(parent, "vm", &AgentSettings::default(), &sources), local)
+    let boot = parent.join("cfn-init-data");
+    let sources = format!("[[source]]\nkind = \"heat-local\"\npath = {}\n", toml_string(&boot.display().to_string()));
+    (Agent::standalone(parent, "vm", &AgentSettings::default(), &sources), boot)
+}
+
+/// Replaces `path` with `document` in one rename, so that a read never sees half a file.
+fn write_document(path: &Path, document: &Value) {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, document.to_string()).expect("write the document");
+    std::fs::rename(&partial, path).expect("rename the document into place");
 }
 
 fn request_key(server: &SwitchableServer, object: &str) -> Value {
@@ -166,10 +175,9 @@ async fn the_daemon_follows_a_changed_key_without_a_restart() {
     first.set_document(document(std::slice::from_ref(&a1)));
     second.set_document(document(&[a1, script_deployment("b1", "#!/bin/sh\necho b1\n", &signal("b1"))]));
     let dir = tempfile::tempdir().expect("temp dir");
-    let (mut agent, local) = image_agent(dir.path());
-    // What Heat writes to cfn-init-data at boot, read here by the image's own local source.
-    let boot = local.join("boot.json");
-    std::fs::write(&boot, json!({"os-collect-config": request_key(&first, "one")}).to_string()).expect("write");
+    let (mut agent, boot) = image_agent(dir.path());
+    // What Heat writes to cfn-init-data at boot, read by the image's own heat-local source.
+    write_document(&boot, &json!({"os-collect-config": request_key(&first, "one")}));
     agent.start();
 
     wait_until(Duration::from_secs(30), "a1 ran from the first derived source", || async {
@@ -181,7 +189,7 @@ async fn the_daemon_follows_a_changed_key_without_a_restart() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), written, "an unchanged key is not rewritten");
 
-    std::fs::write(&boot, json!({"os-collect-config": request_key(&second, "two")}).to_string()).expect("write");
+    write_document(&boot, &json!({"os-collect-config": request_key(&second, "two")}));
     wait_until(Duration::from_secs(30), "b1 ran from the new source", || async {
         (receiver.answered("POST", "/signal/b1").len() == 1).then_some(())
     })
@@ -191,18 +199,30 @@ async fn the_daemon_follows_a_changed_key_without_a_restart() {
     // A hostile key (an injected table, an unknown collector) is refused with a warning.
     let mut hostile = request_key(&first, "one\n[[source]]\nkind = \"local\"");
     hostile["collectors"] = json!(["request", "nova"]);
-    std::fs::write(&boot, json!({"os-collect-config": hostile}).to_string()).expect("write");
+    write_document(&boot, &json!({"os-collect-config": hostile}));
     wait_until(Duration::from_secs(30), "the hostile key is refused", || async {
         agent.log_text().contains("ignoring the os-collect-config key").then_some(())
     })
     .await;
     assert!(agent.log_text().contains("unknown collector \"nova\""), "{}", agent.log_text());
     assert!(std::fs::read_to_string(&file).unwrap().contains("/c/two"), "the sources in use stay");
-    // A document without the key keeps what is persisted.
-    std::fs::write(&boot, json!({"deployments": []}).to_string()).expect("write");
+    // A source that is failing keeps its cached document, and the sources with it.
+    std::fs::write(&boot, "{ not json").expect("write");
     let polled = second.answered("GET", "/v1/AUTH_t/c/two").len();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(second.answered("GET", "/v1/AUTH_t/c/two").len() > polled, "still polling the derived source");
+    wait_until(Duration::from_secs(30), "the derived source is polled on", || async {
+        (second.answered("GET", "/v1/AUTH_t/c/two").len() >= polled + 2).then_some(())
+    })
+    .await;
+    assert!(std::fs::read_to_string(&file).unwrap().contains("/c/two"), "the cached document still has the key");
+    // A boot document without the key (its supplier repaired) ends the redirect.
+    write_document(&boot, &json!({"deployments": []}));
+    wait_until(Duration::from_secs(30), "the self-configured file is removed", || async {
+        (!file.exists()).then_some(())
+    })
+    .await;
+    let log = agent.log_text();
+    let dropped = log.find("no longer carries the os-collect-config key").expect("the drop is logged");
+    assert!(log[dropped..].contains("switching the polled sources"), "polling switches back:\n{log}");
     agent.stop().await;
 
     assert_eq!(receiver.answered("POST", "/signal/a1").len(), 1, "a1 is not rerun after the switch");
@@ -222,9 +242,8 @@ async fn once_configures_itself_from_the_boot_metadata_in_the_same_cycle() {
     let signal_url = format!("{}/signal/d1", receiver.url());
     swift.set_document(document(&[script_deployment("d1", "#!/bin/sh\necho hello\n", &signal_url)]));
     let dir = tempfile::tempdir().expect("temp dir");
-    let (agent, local) = image_agent(dir.path());
-    let boot = json!({"os-collect-config": request_key(&swift, "server"), "deployments": []});
-    std::fs::write(local.join("boot.json"), boot.to_string()).expect("write");
+    let (agent, boot) = image_agent(dir.path());
+    write_document(&boot, &json!({"os-collect-config": request_key(&swift, "server"), "deployments": []}));
 
     let once = agent_command(&agent, &["once"]).await;
     assert_eq!(once.code, 0, "{once:?}");
@@ -235,4 +254,135 @@ async fn once_configures_itself_from_the_boot_metadata_in_the_same_cycle() {
     assert_eq!(receiver.answered("POST", "/signal/d1").len(), 1, "and only once");
     assert_eq!(swift.answered("GET", "/v1/AUTH_t/c/server").len(), 2, "the second cycle polls it from the file");
     assert!(!again.stderr.contains("switching"), "an unchanged key switches nothing:\n{}", again.stderr);
+}
+
+/// A standalone agent whose only source is the http URL of `shim` (a plain source unless
+/// `opted_in`: `self_configure = true`).
+fn shim_agent(parent: &Path, shim: &SwitchableServer, opted_in: bool) -> Agent {
+    let agent = Agent::standalone(parent, "vm", &AgentSettings::default(), "");
+    write_shim_config(&agent, shim, opted_in);
+    agent
+}
+
+fn write_shim_config(agent: &Agent, shim: &SwitchableServer, opted_in: bool) {
+    let url = toml_string(&format!("{}/v1/servers/vm/metadata", shim.url()));
+    let sources = format!("[[source]]\nkind = \"http\"\nurl = {url}\nself_configure = {opted_in}\n");
+    agent.write_config_with_sources(&AgentSettings::default(), &sources);
+}
+
+/// The shim's document: no deployment, and an `os-collect-config` key pointing at `elsewhere`.
+fn redirecting(elsewhere: &SwitchableServer) -> Value {
+    json!({"deployments": [], "os-collect-config": request_key(elsewhere, "evil")})
+}
+
+/// Waits until `shim` answered `more` GETs beyond those it had answered when called: time
+/// passing for the agent, measured in its own polls (every second).
+async fn wait_for_polls(shim: &SwitchableServer, more: usize) {
+    let target = shim.answered("GET", "/").len() + more;
+    wait_until(Duration::from_secs(30), "the agent polls the shim", || async {
+        (shim.answered("GET", "/").len() >= target).then_some(())
+    })
+    .await;
+}
+
+/// The log's first line holding `text`.
+fn log_line(agent: &Agent, text: &str) -> String {
+    let log = agent.log_text();
+    log.lines()
+        .find(|line| line.contains(text))
+        .unwrap_or_else(|| panic!("no log line with {text:?}:\n{log}"))
+        .to_string()
+}
+
+/// The finding: a document of the shim (a plain http source) with an `os-collect-config` key
+/// redirected the agent's polling elsewhere. It is ignored with a warning naming the source; the
+/// same source with `self_configure = true` redirects, and the new host is warned about.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_http_source_redirects_nothing_unless_it_opts_in() {
+    let receiver = SwitchableServer::start().await;
+    let shim = SwitchableServer::start().await;
+    let elsewhere = SwitchableServer::start().await;
+    let signal_url = format!("{}/signal/e1", receiver.url());
+    elsewhere.set_document(document(&[script_deployment("e1", "#!/bin/sh\necho elsewhere\n", &signal_url)]));
+    shim.set_document(redirecting(&elsewhere));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut agent = shim_agent(dir.path(), &shim, false);
+    agent.start();
+
+    wait_until(Duration::from_secs(30), "the ignored key is warned about", || async {
+        agent.log_text().contains("ignoring the os-collect-config key").then_some(())
+    })
+    .await;
+    wait_for_polls(&shim, 3).await;
+    assert!(elsewhere.requests().is_empty(), "the other server got no request: {:?}", elsewhere.requests());
+    assert!(!self_config_file(&agent).exists(), "nothing is persisted");
+    let warning = log_line(&agent, "ignoring the os-collect-config key");
+    assert!(warning.contains(" WARN ") && warning.contains("source[0] http"), "names the source: {warning}");
+    assert!(!warning.contains(&elsewhere.url()[7..]), "never the key's values: {warning}");
+    agent.stop().await;
+
+    write_shim_config(&agent, &shim, true);
+    agent.start();
+    wait_until(Duration::from_secs(30), "e1 ran from the other server", || async {
+        (receiver.answered("POST", "/signal/e1").len() == 1).then_some(())
+    })
+    .await;
+    let stored = std::fs::read_to_string(self_config_file(&agent)).expect("persisted");
+    assert!(stored.contains("supplied_by = \"source[0] http\""), "{stored}");
+    let redirect = log_line(&agent, "points a source at a new host");
+    assert!(redirect.contains(" WARN ") && redirect.contains("kind=\"http\""), "{redirect}");
+    assert!(redirect.contains(&format!("host={}", &elsewhere.url()[7..])), "{redirect}");
+    assert!(!redirect.contains("/v1/AUTH_t") && !redirect.contains(SIGNATURE), "no path or query: {redirect}");
+    agent.stop().await;
+    assert!(!agent.log_text().contains(SIGNATURE), "no log line holds the signature");
+}
+
+/// The redirect does not outlive the repair: when the source that supplied the key drops it,
+/// the self-configured source is no longer polled and the file is removed, and a restart does
+/// not bring it back; a repair made while the agent was down ends it at the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_ends_when_its_source_drops_the_key_also_across_restarts() {
+    let shim = SwitchableServer::start().await;
+    let elsewhere = SwitchableServer::start().await;
+    shim.set_document(redirecting(&elsewhere));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut agent = shim_agent(dir.path(), &shim, true);
+    let file = self_config_file(&agent);
+    let redirected = || async { (!elsewhere.answered("GET", "/").is_empty() && file.exists()).then_some(()) };
+    agent.start();
+    wait_until(Duration::from_secs(30), "polling is redirected", redirected).await;
+
+    // Repaired while the agent runs.
+    shim.set_document(json!({"deployments": []}));
+    wait_until(Duration::from_secs(30), "the file is removed", || async { (!file.exists()).then_some(()) }).await;
+    wait_for_polls(&shim, 2).await;
+    let after_repair = elsewhere.requests().len();
+    wait_for_polls(&shim, 3).await;
+    assert_eq!(elsewhere.requests().len(), after_repair, "the other server is no longer polled");
+    let dropped = log_line(&agent, "no longer carries the os-collect-config key");
+    assert!(dropped.contains(" WARN ") && dropped.contains("source[0] http"), "{dropped}");
+    agent.stop().await;
+    agent.start();
+    wait_for_polls(&shim, 3).await;
+    assert_eq!(elsewhere.requests().len(), after_repair, "nor after a restart");
+    assert!(!file.exists());
+
+    // The key back redirects again (the source still opts in); repaired while the agent is down.
+    shim.set_document(redirecting(&elsewhere));
+    wait_until(Duration::from_secs(30), "polling is redirected again", || async {
+        (elsewhere.requests().len() > after_repair && file.exists()).then_some(())
+    })
+    .await;
+    agent.stop().await;
+    shim.set_document(json!({"deployments": []}));
+    agent.start();
+    wait_until(Duration::from_secs(30), "the file is removed at the start", || async {
+        (!file.exists()).then_some(())
+    })
+    .await;
+    wait_for_polls(&shim, 2).await;
+    let after_restart = elsewhere.requests().len();
+    wait_for_polls(&shim, 3).await;
+    assert_eq!(elsewhere.requests().len(), after_restart, "the other server is no longer polled");
+    agent.stop().await;
 }

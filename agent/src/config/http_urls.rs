@@ -62,7 +62,7 @@ fn strings(key: &str, value: Value, expected: &str) -> Result<Vec<String>, Probl
 
 /// `an integer`, `a table`: the value's TOML type for a message (never the value: it may be a
 /// credential).
-fn a_type(value: &Value) -> String {
+pub(super) fn a_type(value: &Value) -> String {
     let name = value.type_str();
     let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
     format!("{article} {name}")

@@ -25,7 +25,7 @@ fn defaults_apply() {
     assert_eq!(agent.parallel, 1);
     assert!(agent.hook_env.is_empty());
     assert_eq!(agent.journal_retention, Some(Duration::from_secs(7 * 86_400)));
-    let local = LocalSourceConfig { path: PathBuf::from("/var/lib/anneal/local.d") };
+    let local = LocalSourceConfig { path: PathBuf::from("/var/lib/anneal/local.d"), self_configure: false };
     assert_eq!(config.sources, vec![SourceConfig::Local(local)]);
 }
 
@@ -79,6 +79,7 @@ fn full_config_parses_in_order() {
         connect_timeout: Duration::from_secs(3),
         read_timeout: Duration::from_secs(7),
         long_poll: Duration::ZERO,
+        self_configure: false,
     };
     let default_heat = HeatLocalSourceConfig { path: PathBuf::from(DEFAULT_HEAT_LOCAL_PATH) };
     let custom_heat = HeatLocalSourceConfig { path: PathBuf::from("/run/cfn-init-data") };
@@ -98,6 +99,28 @@ fn http_defaults() {
     assert_eq!(http.long_poll, Duration::from_secs(60));
     assert_eq!(http.token_file, None);
     assert_eq!(http.ca_file, None);
+}
+
+/// Whose `os-collect-config` key may configure the agent (docs/openstack.md): the kinds that
+/// read the server's Heat or Nova metadata always; an http URL or a local dir only when it opts
+/// in with `self_configure = true`, which no other kind takes.
+#[test]
+fn self_configure_is_an_opt_in_of_http_and_local_sources() {
+    let may_configure = |table: &str| parse_text(&format!("[[source]]\n{table}")).unwrap().sources[0].self_configure();
+    assert!(!may_configure("kind = \"http\"\nurl = \"http://127.0.0.1:1/m\"\n"), "the shim, a web server");
+    assert!(!may_configure("kind = \"local\"\npath = \"/x\"\n"));
+    assert!(may_configure("kind = \"http\"\nurl = \"http://127.0.0.1:1/m\"\nself_configure = true\n"));
+    assert!(may_configure("kind = \"local\"\npath = \"/x\"\nself_configure = true\n"));
+    assert!(!may_configure("kind = \"local\"\npath = \"/x\"\nself_configure = false\n"));
+    assert!(may_configure("kind = \"heat-local\"\n"));
+    assert!(may_configure("kind = \"config-drive\"\n"));
+    assert!(may_configure("kind = \"ec2\"\nmetadata_url = \"http://127.0.0.1:1/\"\n"));
+    let message = error_text("[[source]]\nkind = \"http\"\nurl = \"http://h/\"\nself_configure = \"yes\"\n");
+    assert!(message.ends_with("source[0] (http) self_configure: must be true or false, got a string"), "{message}");
+    let message = error_text("[[source]]\nkind = \"local\"\npath = \"/x\"\nself_configure = 1\n");
+    assert!(message.ends_with("source[0] (local) self_configure: must be true or false, got an integer"), "{message}");
+    let message = error_text("[[source]]\nkind = \"heat-local\"\nself_configure = false\n");
+    assert!(message.contains("unknown field `self_configure`"), "{message}");
 }
 
 #[test]

@@ -19,6 +19,7 @@ fn http(ca_file: Option<PathBuf>) -> SourceConfig {
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(5),
         long_poll: Duration::from_secs(60),
+        self_configure: false,
     })
 }
 
@@ -35,7 +36,7 @@ fn every_configured_ca_file_is_a_root() {
     let (one, two) = (dir.path().join("one.pem"), dir.path().join("two.pem"));
     fs::write(&one, ca_pem()).unwrap();
     fs::write(&two, ca_pem() + &ca_pem()).unwrap();
-    let local = SourceConfig::Local(LocalSourceConfig { path: "/l".into() });
+    let local = SourceConfig::Local(LocalSourceConfig { path: "/l".into(), self_configure: false });
     let roots = TrustRoots::from_config(&config(vec![http(Some(one.clone())), local, http(None), http(Some(two))]));
     let roots = roots.unwrap();
     assert_eq!(roots.len(), 3);

@@ -169,7 +169,8 @@ fn values_cannot_inject_keys_or_tables() {
     assert_eq!(derived.sources.len(), 1);
     let SourceConfig::Heat(heat) = &derived.sources[0].1 else { panic!("{derived:?}") };
     assert_eq!(heat.keystone.password.expose(), &hostile, "the value round-trips literally");
-    assert_eq!(from_text(derived.text.clone()).unwrap(), derived, "and survives the file");
+    let persisted = file::from_text(&derived.text).unwrap();
+    assert_eq!(persisted.config, derived, "and survives the file");
     // A key named like a source key inside a section is not copied.
     let mut key = request_key("http://127.0.0.1:1/m");
     key["request"]["token_file"] = json!("/etc/shadow");
@@ -186,23 +187,52 @@ fn store_and_load_round_trip_privately() {
     let mut key = heat_key();
     key["polling_interval"] = json!(7);
     let derived = derive(&key).unwrap();
-    store(state.path(), &derived).unwrap();
+    let persisted = Persisted { config: derived.clone(), supplier: Supplier::Source("source[0] heat-local".into()) };
+    store(state.path(), &persisted).unwrap();
     let path = file_path(state.path());
     assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     let text = fs::read_to_string(&path).unwrap();
     assert!(text.starts_with("# Written by anneal-agent"), "{text}");
+    assert!(text.contains("supplied_by = \"source[0] heat-local\""), "{text}");
     assert!(text.contains("[[source]]") && text.contains("kind = \"heat\"") && text.contains("poll_interval_secs = 7"));
     let loaded = load(state.path()).unwrap().unwrap();
-    assert_eq!(loaded, derived);
-    assert_eq!(loaded.poll_interval, Some(Duration::from_secs(7)));
-    // It is agent.toml's format: the config parser reads it as it is.
-    assert_eq!(config::parse(&text, &path).unwrap().sources.len(), 1);
+    assert_eq!(loaded, persisted);
+    assert_eq!(loaded.config.poll_interval, Some(Duration::from_secs(7)));
+    // Its tables are agent.toml's format: the config parser reads them as they are.
+    assert_eq!(config::parse(&derived.text, &path).unwrap().sources.len(), 1);
+    let bootstrapped = Persisted { config: derived, supplier: Supplier::Bootstrap };
+    store(state.path(), &bootstrapped).unwrap();
+    assert!(fs::read_to_string(&path).unwrap().contains("supplied_by = \"bootstrap\""));
+    assert_eq!(load(state.path()).unwrap().unwrap(), bootstrapped);
+}
+
+/// A file an earlier version wrote has no `supplied_by`: its sources load, their supplier
+/// unrecorded (the tracker finds it), and they compare equal to the same key derived now.
+#[test]
+fn a_file_without_a_supplier_loads_as_unrecorded() {
+    let state = tempfile::tempdir().unwrap();
+    let derived = derive(&request_key("http://127.0.0.1:1/m")).unwrap();
+    let earlier = format!("# Written by anneal-agent from the os-collect-config key.\n\n{}", derived.text);
+    fs::write(file_path(state.path()), earlier).unwrap();
+    fs::set_permissions(file_path(state.path()), fs::Permissions::from_mode(0o600)).unwrap();
+    let loaded = load(state.path()).unwrap().unwrap();
+    assert_eq!(loaded, Persisted { config: derived, supplier: Supplier::Unrecorded });
+    for (line, expected) in [
+        ("supplied_by = 5\n", "supplied_by must be a string"),
+        (&format!("supplied_by = \"{}\"\n", "x".repeat(65)), "supplied_by must be a source name (at most 64"),
+        ("supplied_by = \"a\\nb\"\n", "supplied_by must be a source name"),
+    ] {
+        let text = format!("{line}{}", loaded.config.text);
+        fs::write(file_path(state.path()), text).unwrap();
+        let error = load(state.path()).unwrap_err().to_string();
+        assert!(error.contains(expected), "{line}: {error}");
+    }
 }
 
 #[test]
 fn a_file_others_could_read_or_that_was_edited_is_refused() {
     let state = tempfile::tempdir().unwrap();
-    store(state.path(), &derive(&heat_key()).unwrap()).unwrap();
+    store(state.path(), &Persisted { config: derive(&heat_key()).unwrap(), supplier: Supplier::Bootstrap }).unwrap();
     let path = file_path(state.path());
     fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
     let error = load(state.path()).unwrap_err().to_string();
@@ -244,54 +274,6 @@ fn metadata_may_be_bare_or_wrapped() {
     assert_eq!(key_of_metadata(&json!({"deployments": []})), None);
 }
 
-fn keys(pairs: &[(&str, &Value)]) -> Vec<(String, Value)> {
-    pairs.iter().map(|(name, key)| (name.to_string(), (*key).clone())).collect()
-}
-
-#[test]
-fn the_tracker_follows_changes_and_ignores_the_rest() {
-    let state = tempfile::tempdir().unwrap();
-    let path = file_path(state.path());
-    let mut tracker = Tracker::load(state.path());
-    assert!(tracker.current().is_none());
-    let first = request_key("http://127.0.0.1:1/first");
-    assert!(tracker.observe(&keys(&[("source[0] heat-local", &first)])), "a first key configures");
-    assert!(path.exists());
-    fs::remove_file(&path).unwrap();
-    assert!(!tracker.observe(&keys(&[("source[0] heat-local", &first)])), "the same key changes nothing");
-    assert!(!tracker.observe(&[]), "nor does a document without the key");
-    let same_from_derived = keys(&[("source[0] heat-local", &first), ("os-collect-config request", &first)]);
-    assert!(!tracker.observe(&same_from_derived), "the same sources from another document: nothing to do");
-    assert!(!path.exists(), "and no rewrite");
-
-    let second = request_key("http://127.0.0.1:1/second");
-    let updated = keys(&[("source[0] heat-local", &first), ("os-collect-config request", &second)]);
-    assert!(tracker.observe(&updated), "a changed key switches");
-    assert!(fs::read_to_string(&path).unwrap().contains("/second"));
-    assert!(!tracker.observe(&updated));
-
-    let mut broken = second.clone();
-    broken["request"]["metadata_url"] = json!(7);
-    assert!(!tracker.observe(&keys(&[("source[0] heat-local", &first), ("os-collect-config request", &broken)])));
-    assert!(fs::read_to_string(&path).unwrap().contains("/second"), "an invalid key keeps the sources in use");
-    assert_eq!(tracker.current().unwrap().source_names(), ["os-collect-config request"]);
-}
-
-#[test]
-fn a_stale_boot_key_does_not_switch_back_after_a_restart() {
-    let state = tempfile::tempdir().unwrap();
-    let boot = request_key("http://127.0.0.1:1/boot");
-    let newer = request_key("http://127.0.0.1:1/newer");
-    store(state.path(), &derive(&newer).unwrap()).unwrap();
-    let mut tracker = Tracker::load(state.path());
-    assert_eq!(tracker.current(), Some(&derive(&newer).unwrap()));
-    // The cached documents at start: the boot file still holds the first key, and the derived
-    // source's cache is gone (its identity changed with its URL).
-    tracker.prime(&keys(&[("source[0] heat-local", &boot)]));
-    assert!(!tracker.observe(&keys(&[("source[0] heat-local", &boot)])));
-    assert!(fs::read_to_string(file_path(state.path())).unwrap().contains("/newer"));
-}
-
 #[test]
 fn the_packaged_config_is_the_heat_image_default() {
     let text = include_str!("../../../packaging/agent.toml.example");
@@ -299,6 +281,9 @@ fn the_packaged_config_is_the_heat_image_default() {
     let kinds: Vec<&str> = config.sources.iter().map(SourceConfig::kind).collect();
     assert_eq!(kinds, ["heat-local", "local", "config-drive"], "no per-server source");
     assert!(!config.sources.iter().any(SourceConfig::holds_secret), "and no credential");
+    // Each may configure the agent: os-collect-config's local-data dir opts in, as TripleO's
+    // deployed servers write the key there.
+    assert!(config.sources.iter().all(SourceConfig::self_configure));
 }
 
 #[test]
@@ -312,19 +297,4 @@ fn heats_published_metadata_configures_a_cfn_source() {
     assert_eq!((cfn.stack_name.as_str(), cfn.path.as_str()), ("mystack", "server.Metadata"));
     assert_eq!(cfn.access_key_id, "4e3f2a1b");
     assert_eq!(cfn.secret_access_key.expose(), "c2VjcmV0");
-}
-
-#[test]
-fn a_stale_boot_key_does_not_undo_a_bootstrap() {
-    let state = tempfile::tempdir().unwrap();
-    let boot = request_key("http://127.0.0.1:1/boot");
-    store(state.path(), &derive(&request_key("http://127.0.0.1:1/bootstrapped")).unwrap()).unwrap();
-    let mut tracker = Tracker::load(state.path());
-    // No cached documents: the first keys are taken as applied.
-    assert!(!tracker.observe(&keys(&[("source[0] heat-local", &boot)])));
-    assert!(fs::read_to_string(file_path(state.path())).unwrap().contains("/bootstrapped"));
-    // A later change of that document's key does act.
-    let changed = request_key("http://127.0.0.1:1/changed");
-    assert!(tracker.observe(&keys(&[("source[0] heat-local", &changed)])));
-    assert!(fs::read_to_string(file_path(state.path())).unwrap().contains("/changed"));
 }

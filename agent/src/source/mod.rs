@@ -176,7 +176,7 @@ impl Source {
     /// Builds source number `index` of the config. Reads an http source's token file; its client
     /// trusts `roots` (every configured CA file) besides the system's.
     pub(crate) fn from_config(index: usize, config: &SourceConfig, roots: &TrustRoots) -> Result<Source, SourceError> {
-        Source::named(format!("source[{index}] {}", config.kind()), config, roots)
+        Source::named(config.name_at(index), config, roots)
     }
 
     /// Builds a source called `name` (a self-configured one: `os-collect-config heat`).
@@ -340,6 +340,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             read_timeout: Duration::from_secs(1),
             long_poll: Duration::from_secs(60),
+            self_configure: false,
         })
     }
 
@@ -349,7 +350,7 @@ mod tests {
         assert_eq!(http.name(), "source[0] http");
         let local = Source::from_config(
             1,
-            &SourceConfig::Local(LocalSourceConfig { path: "/l".into() }),
+            &SourceConfig::Local(LocalSourceConfig { path: "/l".into(), self_configure: false }),
             &TrustRoots::default(),
         )
         .unwrap();

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::cache::CachedDocument;
 use super::{Fetched, Source, SourceError, Validators, error_chain};
 use crate::clock::now_millis;
-use crate::selfconfig::METADATA_KEY;
+use crate::selfconfig::{CarriedKey, METADATA_KEY};
 
 /// The merged view handed to the scheduler.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,9 +29,9 @@ pub(crate) struct Collected {
     /// Every source has a document (fresh or its last good one): the deployments are all the
     /// engine listed, so an id missing from them has really left (journal retention relies on it).
     pub(crate) complete: bool,
-    /// The `os-collect-config` key of each source whose document carries one, in source order:
-    /// (source name, the key's value), for self-configuration (see `crate::selfconfig`).
-    pub(crate) self_config_keys: Vec<(String, Value)>,
+    /// Each source with a document, in source order, and the `os-collect-config` key it carries
+    /// if any, for self-configuration (see `crate::selfconfig::tracker`).
+    pub(crate) self_config_keys: Vec<CarriedKey>,
     /// Every document deep-merged in config order, as os-apply-config merges the files
     /// os-collect-config leaves: what the built-in apply-config hook renders its templates with.
     /// Made only when a deployment of group `apply-config` is listed (a merge copies every
@@ -72,7 +72,9 @@ pub(super) fn collected_from<'a>(
     }
     collected.self_config_keys = slots
         .clone()
-        .filter_map(|(name, document, _)| Some((name.to_string(), document?.get(METADATA_KEY)?.clone())))
+        .filter_map(|(name, document, _)| {
+            Some(CarriedKey { source: name.to_string(), key: document?.get(METADATA_KEY).cloned() })
+        })
         .collect();
     collected.failing =
         slots.filter_map(|(name, _, failing)| failing.map(|error| (name.to_string(), error.clone()))).collect();

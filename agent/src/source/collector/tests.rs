@@ -8,6 +8,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::*;
 use crate::config::{AgentSettings, HttpSourceConfig, LocalSourceConfig, SourceConfig};
+use crate::selfconfig::CarriedKey;
 use crate::source::cache::CachedDocument;
 use crate::source::http::LONG_POLL_HEADER;
 use crate::source::state::merge_documents;
@@ -33,6 +34,7 @@ fn http(url: &str) -> SourceConfig {
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(5),
         long_poll: Duration::from_secs(2),
+        self_configure: false,
     })
 }
 
@@ -99,8 +101,10 @@ async fn collect_once_merges_http_and_local_and_caches() {
     fs::create_dir(&local_dir).unwrap();
     fs::set_permissions(&local_dir, fs::Permissions::from_mode(0o700)).unwrap();
     fs::write(local_dir.join("a.json"), json!({"deployments": [deployment("l1", "05_l1")]}).to_string()).unwrap();
-    let sources =
-        vec![http(&format!("{}/m", server.uri())), SourceConfig::Local(LocalSourceConfig { path: local_dir })];
+    let sources = vec![
+        http(&format!("{}/m", server.uri())),
+        SourceConfig::Local(LocalSourceConfig { path: local_dir, self_configure: false }),
+    ];
     let mut collector = Collector::new(&config(state.path(), sources), &TrustRoots::default()).unwrap();
     let collected = collector.collect_once(&CancellationToken::new()).await;
     assert_eq!(ids(&collected), ["r1", "l1"]);
@@ -282,12 +286,16 @@ async fn spawn_delivers_an_update_after_a_change() {
 async fn spawn_sends_the_first_round_even_when_nothing_changed() {
     let state = tempfile::tempdir().unwrap();
     let missing = state.path().join("absent.d");
-    let sources = vec![SourceConfig::Local(LocalSourceConfig { path: missing })];
+    let sources = vec![SourceConfig::Local(LocalSourceConfig { path: missing, self_configure: false })];
     let collector = Collector::new(&config(state.path(), sources), &TrustRoots::default()).unwrap();
     let shutdown = CancellationToken::new();
     let mut receiver = collector.spawn(Duration::from_secs(30), None, shutdown.clone());
     // The missing directory is an empty document: no deployments, and every source answered.
-    assert_eq!(*next(&mut receiver).await, Collected { complete: true, ..Collected::default() });
+    let empty = vec![CarriedKey { source: "source[0] local".to_string(), key: None }];
+    assert_eq!(
+        *next(&mut receiver).await,
+        Collected { complete: true, self_config_keys: empty, ..Collected::default() }
+    );
     shutdown.cancel();
 }
 
@@ -347,8 +355,10 @@ async fn self_configured_sources_follow_the_config_with_their_own_name_and_inter
     let collected = collector.collect_once(&CancellationToken::new()).await;
     assert_eq!(ids(&collected), ["o1", "d1"]);
     assert!(state.path().join("sources/os-collect-config-request.json").exists(), "cached under its own name");
-    assert_eq!(collected.self_config_keys.len(), 1);
-    assert_eq!(collected.self_config_keys[0].0, "source[0] http");
+    // Every source with a document is listed, with the key it carries if any.
+    let carried: Vec<(&str, bool)> =
+        collected.self_config_keys.iter().map(|carried| (carried.source.as_str(), carried.key.is_some())).collect();
+    assert_eq!(carried, [("source[0] http", true), ("os-collect-config request", false)]);
 
     // The config's interval is 30 s; the derived source polls every second (±10%).
     let shutdown = CancellationToken::new();

@@ -16,6 +16,7 @@ fn source(urls: &[String]) -> HttpSource {
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(5),
         long_poll: Duration::from_secs(60),
+        self_configure: false,
     };
     HttpSource::new("source[0] http".to_string(), &config, &TrustRoots::default()).unwrap()
 }

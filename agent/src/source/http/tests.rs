@@ -14,6 +14,7 @@ fn config(url: &str) -> HttpSourceConfig {
         connect_timeout: Duration::from_secs(2),
         read_timeout: Duration::from_secs(5),
         long_poll: Duration::from_secs(60),
+        self_configure: false,
     }
 }
 
