@@ -9,22 +9,12 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use anneal_protocol::deployment::DERIVED_INPUTS;
 use anneal_protocol::pyjson::{self, python_str};
 use serde_json::{Map, Value};
 
 use crate::files::{prepare_dir, write_file};
 use crate::{HookError, Invocation, Response, Run, ToolError, ToolOutput, Tools};
-
-/// Inputs that are the deployment's own, not node attributes.
-const DEPLOY_KEYS: [&str; 7] = [
-    "deploy_server_id",
-    "deploy_action",
-    "deploy_stack_id",
-    "deploy_resource_name",
-    "deploy_signal_transport",
-    "deploy_signal_id",
-    "deploy_signal_verb",
-];
 
 pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, HookError> {
     let working = PathBuf::from(run.env.get_or("HEAT_CHEF_WORKING", "/var/lib/heat-config/heat-config-chef"));
@@ -62,10 +52,11 @@ pub(crate) async fn run<T: Tools>(run: &mut Run<'_, T>) -> Result<Response, Hook
     }
     let fqdn = String::from_utf8_lossy(&hostname.stdout).trim().to_string();
     let mut node = Map::new();
+    // Every input but the deployment's own (`DERIVED_INPUTS`) is a node attribute.
     for (name, value) in run.input_values() {
         if name == "environment" {
             client.push_str(&format!("\nenvironment '{}'", python_str(&value)));
-        } else if !DEPLOY_KEYS.contains(&name) {
+        } else if !DERIVED_INPUTS.contains(&name) {
             node.insert(name.to_string(), value);
         }
     }

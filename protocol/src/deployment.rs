@@ -9,6 +9,18 @@ use serde_json::{Map, Value};
 /// The group Heat gives a config that names none.
 pub const UNGROUPED: &str = "Heat::Ungrouped";
 
+/// The inputs Heat adds to every deployment after its declared and given ones, in that order
+/// (`_build_derived_config_params`; the last two only when it signals).
+pub const DERIVED_INPUTS: [&str; 7] = [
+    "deploy_server_id",
+    "deploy_action",
+    "deploy_stack_id",
+    "deploy_resource_name",
+    "deploy_signal_transport",
+    "deploy_signal_id",
+    "deploy_signal_verb",
+];
+
 /// One deployment as published in server metadata.
 ///
 /// Unknown keys are kept in `extra` so that a hook sees the document it would have seen under

@@ -6,7 +6,8 @@
 //! unchanged), the side panel shows a clicked node, and the servers view lists what each server
 //! holds. Screenshots before and after go to the test's temp dir (`ANNEAL_SCREENSHOT_DIR` keeps
 //! them elsewhere: docs/web-view.png was taken so). A resource named like an HTML element with a
-//! script shows as text and runs nothing.
+//! script shows as text and runs nothing. Without a browser, the view's data routes are checked
+//! to mask values computed from a hidden parameter (`str_replace`, `get_attr` of such a value).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -178,6 +179,73 @@ async fn the_web_view_follows_a_stack_converging_without_a_reload() {
     browser.wait_for(&complete("worker"), "the stack's own URL draws its graph", secs(20)).await;
     drop(browser);
     drop(fleet);
+}
+
+const COMPUTED: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  db_password: {type: string, hidden: true, default: C0mputed-Secret}
+resources:
+  dsn:
+    type: OS::Heat::Value
+    properties:
+      value: {str_replace: {template: "postgres://app:PW@db", params: {PW: {get_param: db_password}}}}
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: dsn}, {name: note}]
+      config: {str_replace: {template: "#!/bin/sh\necho PW\n", params: {PW: {get_param: db_password}}}}
+  deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: config}
+      server: vm1
+      input_values: {dsn: {get_attr: [dsn, value]}, note: plain-note}
+"##;
+
+#[tokio::test]
+async fn the_view_routes_mask_values_computed_from_a_hidden_parameter() {
+    let shim = Shim::start().await;
+    shim.cli_ok(&["server", "add", "vm1", "--format", "json"]).await;
+    let template = shim.write_template("computed.yaml", COMPUTED);
+    shim.cli_ok(&["stack", "create", "computed", "--template", template.to_str().expect("utf-8")]).await;
+    let token = std::fs::read_to_string(shim.token_file()).expect("the admin token");
+    let client = anneal_tests::http_client();
+    let get = |path: String| {
+        let request = client.get(format!("{}{path}", shim.url())).bearer_auth(token.trim());
+        async move {
+            let response = request.send().await.expect(&path);
+            assert_eq!(response.status(), 200, "{path}");
+            response.text().await.expect("a body")
+        }
+    };
+    let deploy = anneal_tests::wait_until(secs(20), "deploy is published", || async {
+        let text = get("/ui/api/stacks/computed/nodes/deploy".to_string()).await;
+        text.contains("\"inputs\"").then_some(text)
+    })
+    .await;
+    let detail: Value = serde_json::from_str(&deploy).expect("JSON");
+    let inputs: Vec<String> = detail["inputs"]
+        .as_array()
+        .expect("inputs")
+        .iter()
+        .map(|input| format!("{} = {}", input["name"].as_str().unwrap_or(""), input["value"]))
+        .collect();
+    assert!(inputs.contains(&"dsn = \"******\"".to_string()), "{inputs:?}");
+    assert!(inputs.contains(&"note = \"plain-note\"".to_string()), "what is not secret is shown: {inputs:?}");
+    for path in [
+        "/ui/api/stacks/computed/nodes/deploy",
+        "/ui/api/stacks/computed/nodes/dsn",
+        "/ui/api/stacks/computed/nodes/config",
+        "/ui/api/stacks/computed",
+        "/v1/stacks/computed",
+        "/v1/stacks/computed/events",
+    ] {
+        let body = get(path.to_string()).await;
+        assert!(!body.contains("C0mputed-Secret"), "{path} shows the hidden value: {body}");
+    }
+    assert!(get("/ui/api/stacks/computed/nodes/dsn".to_string()).await.contains("\"value\":\"******\""));
 }
 
 /// A script that is true once the node `name` is drawn complete.

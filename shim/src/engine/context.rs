@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::error::EngineError;
+use super::hidden::{Hidden, WITHHELD};
 use super::secrets::TokenKey;
 use crate::store::{EntryRow, EntryText, NodeRow, NodeState, StackRow, Tx};
 use crate::template::{EvalError, Expr, ResourceType, Scope};
@@ -96,7 +97,13 @@ impl Context<'_> {
                     let what = attribute.map_or(resource.clone(), |attribute| format!("{resource}.{attribute}"));
                     return Err(format!("property {name}: {what} has no value"));
                 }
-                Err(EvalError::Invalid { message }) => return Err(format!("property {name}: {message}")),
+                Err(EvalError::HiddenInvalid { message }) => return Err(format!("property {name}: {message}")),
+                Err(EvalError::Invalid { message }) => {
+                    // A store error while deciding counts as hidden: withheld rather than shown.
+                    let hidden = Hidden::new(&mut *self.tx, stack).expression(&expression).unwrap_or(true);
+                    let shown = if hidden { WITHHELD } else { message.as_str() };
+                    return Err(format!("property {name}: {shown}"));
+                }
             }
         }
         Ok(values)

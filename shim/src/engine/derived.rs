@@ -277,6 +277,8 @@ impl std::io::Write for HashSink<'_> {
 
 #[cfg(test)]
 mod tests {
+    use anneal_protocol::deployment::DERIVED_INPUTS;
+
     use super::*;
 
     fn publication<'a>(values: &'a Map<String, Value>, structured: Option<(&'a str, bool)>) -> Publication<'a> {
@@ -307,21 +309,8 @@ mod tests {
         let entry = build_entry(&config, &publication(&values, None)).unwrap();
         let names: Vec<&str> =
             entry["inputs"].as_array().unwrap().iter().map(|input| input["name"].as_str().unwrap()).collect();
-        assert_eq!(
-            names,
-            [
-                "foo",
-                "bar",
-                "extra",
-                "deploy_server_id",
-                "deploy_action",
-                "deploy_stack_id",
-                "deploy_resource_name",
-                "deploy_signal_transport",
-                "deploy_signal_id",
-                "deploy_signal_verb"
-            ]
-        );
+        assert_eq!(names[..3], ["foo", "bar", "extra"]);
+        assert_eq!(names[3..], DERIVED_INPUTS);
         assert_eq!(entry["inputs"][0]["value"], "d");
         assert_eq!(entry["inputs"][1]["value"], 5);
         assert_eq!(entry["outputs"], json!([{"name": "result", "type": "String", "error_output": false}]));

@@ -4,10 +4,15 @@
 
 use serde_json::Value;
 
+use super::hidden::{HiddenInputs, NodeMasks};
 use crate::graph::{
     DETAIL_EVENTS, EdgeKind, GraphEdge, GraphNode, NodeDetail, NodeEvent, NodeKind, Phase, StackGraph, TAIL_CHARS,
 };
 use crate::store::{EventRow, NodeRow, NodeState, StackRow};
+use crate::template::functions::HIDDEN_VALUE;
+
+/// What the side panel shows in place of a hidden value.
+const MASK: &str = "******";
 
 /// `edges` are the stored `(from, to)` pairs: `to` waits for `from`. `updated_at` formats a
 /// stored time.
@@ -53,20 +58,29 @@ fn graph_node(node: &NodeRow, updated_at: &impl Fn(u64) -> String) -> GraphNode 
 }
 
 /// The side panel's view of `node` of `stack`, with its events from `events` (the stack's) and
-/// its published `entry` (a deployment's, if any).
+/// its published `entry` (a deployment's, if any); `masks` says which of its values are hidden
+/// (`engine::hidden`).
 pub(crate) fn detail(
     stack: &StackRow,
     node: &NodeRow,
     entry: Option<&Value>,
     events: &[EventRow],
+    masks: &NodeMasks,
     time: impl Fn(u64) -> String,
 ) -> NodeDetail {
     let mut properties = node.definition.get("properties").cloned().unwrap_or(Value::Object(Default::default()));
     mask_hidden_parameters(&mut properties, &stack.hidden_parameters);
-    let inputs = entry.map_or_else(Vec::new, |entry| resolved_inputs(entry, &properties));
+    let inputs = entry.map_or_else(Vec::new, |entry| resolved_inputs(entry, &masks.inputs));
     let attributes = match node.resource_type.rsplit("::").next() {
         // Their attributes are credentials: a handle's URL and curl command carry its token.
-        Some("WaitConditionHandle" | "RandomString") => Value::String("******".into()),
+        Some("WaitConditionHandle" | "RandomString") => Value::String(MASK.into()),
+        // Computed from a hidden value: each one masked, its name kept.
+        _ if masks.attributes => match &node.attributes {
+            Value::Object(map) => {
+                Value::Object(map.keys().map(|key| (key.clone(), Value::String(MASK.into()))).collect())
+            }
+            _ => Value::String(MASK.into()),
+        },
         _ => tails(&node.attributes),
     };
     let mine: Vec<&EventRow> =
@@ -78,38 +92,33 @@ pub(crate) fn detail(
     NodeDetail { node: graph_node(node, &time), properties, inputs, attributes, events }
 }
 
-/// The entry's inputs as `{name, value}`, masked where `properties` (already masked) shows the
-/// input's value came from a hidden parameter, and the signal URL.
-fn resolved_inputs(entry: &Value, properties: &Value) -> Vec<Value> {
-    let masked = |name: &str| {
-        name == "deploy_signal_id"
-            || properties
-                .get("input_values")
-                .and_then(|values| values.get(name))
-                .is_some_and(|value| value.to_string().contains("\"******\""))
-    };
+/// The entry's inputs as `{name, value}`, the hidden ones (`HiddenInputs::hides`: from a
+/// hidden value, and the signal URL) masked.
+fn resolved_inputs(entry: &Value, hidden: &HiddenInputs) -> Vec<Value> {
     let inputs = entry.get("inputs").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     inputs
         .iter()
         .filter_map(|input| {
             let name = input.get("name")?.as_str()?;
-            let value = if masked(name) { Value::String("******".into()) } else { tails(input.get("value")?) };
+            let value = if hidden.hides(name) { Value::String(MASK.into()) } else { tails(input.get("value")?) };
             Some(serde_json::json!({"name": name, "value": value}))
         })
         .collect()
 }
 
-/// `{get_param: X}` (or `[X, ...]`) of a hidden parameter becomes `"******"`.
+/// `{get_param: X}` (or `[X, ...]`) of a hidden parameter, and a value the expansion inlined
+/// from one (`HIDDEN_VALUE`), become `"******"`.
 fn mask_hidden_parameters(value: &mut Value, hidden: &[String]) {
     match value {
         Value::Object(map) => {
             let names_hidden = map.len() == 1
-                && map.get("get_param").is_some_and(|argument| {
-                    let name = argument.as_str().or_else(|| argument.get(0).and_then(Value::as_str));
-                    name.is_some_and(|name| hidden.iter().any(|hidden| hidden == name))
-                });
+                && (map.contains_key(HIDDEN_VALUE)
+                    || map.get("get_param").is_some_and(|argument| {
+                        let name = argument.as_str().or_else(|| argument.get(0).and_then(Value::as_str));
+                        name.is_some_and(|name| hidden.iter().any(|hidden| hidden == name))
+                    }));
             if names_hidden {
-                *value = Value::String("******".into());
+                *value = Value::String(MASK.into());
             } else {
                 map.values_mut().for_each(|inner| mask_hidden_parameters(inner, hidden));
             }

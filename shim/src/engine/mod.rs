@@ -19,6 +19,7 @@ mod derived;
 mod document;
 mod error;
 pub(crate) mod graph;
+mod hidden;
 mod mime;
 mod node;
 mod removal;
@@ -56,6 +57,8 @@ mod document_tests;
 mod environment_tests;
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod hidden_tests;
 #[cfg(test)]
 mod regression_tests;
 #[cfg(test)]

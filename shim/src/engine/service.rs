@@ -168,7 +168,7 @@ fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
                 (serde_json::from_str(&rendered).unwrap_or(value), None)
             }
             Err(EvalError::NotReady { resource, .. }) => (Value::Null, Some(format!("{resource} is not complete"))),
-            Err(EvalError::Invalid { message }) => (Value::Null, Some(message)),
+            Err(EvalError::Invalid { message } | EvalError::HiddenInvalid { message }) => (Value::Null, Some(message)),
         };
         outputs.push(StackOutput { name: name.clone(), description: output.description.clone(), value, error });
     }
@@ -435,7 +435,8 @@ impl<S: Store> Service for Engine<S> {
                 None => None,
             };
             let entry = entry.map(|row| row.entry);
-            Ok(Some(super::graph::detail(&stack_row, &node_row, entry.as_ref(), &events, rfc3339)))
+            let masks = super::hidden::Hidden::new(tx, &stack_row).node(&node_row)?;
+            Ok(Some(super::graph::detail(&stack_row, &node_row, entry.as_ref(), &events, &masks, rfc3339)))
         })
         .await?;
         detail.ok_or_else(|| ServiceError::NotFound { what: "resource".into() })

@@ -26,6 +26,11 @@ pub struct Incomplete {
     pub resources: BTreeSet<String>,
 }
 
+/// The problem of an expression computed from a hidden parameter that cannot be evaluated,
+/// instead of the reason, which may quote the value.
+pub const HIDDEN_REFUSED: &str =
+    "cannot be evaluated (the reason is not shown: it may quote a value derived from a hidden parameter)";
+
 /// Nothing incomplete: what a template parsed without problems has.
 static COMPLETE: Incomplete = Incomplete { parameters: BTreeSet::new(), resources: BTreeSet::new() };
 
@@ -110,6 +115,12 @@ impl<'a> Context<'a> {
         PSEUDO_PARAMETERS.contains(&name)
             || self.incomplete.parameters.contains(name)
             || self.template.parameters.iter().any(|(declared, _)| declared == name)
+    }
+
+    /// Whether `expr` is computed from a hidden parameter (`Expr::reads_hidden`): a problem
+    /// with its value must not quote it.
+    pub fn reads_hidden(&self, expr: &Expr) -> bool {
+        expr.reads_hidden(&|name| self.template.parameter(name).is_some_and(|parameter| parameter.hidden))
     }
 
     /// References, parameter names and `get_input` placement of one expression.
@@ -210,7 +221,12 @@ impl<'a> Context<'a> {
                 match other.evaluate(&ParameterScope { parameters: self.parameters }) {
                     Ok(value) => Partial::Known(value),
                     Err(EvalError::NotReady { .. }) => Partial::Unknown,
-                    Err(EvalError::Invalid { message }) => {
+                    // Function errors and nested conversions may quote the value they refused.
+                    Err(EvalError::Invalid { .. }) if self.reads_hidden(other) => {
+                        problems.push(format!("{prefix}: {HIDDEN_REFUSED}"));
+                        Partial::Unknown
+                    }
+                    Err(EvalError::Invalid { message } | EvalError::HiddenInvalid { message }) => {
                         problems.push(format!("{prefix}: {message}"));
                         Partial::Unknown
                     }

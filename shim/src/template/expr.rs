@@ -92,6 +92,7 @@ impl Dialect<'_> {
             match name {
                 NESTED_PARAMETER => return Meaning::Function(Function::NestedParameter),
                 NESTED_FAILURE => return Meaning::Function(Function::NestedFailure),
+                functions::HIDDEN_VALUE => return Meaning::Function(Function::HiddenValue),
                 _ => {}
             }
         }
@@ -133,6 +134,11 @@ pub enum EvalError {
     /// The expression can never produce a value with these inputs.
     #[error("{message}")]
     Invalid { message: String },
+    /// As `Invalid`, from a nested `hidden` parameter's conversion, whose message does not quote
+    /// the value: it may be shown where another error of a hidden value is withheld (the
+    /// engine's `hidden`, `checks`).
+    #[error("{message}")]
+    HiddenInvalid { message: String },
 }
 
 /// HOT (and CFN-style) functions outside the supported subset. A single-key map whose key is
@@ -247,6 +253,23 @@ impl Expr {
         })
     }
 
+    /// Whether the value is computed from a hidden parameter (`is_hidden` says which names
+    /// are), through any function: a `get_param` of one, a value the expansion inlined from one
+    /// (`Function::HiddenValue`), or a run-time value of a nested template's `hidden` parameter.
+    /// The resources it reads are not followed: the engine does that (`engine::hidden`).
+    pub fn reads_hidden(&self, is_hidden: &dyn Fn(&str) -> bool) -> bool {
+        let mut found = false;
+        self.visit(&mut |expr| {
+            found |= match expr {
+                Expr::GetParam { name, .. } => is_hidden(name),
+                Expr::Call { function: Function::HiddenValue, .. } => true,
+                Expr::Call { function: Function::NestedParameter, args } => converts_hidden(args),
+                _ => false,
+            }
+        });
+        found
+    }
+
     /// Calls `visitor` on this expression and every expression nested in it, parents first.
     pub fn visit(&self, visitor: &mut dyn FnMut(&Expr)) {
         visitor(self);
@@ -281,6 +304,16 @@ impl Expr {
             }
         });
         names
+    }
+}
+
+/// Whether the arguments of a `Function::NestedParameter` say the nested parameter is `hidden`.
+fn converts_hidden(args: &Expr) -> bool {
+    use crate::template::nested::convert::HIDDEN_ARGUMENT;
+    match args {
+        Expr::List(items) => matches!(items.get(HIDDEN_ARGUMENT), Some(Expr::Literal(Value::Bool(true)))),
+        Expr::Literal(Value::Array(items)) => items.get(HIDDEN_ARGUMENT) == Some(&Value::Bool(true)),
+        _ => false,
     }
 }
 

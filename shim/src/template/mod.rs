@@ -33,7 +33,7 @@ mod tests;
 
 use serde_json::Value;
 
-pub use checks::PSEUDO_PARAMETERS;
+pub use checks::{HIDDEN_REFUSED, PSEUDO_PARAMETERS};
 pub use environment::{
     Environment, EnvironmentError, MAX_FILES, MAX_FILES_BYTES, check_files, deep_update, parameter_texts,
     parse_environment,
@@ -56,7 +56,7 @@ pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resou
 pub use stored::text as flattened_text;
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, validate};
-pub use value_type::{parameter_placeholder, value_as_type};
+pub use value_type::{hidden_refusal, parameter_placeholder, value_as_type};
 pub use yaml::YamlError;
 
 /// A parsed template. Declaration order is kept: it breaks ties in the plan and orders output.

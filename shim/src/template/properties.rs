@@ -27,7 +27,7 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
             continue;
         };
         let partial = context.partial(&prefix, expr, problems);
-        let hidden = uses_hidden_parameter(context, expr);
+        let hidden = context.reads_hidden(expr);
         check_value(&prefix, field, &partial, hidden, problems);
         let checked = Checked { context, resource: name, prefix: &prefix, expr, partial: &partial, hidden };
         checked.special(resource.kind, property, problems);
@@ -72,6 +72,8 @@ fn value_of_type(context: &Context, name: &str, resource: &Resource, problems: &
         return;
     }
     if let Err(problem) = super::value_as_type(Some(&kind), value) {
+        let hidden = resource.property("value").is_some_and(|expr| context.reads_hidden(expr));
+        let problem = if hidden { super::value_type::hidden_refusal(&kind) } else { problem };
         problems.push(format!("resource {name}: property \"value\": {problem}"));
     }
 }
@@ -105,11 +107,6 @@ fn random_string_length(context: &Context, name: &str, resource: &Resource, prob
              sequence minimums"
         ));
     }
-}
-
-fn uses_hidden_parameter(context: &Context, expr: &Expr) -> bool {
-    let names = expr.parameter_names();
-    context.template.parameters.iter().any(|(name, parameter)| parameter.hidden && names.contains(name))
 }
 
 /// One property value under check, with what the special checks need.

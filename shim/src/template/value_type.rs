@@ -50,6 +50,12 @@ pub fn value_as_type(kind: Option<&str>, value: Value) -> Result<Value, String> 
     }
 }
 
+/// The refusal of a value of `kind` computed from a hidden parameter (or, in the engine, a
+/// random string), instead of the one `value_as_type` gives, which quotes the value.
+pub fn hidden_refusal(kind: &str) -> String {
+    format!("a value derived from a hidden parameter is not a valid {kind}")
+}
+
 /// heat.engine.constraints.Schema.str_to_num: an int if the text is one, else a float.
 fn number(text: &str) -> Result<Value, String> {
     let trimmed = text.trim();

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::engine::context::Context;
 use crate::engine::error::EngineError;
+use crate::engine::hidden::{Hidden, refused_as};
 use crate::engine::node::{self, Released};
 use crate::engine::secrets::BASE_URL;
 use crate::model::AGENT_TOKEN_PATH;
@@ -35,12 +36,24 @@ pub fn activate_value(
         match crate::template::value_as_type(kind, value.clone()) {
             Ok(_) => node.attributes = json!({ "value": value }),
             Err(problem) => {
+                let problem = match (kind, property_hidden(ctx, stack, &node, "value")) {
+                    (Some(kind), true) if crate::template::ParameterType::parse(kind).is_some() => refused_as(kind),
+                    _ => problem,
+                };
                 let reason = format!("property \"value\": {problem}");
                 return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing);
             }
         }
     }
     node::complete(ctx, stack, node, "state changed")
+}
+
+/// Whether `node`'s stored `property` is a hidden value (a store error counts as hidden).
+fn property_hidden(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow, property: &str) -> bool {
+    let Some(stored) = node.definition.get("properties").and_then(|properties| properties.get(property)) else {
+        return false;
+    };
+    Hidden::new(&mut *ctx.tx, stack).stored(stored).unwrap_or(true)
 }
 
 /// `OS::Heat::DeployedServer`: binds to the registered server its `name` property (else the

@@ -29,6 +29,15 @@ pub fn nested_failure(args: &Value) -> String {
     args.get(0).and_then(Value::as_str).unwrap_or("a nested attribute is incorrect").to_owned()
 }
 
+/// Where `[type, resource, parameter, hidden, constraints, value]` has `hidden`.
+pub const HIDDEN_ARGUMENT: usize = 3;
+
+/// Whether the wrapper's evaluated arguments convert a `hidden` parameter's value (whose
+/// refusals do not quote it).
+pub fn converts_hidden(args: &Value) -> bool {
+    args.get(HIDDEN_ARGUMENT) == Some(&Value::Bool(true))
+}
+
 /// Why Heat refuses the value, at which step.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConversionError {
@@ -56,7 +65,7 @@ pub fn nested_parameter(args: Value) -> Result<Value, ConversionError> {
     let text = |value: &Value| value.as_str().map(str::to_owned).ok_or(ConversionError::Arguments);
     let kind = ParameterType::parse(&text(&args[0])?).ok_or(ConversionError::Arguments)?;
     let (resource, parameter) = (text(&args[1])?, text(&args[2])?);
-    let Value::Bool(hidden) = args[3] else { return Err(ConversionError::Arguments) };
+    let Value::Bool(hidden) = args[HIDDEN_ARGUMENT] else { return Err(ConversionError::Arguments) };
     let constraints: Vec<Constraint> =
         serde_json::from_value(args[4].take()).map_err(|_| ConversionError::Arguments)?;
     let shown =

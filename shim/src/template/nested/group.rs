@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::facade::{GroupFacts, select_path};
-use super::{Child, Expander, MAX_RESOURCES, NestedDefinition, NestedError, nested_kind, report};
+use super::{Child, Expander, MAX_RESOURCES, NestedDefinition, NestedError, hidden_value, nested_kind, report};
 use crate::template::evaluate::ParameterScope;
 use crate::template::expr::{EvalError, Expr, collapse_list, collapse_map};
 use crate::template::{Resource, ResourceType, Template, type_names};
@@ -30,6 +30,12 @@ pub(super) fn members(ex: &mut Expander, child: &Child, version: &str) -> Result
         }
     }
     let count = known(ex, child, "count").and_then(|count| member_count(count.unwrap_or(json!(1))));
+    // A count read from a hidden parameter is refused without quoting it.
+    let hidden_count = child.properties.iter().any(|(name, expr)| name == "count" && ex.reads_hidden(expr));
+    let count = count.map_err(|problem| match hidden_count {
+        true => format!("count: the hidden value is not a non-negative integer up to {MAX_RESOURCES}"),
+        false => problem,
+    });
     let index_var = known(ex, child, "index_var").and_then(|var| match var {
         None => Ok("%index%".to_owned()),
         Some(Value::String(var)) if var.chars().count() >= 3 => Ok(var),
@@ -71,7 +77,12 @@ fn known(ex: &Expander, child: &Child, property: &str) -> Result<Option<Value>, 
             "{property}: must be known when the stack is validated (from parameters), but it reads resource \
              \"{resource}\""
         )),
-        Err(EvalError::Invalid { message }) => Err(format!("{property}: {message}")),
+        Err(EvalError::Invalid { .. }) if ex.reads_hidden(expr) => {
+            Err(format!("{property}: {}", crate::template::HIDDEN_REFUSED))
+        }
+        Err(EvalError::Invalid { message } | EvalError::HiddenInvalid { message }) => {
+            Err(format!("{property}: {message}"))
+        }
     }
 }
 
@@ -154,7 +165,8 @@ fn definition(ex: &Expander, child: &Child) -> Result<Definition, String> {
     Ok(definition)
 }
 
-/// A map expression's entries; a map known only from parameters is evaluated.
+/// A map expression's entries; a map known only from parameters is evaluated (its entries
+/// marked when it read a hidden parameter).
 fn entries(ex: &Expander, expr: &Expr) -> Option<Vec<(String, Expr)>> {
     match expr {
         Expr::Map(entries) => Some(entries.clone()),
@@ -162,7 +174,11 @@ fn entries(ex: &Expander, expr: &Expr) -> Option<Vec<(String, Expr)>> {
             Some(map.iter().map(|(key, value)| (key.clone(), Expr::Literal(value.clone()))).collect())
         }
         other => match other.evaluate(&ParameterScope { parameters: ex.parameters }).ok()? {
-            Value::Object(map) => Some(map.into_iter().map(|(key, value)| (key, Expr::Literal(value))).collect()),
+            Value::Object(map) => {
+                let hidden = ex.reads_hidden(other);
+                let entry = |value| if hidden { hidden_value(Expr::Literal(value)) } else { Expr::Literal(value) };
+                Some(map.into_iter().map(|(key, value)| (key, entry(value))).collect())
+            }
             _ => None,
         },
     }
@@ -228,7 +244,8 @@ fn replace_index(ex: &Expander, expr: &Expr, index_var: &str, name: &str) -> Exp
         Expr::GetParam { name: parameter, path } => match ex.parameters.get(parameter) {
             // Only a value that has the text is inlined: the rest stay read at run time.
             Some(value) if replace_in_value(value, index_var, name) != *value => {
-                again(&select_path(Expr::Literal(value.clone()), path.clone()))
+                let inlined = again(&select_path(Expr::Literal(value.clone()), path.clone()));
+                if ex.hidden.contains(parameter) { hidden_value(inlined) } else { inlined }
             }
             _ => Expr::GetParam { name: parameter.clone(), path: path.iter().map(again).collect() },
         },

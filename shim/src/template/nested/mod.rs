@@ -90,6 +90,8 @@ pub(super) struct Expander<'a> {
     files: &'a Map<String, Value>,
     /// The root's resolved parameters: group counts are decided from them.
     parameters: &'a BTreeMap<String, Value>,
+    /// The root's `hidden` parameters: a value inlined from one is marked (`hidden_value`).
+    hidden: Vec<String>,
     resources: usize,
     nodes: usize,
     problems: Vec<NestedError>,
@@ -112,6 +114,11 @@ impl Expander<'_> {
         });
         self.nodes = self.nodes.saturating_add(size);
         if self.nodes > MAX_EXPANDED_NODES { Err(NestedError::TooLarge) } else { Ok(()) }
+    }
+
+    /// Whether `expr` reads a hidden parameter of the root.
+    fn reads_hidden(&self, expr: &Expr) -> bool {
+        expr.reads_hidden(&|name| self.hidden.iter().any(|hidden| hidden == name))
     }
 
     /// Counts one resource of the expanded template against `MAX_RESOURCES`.
@@ -142,6 +149,7 @@ pub fn expand(
         environment,
         files,
         parameters,
+        hidden: template.hidden_parameters(),
         resources: 0,
         nodes: 0,
         problems: Vec::new(),
@@ -263,6 +271,13 @@ struct Child {
     pub inherited: Inherited,
     pub facade: FacadeValues,
     pub line: usize,
+}
+
+/// `value` marked as inlined from a hidden parameter (`Function::HiddenValue`): what is computed
+/// from it is masked as what is computed from a `get_param` of a hidden parameter is
+/// (docs/http-api.md, "The web view's routes"), and evaluating it gives `value`.
+fn hidden_value(value: Expr) -> Expr {
+    Expr::Call { function: super::expr::functions::Function::HiddenValue, args: Box::new(value) }
 }
 
 /// All problems reported: every one but the last pushed, the last returned.

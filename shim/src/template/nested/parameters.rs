@@ -6,12 +6,12 @@
 //! read (`convert`).
 //! Also where provider templates are read from `files` (each parsed once per request).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use serde_json::Value;
 
-use super::{Child, Expander, FACADE_PARAMETER, NestedError, convert, report};
+use super::{Child, Expander, FACADE_PARAMETER, NestedError, convert, hidden_value, report};
 use crate::template::expr::Expr;
 use crate::template::expr::functions::Function;
 use crate::template::hot;
@@ -46,8 +46,16 @@ pub(super) fn bind(
     let mut shape = Template { resources: Vec::new(), outputs: Vec::new(), ..nested.clone() };
     let mut texts = BTreeMap::new();
     let mut at_run_time = BTreeMap::new();
+    // Known values to keep marked: a `hidden` parameter's, or one given a hidden value.
+    let mut hidden = BTreeSet::new();
     for (name, parameter) in &mut shape.parameters {
-        match given(name) {
+        let (given, given_hidden) = unmarked(given(name));
+        // A parameter given a hidden value is hidden too: its refusals must not quote it.
+        parameter.hidden |= given_hidden || given.is_some_and(|expr| ex.reads_hidden(expr));
+        if parameter.hidden {
+            hidden.insert(name.clone());
+        }
+        match given {
             None if parameter.default.is_none() => {
                 let problem = format!("Property error: Property {name} not assigned");
                 problems.push(NestedError::Parameter { resource: child.flat.clone(), problem });
@@ -59,10 +67,14 @@ pub(super) fn bind(
                 Ok(text) => {
                     texts.insert(name.clone(), text);
                 }
-                Err(problem) => problems.push(NestedError::Parameter {
-                    resource: child.flat.clone(),
-                    problem: format!("Property error: {name}: {problem}"),
-                }),
+                Err(problem) => {
+                    let problem = match parameter.hidden {
+                        true => format!("the hidden value is not a valid {}", parameter.kind.name()),
+                        false => problem,
+                    };
+                    let problem = format!("Property error: {name}: {problem}");
+                    problems.push(NestedError::Parameter { resource: child.flat.clone(), problem });
+                }
             },
             Some(expr) => {
                 at_run_time.insert(name.clone(), converted_at_run_time(parameter, &child.flat, name, expr));
@@ -73,8 +85,14 @@ pub(super) fn bind(
     }
     match resolve_parameters(&shape, &texts) {
         Ok(values) if problems.is_empty() => {
-            let mut binding: BTreeMap<String, Expr> =
-                values.into_iter().map(|(name, value)| (name, Expr::Literal(value))).collect();
+            let mut binding: BTreeMap<String, Expr> = values
+                .into_iter()
+                .map(|(name, value)| {
+                    let bound =
+                        if hidden.contains(&name) { hidden_value(Expr::Literal(value)) } else { Expr::Literal(value) };
+                    (name, bound)
+                })
+                .collect();
             binding.extend(at_run_time);
             Ok(binding)
         }
@@ -85,6 +103,17 @@ pub(super) fn bind(
             );
             Err(report(ex, problems))
         }
+    }
+}
+
+/// A property given a value the expansion marked hidden (`hidden_value`) is known now all the
+/// same: the value without its mark, and whether it had one.
+fn unmarked(given: Option<&Expr>) -> (Option<&Expr>, bool) {
+    match given {
+        Some(Expr::Call { function: Function::HiddenValue, args }) if matches!(**args, Expr::Literal(_)) => {
+            (Some(&**args), true)
+        }
+        other => (other, false),
     }
 }
 

@@ -146,3 +146,38 @@ fn references_and_names_are_listed_once() {
     assert_eq!(expr.input_names(), ["i"]);
     assert!(parse(json!({"x": 1})).references().is_empty());
 }
+
+#[test]
+fn a_value_reads_hidden_through_any_function_and_the_expansion_marks() {
+    let is_hidden = |name: &str| name == "secret";
+    let reads = |value: Value| parse(value).reads_hidden(&is_hidden);
+    for value in [
+        json!({"get_param": "secret"}),
+        json!({"get_param": ["secret", "key"]}),
+        json!({"str_replace": {"template": "pw=$p", "params": {"$p": {"get_param": "secret"}}}}),
+        json!({"list_join": ["-", [{"get_param": "secret"}]]}),
+        json!({"digest": ["sha256", {"get_param": "secret"}]}),
+        json!({"yaql": {"expression": "$.data.toUpper()", "data": {"get_param": "secret"}}}),
+        json!({"if": [{"equals": [{"get_param": "secret"}, "x"]}, "a", "b"]}),
+        json!({"repeat": {"for_each": {"%x%": [1]}, "template": {"get_param": "secret"}}}),
+        json!({"get_attr": ["r", "a", {"get_param": "secret"}]}),
+        // What the expansion inlined from a hidden parameter, and a nested hidden parameter
+        // converted at run time.
+        json!({"anneal::hidden": "inlined"}),
+        json!({"anneal::nested_parameter": ["string", "app", "pw", true, [], {"get_attr": ["d", "o"]}]}),
+    ] {
+        assert!(reads(value.clone()), "{value}");
+    }
+    for value in [
+        json!({"get_param": "visible"}),
+        json!({"str_replace": {"template": "secret", "params": {"secret": {"get_attr": ["r", "a"]}}}}),
+        json!({"anneal::nested_parameter": ["string", "app", "pw", false, [], {"get_attr": ["d", "o"]}]}),
+    ] {
+        assert!(!reads(value.clone()), "{value}");
+    }
+    // The mark is the value itself when evaluated, and is kept by the stored form.
+    let marked = json!({"anneal::hidden": {"user": "x"}});
+    assert_eq!(parse(marked.clone()).to_json(), marked);
+    let scope = crate::template::ParameterScope { parameters: &Default::default() };
+    assert_eq!(parse(marked).evaluate(&scope).unwrap(), json!({"user": "x"}));
+}

@@ -42,9 +42,15 @@ pub fn apply(function: Function, args: Value) -> Result<Value, EvalError> {
         Function::GetAzs => Ok(Value::Array(vec![Value::String("nova".to_owned())])),
         Function::MemberListToMap => super::cfn::member_list_to_map(args),
         Function::NestedParameter => {
-            crate::template::nested::convert::nested_parameter(args).map_err(|error| invalid(error.to_string()))
+            use crate::template::nested::convert::{converts_hidden, nested_parameter};
+            let hidden = converts_hidden(&args);
+            nested_parameter(args).map_err(|error| match hidden {
+                true => EvalError::HiddenInvalid { message: error.to_string() },
+                false => invalid(error.to_string()),
+            })
         }
         Function::NestedFailure => Err(invalid(crate::template::nested::convert::nested_failure(&args))),
+        Function::HiddenValue => Ok(args),
         Function::Base64 => match args {
             Value::String(text) => Ok(Value::String(text)),
             _ => Err(invalid("\"Fn::Base64\" argument must be a string")),

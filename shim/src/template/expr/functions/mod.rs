@@ -111,7 +111,15 @@ pub enum Function {
     NestedParameter,
     /// A nested attribute Heat refuses only when it is read (template::nested::convert).
     NestedFailure,
+    /// Its argument, unchanged: marks a value the expansion inlined from a hidden parameter (a
+    /// nested template's `hidden` one, a ResourceGroup member's), so that what is computed
+    /// from it is masked as a `get_param` of a hidden parameter is. Only the stored form
+    /// names it (`HIDDEN_VALUE`).
+    HiddenValue,
 }
+
+/// The stored name of `Function::HiddenValue`.
+pub const HIDDEN_VALUE: &str = "anneal::hidden";
 
 /// What a single-key map's key means in a template of a given version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,6 +253,7 @@ impl Function {
             Function::Yaql => "yaql",
             Function::NestedParameter => crate::template::nested::convert::NESTED_PARAMETER,
             Function::NestedFailure => crate::template::nested::convert::NESTED_FAILURE,
+            Function::HiddenValue => HIDDEN_VALUE,
         }
     }
 }
