@@ -36,10 +36,18 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { listen, db, public_url, tls_cert, tls_key, retention } => {
+        Command::Serve { listen, db, public_url, tls_cert, tls_key, retention, max_resources_per_stack } => {
             let environment_token = std::env::var("ANNEAL_TOKEN").ok();
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
-            let args = serve::ServeArgs { listen, database_url: db, public_url, tls, environment_token, retention };
+            let args = serve::ServeArgs {
+                listen,
+                database_url: db,
+                public_url,
+                tls,
+                environment_token,
+                retention,
+                max_resources: max_resources_per_stack,
+            };
             runtime.block_on(serve::serve(args))
         }
         Command::Server { command } => runtime.block_on(client_main(command.into())),

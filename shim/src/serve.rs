@@ -15,6 +15,7 @@ use anneal_shim::api::{self, ApiConfig};
 use anneal_shim::client::cli::RetentionArgs;
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
 use anneal_shim::store::{self, DatabaseUrl, HistoryRetention, PgStore, SqliteStore, Store};
+use anneal_shim::template::MaxResources;
 use anneal_shim::token;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +31,8 @@ pub struct ServeArgs {
     /// `ANNEAL_TOKEN` (wins over the token file; required with PostgreSQL).
     pub environment_token: Option<String>,
     pub retention: RetentionArgs,
+    /// `--max-resources-per-stack` (Heat's max_resources_per_stack).
+    pub max_resources: MaxResources,
 }
 
 /// The store and the secrets every request is checked with, however the backend keeps them.
@@ -149,7 +152,11 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     if let Some(warning) = tls::plain_http_warning(&public_url) {
         tracing::warn!("{warning}");
     }
-    let engine = Engine::new(store, key, EngineConfig { replica_urls, ..EngineConfig::new(public_url.clone()) });
+    let engine = Engine::new(
+        store,
+        key,
+        EngineConfig { replica_urls, max_resources: args.max_resources, ..EngineConfig::new(public_url.clone()) },
+    );
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
     let replication = tokio::spawn(engine::replication::run(engine.clone(), shutdown.clone()));
     let history = tokio::spawn(engine::retention::run(

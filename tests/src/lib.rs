@@ -22,10 +22,12 @@
 //! - `SwitchableServer`: an in-process HTTP source or signal receiver the test takes down and
 //!   brings back, recording every request. `metadata`: deployment entries for it, and the
 //!   agent's journal files as JSON.
+//! - `evaluation`: templates that make the shim evaluate a lot, and a process's peak memory.
 
 pub mod anneal_server;
 pub mod binaries;
 pub mod browser;
+pub mod evaluation;
 pub mod fleet;
 pub mod metadata;
 pub mod peers;

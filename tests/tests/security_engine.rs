@@ -3,10 +3,13 @@
 //! deployment placeholder as wait-condition data, and a consumer's document must not then carry
 //! the victim's token (nor anything that completes the victim's deployment); signals after the
 //! wait condition completed are answered `stale`, and oversized data is refused with 400 (see
-//! docs/security.md and docs/http-api.md).
+//! docs/security.md and docs/http-api.md). A template of many results each under the per-result
+//! cap is refused with 400 naming the evaluation budget, fast and without the shim's memory
+//! growing (docs/templates.md, "Limits").
 
 use std::time::Duration;
 
+use anneal_tests::evaluation::{peak_rss_mib, replaced_values};
 use anneal_tests::{Shim, capability_token, wait_until};
 use serde_json::{Value, json};
 
@@ -126,4 +129,33 @@ async fn a_handle_holder_cannot_mint_another_servers_signal_token() {
     let is_signal = |event: &&Value| event["status"].as_str().is_some_and(|status| status.starts_with("SIGNAL_"));
     let signals = events.as_array().expect("events").iter().filter(is_signal).count();
     assert_eq!(signals, 1, "one signal event; the late and the refused ones add none: {events:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_of_many_capped_results_is_refused_naming_the_evaluation_budget() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = Shim::start().await;
+    let big = "x".repeat(500_000);
+    // The reviewer's template: values and outputs each str_replace-ing a 0.5 MB parameter 32
+    // times (16 MiB, under the per-result cap).
+    for (name, values) in [("sixty", 60), ("two-hundred", 200)] {
+        let template = replaced_values(values, 10, 32, "");
+        let body = json!({"name": name, "template": template, "parameters": {"big": big}});
+        let started = std::time::Instant::now();
+        let response = tokio::time::timeout(Duration::from_secs(30), shim.post_stack(&body))
+            .await
+            .expect("the create is answered within 30 s");
+        let elapsed = started.elapsed();
+        let status = response.status().as_u16();
+        let answer = response.text().await.expect("a body");
+        println!("{values} values: {status} after {elapsed:?}");
+        assert_eq!(status, 400, "{}", answer.chars().take(600).collect::<String>());
+        assert!(answer.contains("over the evaluation budget: more than 67108864 bytes (64 MiB)"), "{answer}");
+        assert!(elapsed < Duration::from_secs(10), "refused after {elapsed:?}");
+        let shown = shim.cli(&["stack", "show", name, "--json"]).await;
+        assert_ne!(shown.code, 0, "nothing was stored: {}", shown.stdout);
+    }
+    let peak = peak_rss_mib(shim.pid().expect("the shim runs"));
+    println!("the shim's peak RSS: {peak} MiB");
+    assert!(peak < 250, "the shim's peak RSS was {peak} MiB");
 }

@@ -7,8 +7,7 @@
 use serde_json::{Value, json};
 
 use super::facade::{GroupFacts, select_path};
-use super::{Child, Expander, MAX_RESOURCES, NestedDefinition, NestedError, nested_kind, report};
-use crate::template::evaluate::ParameterScope;
+use super::{Child, Expander, MaxResources, NestedDefinition, NestedError, nested_kind, report};
 use crate::template::expr::{EvalError, Expr, collapse_list, collapse_map};
 use crate::template::{Resource, ResourceType, Template, type_names};
 
@@ -29,7 +28,8 @@ pub(super) fn members(ex: &mut Expander, child: &Child, version: &str) -> Result
             problems.push(problem(format!("Unknown Property {property}")));
         }
     }
-    let count = known(ex, child, "count").and_then(|count| member_count(count.unwrap_or(json!(1))));
+    let limit = ex.limits.max_resources;
+    let count = known(ex, child, "count").and_then(|count| member_count(count.unwrap_or(json!(1)), limit));
     let index_var = known(ex, child, "index_var").and_then(|var| match var {
         None => Ok("%index%".to_owned()),
         Some(Value::String(var)) if var.chars().count() >= 3 => Ok(var),
@@ -64,7 +64,7 @@ pub(super) fn members(ex: &mut Expander, child: &Child, version: &str) -> Result
 /// A property's value from the parameters alone; `Ok(None)` when it is not set.
 fn known(ex: &Expander, child: &Child, property: &str) -> Result<Option<Value>, String> {
     let Some((_, expr)) = child.properties.iter().find(|(name, _)| name == property) else { return Ok(None) };
-    match expr.evaluate(&ParameterScope { parameters: ex.parameters }) {
+    match expr.evaluate(&ex.scope()) {
         Ok(Value::Null) => Ok(None),
         Ok(value) => Ok(Some(value)),
         Err(EvalError::NotReady { resource, .. }) => Err(format!(
@@ -72,11 +72,12 @@ fn known(ex: &Expander, child: &Child, property: &str) -> Result<Option<Value>, 
              \"{resource}\""
         )),
         Err(EvalError::Invalid { message }) => Err(format!("{property}: {message}")),
+        Err(error @ EvalError::OverBudget { .. }) => Err(format!("{property}: {error}")),
     }
 }
 
 /// `count`: an integer (or integer text) from 0 up to the resource limit.
-fn member_count(value: Value) -> Result<usize, String> {
+fn member_count(value: Value, limit: MaxResources) -> Result<usize, String> {
     let number = match &value {
         Value::Number(number) => {
             number.as_u64().or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
@@ -85,8 +86,10 @@ fn member_count(value: Value) -> Result<usize, String> {
         _ => None,
     };
     match number {
-        Some(count) if count <= MAX_RESOURCES as u64 => Ok(count as usize),
-        Some(count) => Err(format!("count: {count} is over the limit of {MAX_RESOURCES} resources")),
+        Some(count) => match usize::try_from(count).ok().filter(|count| limit.allows(*count)) {
+            Some(count) => Ok(count),
+            None => Err(format!("count: {count} is over the limit. {}", limit.exceeded(Some(count as usize)))),
+        },
         None => Err(format!("count: {value} is not a non-negative integer")),
     }
 }
@@ -136,7 +139,7 @@ fn definition(ex: &Expander, child: &Child) -> Result<Definition, String> {
     let mut definition = Definition { kind: String::new(), properties: Vec::new(), metadata: Expr::Literal(json!({})) };
     for (key, value) in fields {
         match key.as_str() {
-            "type" => match value.evaluate(&ParameterScope { parameters: ex.parameters }) {
+            "type" => match value.evaluate(&ex.scope()) {
                 Ok(Value::String(kind)) => definition.kind = kind,
                 _ => return Err("resource_def: type must be a resource type name known from parameters".into()),
             },
@@ -161,16 +164,17 @@ fn entries(ex: &Expander, expr: &Expr) -> Option<Vec<(String, Expr)>> {
         Expr::Literal(Value::Object(map)) => {
             Some(map.iter().map(|(key, value)| (key.clone(), Expr::Literal(value.clone()))).collect())
         }
-        other => match other.evaluate(&ParameterScope { parameters: ex.parameters }).ok()? {
+        other => match other.evaluate(&ex.scope()).ok()? {
             Value::Object(map) => Some(map.into_iter().map(|(key, value)| (key, Expr::Literal(value))).collect()),
             _ => None,
         },
     }
 }
 
-/// The member `name`: the definition with `index_var` replaced in its properties.
+/// The member `name`: the definition with `index_var` replaced in its properties, charged to
+/// the expansion's budget (every member is a copy).
 fn member(
-    ex: &Expander,
+    ex: &mut Expander,
     child: &Child,
     definition: &Definition,
     index_var: &str,
@@ -181,11 +185,12 @@ fn member(
         .environment
         .resolve_type(name, &definition.kind)
         .map_err(|problem| NestedError::Group { resource: flat.clone(), problem })?;
-    let properties = definition
-        .properties
-        .iter()
-        .map(|(key, expr)| (key.clone(), replace_index(ex, expr, index_var, name)))
-        .collect();
+    let mut properties = Vec::with_capacity(definition.properties.len());
+    for (key, expr) in &definition.properties {
+        let copy = replace_index(ex, expr, index_var, name);
+        ex.charge(&copy)?;
+        properties.push((key.clone(), copy));
+    }
     let mut resource = Resource {
         kind: ResourceType::None,
         properties,
