@@ -7,6 +7,7 @@ use std::time::Instant;
 use anneal_shim::engine::{Engine, EngineConfig, TokenKey, sweeper};
 use anneal_shim::model::{AddServer, Service, StackRequest};
 use anneal_shim::store::{SqliteStore, Store};
+use anneal_shim::template::MaxResources;
 use serde_json::{Map, Value, json};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -14,7 +15,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let servers: usize = std::env::args().nth(1).and_then(|text| text.parse().ok()).unwrap_or(10_000);
     let dir = tempfile::tempdir()?;
     let store = SqliteStore::open(&dir.path().join("shim.db"))?;
-    let mut config = EngineConfig::new("http://127.0.0.1:1");
+    // A group over N servers is N + 2 resources, over Heat's default limit of 1,000.
+    let mut config = EngineConfig { max_resources: MaxResources(None), ..EngineConfig::new("http://127.0.0.1:1") };
     if let Some(chunk) = std::env::args().nth(2).and_then(|text| text.parse().ok()) {
         config.release_chunk = chunk;
     }

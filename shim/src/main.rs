@@ -36,7 +36,16 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { listen, db, public_url, tls_cert, tls_key, metrics_token_file, retention } => {
+        Command::Serve {
+            listen,
+            db,
+            public_url,
+            tls_cert,
+            tls_key,
+            metrics_token_file,
+            retention,
+            max_resources_per_stack,
+        } => {
             let environment_token = std::env::var("ANNEAL_TOKEN").ok();
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
             let args = serve::ServeArgs {
@@ -47,6 +56,7 @@ fn main() -> ExitCode {
                 environment_token,
                 metrics_token_file,
                 retention,
+                max_resources: max_resources_per_stack,
             };
             runtime.block_on(serve::serve(args))
         }

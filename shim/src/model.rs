@@ -336,6 +336,9 @@ pub trait Service: Send + Sync + 'static {
     fn delete_stack(&self, name: &str) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
     fn list_stacks(&self) -> impl Future<Output = Result<Vec<StackSummary>, ServiceError>> + Send;
     fn show_stack(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
+    /// `show_stack` without evaluating the outputs (`outputs` empty), as Heat's
+    /// `?resolve_outputs=false`: what `--wait` polls.
+    fn show_stack_unresolved(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
     fn stack_events(&self, name: &str) -> impl Future<Output = Result<Vec<Event>, ServiceError>> + Send;
     /// The counters and histograms the HTTP layer and the engine update.
     fn metrics(&self) -> &crate::metrics::Metrics;

@@ -15,6 +15,7 @@ use anneal_shim::api::{self, ApiConfig, ConnectionLimits, MIN_OPEN_FILES};
 use anneal_shim::client::cli::RetentionArgs;
 use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
 use anneal_shim::store::{self, DatabaseUrl, HistoryRetention, PgStore, SqliteStore, Store};
+use anneal_shim::template::MaxResources;
 use anneal_shim::token;
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +33,8 @@ pub struct ServeArgs {
     /// `--metrics-token-file`: a token that opens `GET /metrics` only.
     pub metrics_token_file: Option<PathBuf>,
     pub retention: RetentionArgs,
+    /// `--max-resources-per-stack` (Heat's max_resources_per_stack).
+    pub max_resources: MaxResources,
 }
 
 /// The store and the secrets every request is checked with, however the backend keeps them.
@@ -166,7 +169,11 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     if let Some(warning) = tls::plain_http_warning(&public_url) {
         tracing::warn!("{warning}");
     }
-    let engine = Engine::new(store, key, EngineConfig { replica_urls, ..EngineConfig::new(public_url.clone()) });
+    let engine = Engine::new(
+        store,
+        key,
+        EngineConfig { replica_urls, max_resources: args.max_resources, ..EngineConfig::new(public_url.clone()) },
+    );
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
     let replication = tokio::spawn(engine::replication::run(engine.clone(), shutdown.clone()));
     let history = tokio::spawn(engine::retention::run(

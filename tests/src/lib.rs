@@ -22,10 +22,12 @@
 //! - `SwitchableServer`: an in-process HTTP source or signal receiver the test takes down and
 //!   brings back, recording every request. `metadata`: deployment entries for it, and the
 //!   agent's journal files as JSON.
+//! - `evaluation`: templates that make the shim evaluate a lot, and a process's peak memory.
 
 pub mod anneal_server;
 pub mod binaries;
 pub mod browser;
+pub mod evaluation;
 pub mod fleet;
 pub mod metadata;
 pub mod peers;
@@ -42,7 +44,7 @@ pub use binaries::{BUILD_COMMAND, agent_binary, shim_binary};
 pub use fleet::{Agent, AgentSettings, Fleet, toml_string};
 pub use metadata::read_json;
 pub use postgres::Postgres;
-pub use process::{CommandOutput, Daemon, run_command};
+pub use process::{CommandOutput, Daemon, run_command, status_kib};
 pub use real_heat::{HeatApi, RealHeat, StackRef};
 pub use shim::{Replica, Shim, alias_bomb_template, capability_token};
 pub use stock_chain::StockServer;

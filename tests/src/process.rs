@@ -138,3 +138,10 @@ impl Drop for Daemon {
         let _ = self.child.try_wait();
     }
 }
+
+/// A field of `/proc/<pid>/status` in KiB (`VmHWM`: the peak resident set; `VmRSS`: now).
+pub fn status_kib(pid: i32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's /proc status");
+    let line = status.lines().find(|line| line.starts_with(field)).unwrap_or_else(|| panic!("no {field} line"));
+    line.split_whitespace().nth(1).and_then(|value| value.parse().ok()).expect("a number of kB")
+}

@@ -33,6 +33,8 @@ pub struct Shim {
     dir: tempfile::TempDir,
     /// A replica's database and the rest of its command line (`None`: SQLite in `dir`).
     replica: Option<Replica>,
+    /// More `serve` flags (`start_with`), kept across restarts.
+    serve_args: Vec<String>,
 }
 
 /// How a replica of a PostgreSQL database is started.
@@ -56,20 +58,39 @@ impl Shim {
 
     /// `start` with `ANNEAL_LOG=<log_filter>` (e.g. `trace`), kept across restarts.
     pub async fn start_logging(log_filter: &str) -> Shim {
+        Shim::launched(log_filter, &[]).await
+    }
+
+    /// `start` with more `serve` flags (e.g. `--max-resources-per-stack -1`), kept across
+    /// restarts.
+    pub async fn start_with(serve_args: &[&str]) -> Shim {
+        Shim::launched("info", serve_args).await
+    }
+
+    async fn launched(log_filter: &str, serve_args: &[&str]) -> Shim {
         let dir = crate::private_temp_dir("anneal-shim-");
-        let (daemon, url) = launch(dir.path(), "127.0.0.1:0", log_filter, None).await;
+        let serve_args: Vec<String> = serve_args.iter().map(|arg| (*arg).to_string()).collect();
+        let (daemon, url) = launch(dir.path(), "127.0.0.1:0", log_filter, None, &serve_args).await;
         let listen = url.trim_start_matches("http://").to_string();
-        Shim { daemon: Some(daemon), url, listen, log_filter: log_filter.to_string(), dir, replica: None }
+        let log_filter = log_filter.to_string();
+        Shim { daemon: Some(daemon), url, listen, log_filter, dir, replica: None, serve_args }
     }
 
     /// A replica of a PostgreSQL database, listening on `listen` (`127.0.0.1:<port>`, or
     /// `127.0.0.1:0`), its own temp dir for its logs and its CLI's token file.
     pub async fn start_replica(listen: &str, replica: Replica) -> Shim {
+        Shim::start_replica_with(listen, replica, &[]).await
+    }
+
+    /// `start_replica` with more `serve` flags, kept across restarts.
+    pub async fn start_replica_with(listen: &str, replica: Replica, serve_args: &[&str]) -> Shim {
         let dir = crate::private_temp_dir("anneal-replica-");
         std::fs::write(dir.path().join("admin.token"), &replica.admin_token).expect("token file");
-        let (daemon, url) = launch(dir.path(), listen, "info", Some(&replica)).await;
+        let serve_args: Vec<String> = serve_args.iter().map(|arg| (*arg).to_string()).collect();
+        let (daemon, url) = launch(dir.path(), listen, "info", Some(&replica), &serve_args).await;
         let listen = url.trim_start_matches("http://").to_string();
-        Shim { daemon: Some(daemon), url, listen, log_filter: "info".to_string(), dir, replica: Some(replica) }
+        let log_filter = "info".to_string();
+        Shim { daemon: Some(daemon), url, listen, log_filter, dir, replica: Some(replica), serve_args }
     }
 
     /// The base URL, e.g. `http://127.0.0.1:41234`.
@@ -201,7 +222,8 @@ impl Shim {
     /// Starts it again on the same database and port (after `stop` or `crash`).
     pub async fn start_again(&mut self) {
         assert!(self.daemon.is_none(), "the shim is still running");
-        let (daemon, url) = launch(self.dir.path(), &self.listen, &self.log_filter, self.replica.as_ref()).await;
+        let (daemon, url) =
+            launch(self.dir.path(), &self.listen, &self.log_filter, self.replica.as_ref(), &self.serve_args).await;
         assert_eq!(url, self.url, "the restarted shim listens where it did");
         self.daemon = Some(daemon);
     }
@@ -213,14 +235,21 @@ impl Shim {
     }
 }
 
-/// Starts `serve` in `dir` and waits for the line that gives its URL.
-async fn launch(dir: &Path, listen: &str, log_filter: &str, replica: Option<&Replica>) -> (Daemon, String) {
+/// Starts `serve` in `dir` (with `serve_args` after the harness's own flags) and waits for the
+/// line that gives its URL.
+async fn launch(
+    dir: &Path,
+    listen: &str,
+    log_filter: &str,
+    replica: Option<&Replica>,
+    serve_args: &[String],
+) -> (Daemon, String) {
     let stdout = dir.join("shim.out");
     let metrics_token_file = dir.join("metrics.token");
     write_private(&metrics_token_file, METRICS_TOKEN);
     let mut command = Command::new(shim_binary());
     command.arg("serve").arg("--metrics-token-file").arg(&metrics_token_file);
-    command.args(["--listen", listen, "--db"]).env("ANNEAL_LOG", log_filter);
+    command.args(["--listen", listen]).args(serve_args).arg("--db").env("ANNEAL_LOG", log_filter);
     match replica {
         None => {
             command.arg(format!("sqlite://{}", dir.join("shim.db").display())).env_remove("ANNEAL_TOKEN");

@@ -4,11 +4,14 @@
 //! the victim's token (nor anything that completes the victim's deployment); signals after the
 //! wait condition completed are answered `stale`, and oversized data is refused with 400 (see
 //! docs/security.md and docs/http-api.md). A YAML alias bomb in a template is refused with 400
-//! naming the limit while the shim goes on answering polls (docs/templates.md, "The document").
+//! naming the limit while the shim goes on answering polls (docs/templates.md, "The document"),
+//! and a template of many results each under the per-result cap is refused with 400 naming the
+//! evaluation budget, fast and without the shim's memory growing (docs/templates.md, "Limits").
 
 use std::time::Duration;
 
 use anneal_protocol::alias_budget::AliasBudget;
+use anneal_tests::evaluation::{peak_rss_mib, replaced_values};
 use anneal_tests::{Shim, alias_bomb_template, capability_token, wait_until};
 use serde_json::{Value, json};
 
@@ -157,4 +160,33 @@ async fn a_yaml_alias_bomb_is_refused_naming_the_limit_while_polls_are_answered(
     assert_eq!(polled, 200, "a poll alongside the bomb");
     assert_eq!(poll(metadata_url, token).await, 200, "a poll after the bomb");
     assert_eq!(shim.cli_json(&["stack", "list", "--json"]).await, json!([]), "nothing is stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_of_many_capped_results_is_refused_naming_the_evaluation_budget() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = Shim::start().await;
+    let big = "x".repeat(500_000);
+    // The reviewer's template: values and outputs each str_replace-ing a 0.5 MB parameter 32
+    // times (16 MiB, under the per-result cap).
+    for (name, values) in [("sixty", 60), ("two-hundred", 200)] {
+        let template = replaced_values(values, 10, 32, "");
+        let body = json!({"name": name, "template": template, "parameters": {"big": big}});
+        let started = std::time::Instant::now();
+        let response = tokio::time::timeout(Duration::from_secs(30), shim.post_stack(&body))
+            .await
+            .expect("the create is answered within 30 s");
+        let elapsed = started.elapsed();
+        let status = response.status().as_u16();
+        let answer = response.text().await.expect("a body");
+        println!("{values} values: {status} after {elapsed:?}");
+        assert_eq!(status, 400, "{}", answer.chars().take(600).collect::<String>());
+        assert!(answer.contains("over the evaluation budget: more than 67108864 bytes (64 MiB)"), "{answer}");
+        assert!(elapsed < Duration::from_secs(10), "refused after {elapsed:?}");
+        let shown = shim.cli(&["stack", "show", name, "--json"]).await;
+        assert_ne!(shown.code, 0, "nothing was stored: {}", shown.stdout);
+    }
+    let peak = peak_rss_mib(shim.pid().expect("the shim runs"));
+    println!("the shim's peak RSS: {peak} MiB");
+    assert!(peak < 250, "the shim's peak RSS was {peak} MiB");
 }

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use anneal_shim::engine::{Engine, EngineConfig, TokenKey, replication};
 use anneal_shim::store::{PgStore, SqliteStore, Store};
+use anneal_shim::template::MaxResources;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::error::{BenchError, BenchResult};
@@ -52,12 +53,18 @@ struct Follower {
     stop: Box<dyn FnOnce() + Send>,
 }
 
+/// The engines' configuration: no limit on a stack's resources, as the shims are started with
+/// (`shims::SERVE_ARGS`): the graph's stacks have 10,000 and 50,000 deployments.
+fn config() -> EngineConfig {
+    EngineConfig { max_resources: MaxResources(None), ..EngineConfig::new(PUBLIC_URL) }
+}
+
 impl Engines<SqliteStore> {
     /// One engine on a SQLite file (WAL, `synchronous=FULL`); nothing to follow.
     pub fn sqlite(path: &Path, secret: &[u8]) -> BenchResult<Engines<SqliteStore>> {
         let store = SqliteStore::open(path)
             .map_err(|error| BenchError::Failed(format!("open the store: {}", anneal_shim::error_chain(&error))))?;
-        let engine = Engine::new(store, TokenKey::from_secret(secret), EngineConfig::new(PUBLIC_URL));
+        let engine = Engine::new(store, TokenKey::from_secret(secret), config());
         Ok(Engines { engines: vec![engine], followers: Vec::new() })
     }
 }
@@ -73,7 +80,7 @@ impl Engines<PgStore> {
             let store = blocking("PgStore::open", move || PgStore::open(&url))
                 .await?
                 .map_err(|error| BenchError::Failed(format!("open the store: {}", anneal_shim::error_chain(&error))))?;
-            let engine = Engine::new(store, TokenKey::from_secret(secret), EngineConfig::new(PUBLIC_URL));
+            let engine = Engine::new(store, TokenKey::from_secret(secret), config());
             engines.followers.push(follow(engine.clone()));
             engines.engines.push(engine);
         }

@@ -10,6 +10,11 @@ use super::backend::{Backend, PostgresServer, admin_token, free_port};
 use crate::children::tail;
 use crate::error::{BenchError, BenchResult, file_error};
 
+/// What every shim of the benchmarks is started with besides its store: no limit on a stack's
+/// resources (the fleet's groups have 10,000 members, the throughput's stacks 2,000
+/// deployments, over Heat's default of 1,000).
+pub const SERVE_ARGS: &[&str] = &["--max-resources-per-stack", "-1"];
+
 /// The running shims of one variant; stopped when dropped.
 pub struct Shims {
     shims: Vec<Shim>,
@@ -21,7 +26,7 @@ impl Shims {
     /// `postgres`.
     pub async fn start(backend: Backend, postgres: Option<&PostgresServer>, database: &str) -> BenchResult<Shims> {
         let Backend::Postgres { replicas } = backend else {
-            let shim = Shim::start().await;
+            let shim = Shim::start_with(SERVE_ARGS).await;
             let token_file = shim.token_file();
             let admin_token = std::fs::read_to_string(&token_file).map_err(file_error(&token_file))?.trim().to_string();
             return Ok(Shims { shims: vec![shim], admin_token });
@@ -36,7 +41,7 @@ impl Shims {
             let others = urls.iter().enumerate().filter(|(other, _)| *other != index).map(|(_, url)| url.clone());
             let public_urls = std::iter::once(urls[index].clone()).chain(others).collect();
             let replica = Replica { database_url: database_url.clone(), admin_token: admin_token.clone(), public_urls };
-            shims.push(Shim::start_replica(&format!("127.0.0.1:{port}"), replica).await);
+            shims.push(Shim::start_replica_with(&format!("127.0.0.1:{port}"), replica, SERVE_ARGS).await);
         }
         Ok(Shims { shims, admin_token })
     }
@@ -44,7 +49,10 @@ impl Shims {
     /// The command lines, as the report shows them.
     pub fn commands(backend: Backend) -> Vec<String> {
         match backend {
-            Backend::Sqlite => vec!["anneal-shim serve --listen 127.0.0.1:0 --db sqlite://$TMP/shim.db".into()],
+            Backend::Sqlite => vec![format!(
+                "anneal-shim serve --listen 127.0.0.1:0 {} --db sqlite://$TMP/shim.db",
+                SERVE_ARGS.join(" ")
+            )],
             Backend::Postgres { replicas } => (0..replicas)
                 .map(|index| {
                     let others: String = (0..replicas)
@@ -52,8 +60,9 @@ impl Shims {
                         .map(|other| format!(" --public-url http://127.0.0.1:$PORT{other}"))
                         .collect();
                     format!(
-                        "ANNEAL_TOKEN=$TOKEN anneal-shim serve --listen 127.0.0.1:$PORT{index} --db postgres://$PG/<db> \
-                         --public-url http://127.0.0.1:$PORT{index}{others}"
+                        "ANNEAL_TOKEN=$TOKEN anneal-shim serve --listen 127.0.0.1:$PORT{index} {} --db \
+                         postgres://$PG/<db> --public-url http://127.0.0.1:$PORT{index}{others}",
+                        SERVE_ARGS.join(" ")
                     )
                 })
                 .collect(),

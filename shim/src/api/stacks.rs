@@ -35,14 +35,38 @@ pub(super) async fn list<S: Service>(
     Ok(Json(state.service.list_stacks().await?))
 }
 
-/// `GET /v1/stacks/{name}`.
+/// `GET /v1/stacks/{name}`'s query: Heat's `resolve_outputs` (default true; `false` leaves the
+/// outputs out, as Heat's stack show does, and costs no evaluation). Other parameters are
+/// ignored, as in `EventsQuery`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ShowQuery {
+    resolve_outputs: Option<String>,
+}
+
+/// `GET /v1/stacks/{name}[?resolve_outputs=false]`.
 pub(super) async fn show<S: Service>(
     _: Admin,
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ShowQuery>, QueryRejection>,
 ) -> Result<Json<StackDetail>, ApiError> {
     let Path(name) = path?;
-    Ok(Json(state.service.show_stack(&name).await?))
+    let Query(query) = query?;
+    // heat.api.openstack.v1.util.extract_bool: true or false, in any case.
+    let resolve = match query.resolve_outputs.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(_) => {
+            let given = query.resolve_outputs.unwrap_or_default();
+            return Err(ApiError::bad_request(format!("Invalid value '{given}' specified for 'resolve_outputs'")));
+        }
+    };
+    let detail = if resolve {
+        state.service.show_stack(&name).await?
+    } else {
+        state.service.show_stack_unresolved(&name).await?
+    };
+    Ok(Json(detail))
 }
 
 /// `GET /v1/stacks/{name}/graph`: the component graph (see `crate::graph`).

@@ -10,6 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// `--log-format`: the one type both binaries share (see anneal-runtime).
 pub use anneal_runtime::LogFormat;
 
+use crate::template::MaxResources;
+
 /// Where the client looks for the API when neither `--url` nor `ANNEAL_URL` says.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 /// The admin token file `serve` writes next to its default database (`<db dir>/admin.token`).
@@ -59,6 +61,10 @@ pub enum Command {
         metrics_token_file: Option<PathBuf>,
         #[command(flatten)]
         retention: RetentionArgs,
+        /// The most resources a stack may have (Heat's max_resources_per_stack): its own, the
+        /// nested stacks' and resource groups', and deployment group members; -1 for no limit.
+        #[arg(long, value_name = "N", default_value = "1000", allow_negative_numbers = true)]
+        max_resources_per_stack: MaxResources,
     },
     /// Register servers and print their agent configuration.
     Server {
@@ -98,6 +104,10 @@ pub struct TemplateValidateArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The most resources a stack may have, as `serve --max-resources-per-stack` (Heat's
+    /// max_resources_per_stack); -1 for no limit.
+    #[arg(long, value_name = "N", default_value = "1000", allow_negative_numbers = true)]
+    pub max_resources_per_stack: MaxResources,
 }
 
 #[derive(Debug, Subcommand)]

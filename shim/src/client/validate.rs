@@ -45,6 +45,8 @@ pub fn validate_template(args: &TemplateValidateArgs, out: &mut dyn Write) -> Re
         texts: &texts,
         pseudo: &pseudo,
         servers: template::Servers::Offline,
+        max_resources: args.max_resources_per_stack,
+        evaluation_budget: template::EVALUATION_BUDGET,
     })
     .map_err(invalid)?;
     let flat = checked.expanded.as_ref().unwrap_or(&checked.parsed);

@@ -50,7 +50,10 @@ pub(crate) async fn wait_for_stack(
     let mut outage_since: Option<Instant> = None;
     let mut last: Option<Value> = None;
     loop {
-        match client.get(&["v1", "stacks", request.stack]).await {
+        // The outputs are not evaluated for a poll (Heat's resolve_outputs): only --json's
+        // final answer shows them, read once at the end.
+        let unresolved = [("resolve_outputs", "false".to_string())];
+        match client.get_query(&["v1", "stacks", request.stack], &unresolved).await {
             Ok(value) => {
                 outage_since = None;
                 let detail: StackDetail = decode(value.clone())?;
@@ -63,10 +66,12 @@ pub(crate) async fn wait_for_stack(
                     Standing::InProgress => {}
                     Standing::Complete => {
                         live.finish();
+                        let last = with_outputs(client, request, last).await;
                         return finish(request, last.as_ref(), ExitStatus::Success, out);
                     }
                     Standing::Failed => {
                         live.finish();
+                        let last = with_outputs(client, request, last).await;
                         return finish(request, last.as_ref(), ExitStatus::Failed, out);
                     }
                 }
@@ -91,12 +96,22 @@ pub(crate) async fn wait_for_stack(
             let elapsed = started.elapsed();
             if elapsed >= timeout {
                 live.finish();
+                let last = with_outputs(client, request, last).await;
                 return timed_out(request, timeout, last.as_ref(), &progress, out);
             }
             pause = pause.min(timeout - elapsed);
         }
         tokio::time::sleep(pause).await;
     }
+}
+
+/// With --json, the stack as `stack show` gives it, outputs resolved (the last poll's answer
+/// when it cannot be read now); otherwise the last poll's answer, which nothing prints.
+async fn with_outputs(client: &AdminClient, request: &WaitRequest<'_>, last: Option<Value>) -> Option<Value> {
+    if !request.json {
+        return last;
+    }
+    client.get(&["v1", "stacks", request.stack]).await.ok().or(last)
 }
 
 fn finish(

@@ -1,5 +1,6 @@
 //! What one engine operation works with inside its store transaction: the transaction, the
-//! token key, the clock, the servers whose documents it changed (republished after commit) and
+//! token key, the clock, the servers whose documents it changed (republished after commit),
+//! what each stack touched has used of its limits (the evaluation budget, its resources) and
 //! the `Scope` that resolves `get_param`, `get_resource` and `get_attr` from stored nodes.
 
 use std::cell::RefCell;
@@ -12,7 +13,7 @@ use super::error::EngineError;
 use super::hidden::{Hidden, WITHHELD};
 use super::secrets::TokenKey;
 use crate::store::{EntryRow, EntryText, NodeRow, NodeState, StackRow, Tx};
-use crate::template::{EvalError, Expr, ResourceType, Scope};
+use crate::template::{Budget, EvalError, Expr, MaxResources, ResourceType, Scope};
 
 /// The entries of one server a transaction wrote (`Some`, as written) or removed (`None`), by
 /// (stack, node); the last change of an entry wins.
@@ -39,8 +40,53 @@ pub struct Context<'a> {
     /// How many more members of deployment groups this transaction may write (the rest are
     /// queued for the next ones): one budget however many groups the transaction expands.
     pub release_budget: usize,
+    /// How many more bytes of group members' entries this transaction may publish
+    /// (`RELEASE_BYTES`): with a large config, fewer members than `release_budget` per
+    /// transaction, so that one transaction never holds thousands of copies of it.
+    pub release_bytes: usize,
     /// Set when this transaction queued group members for the sweeper to release next.
     pub continued: bool,
+    /// The limits every stack's traversal is held to.
+    pub limits: Limits,
+    /// What each stack touched so far has used of its limits, written back at the end
+    /// (`write_usage`).
+    pub usage: BTreeMap<String, Usage>,
+    /// An evaluation over the budget refuses the whole call (a create or update, whose
+    /// request is still open) instead of failing the resource (a signal's, a sweep's).
+    pub refuse_over_budget: bool,
+}
+
+/// The limits of a stack (`EngineConfig`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub evaluation_budget: usize,
+    pub max_resources: MaxResources,
+}
+
+/// What one stack's current traversal has used of its limits, as this call sees it.
+#[derive(Debug)]
+pub struct Usage {
+    generation: u64,
+    budget: Budget,
+    resources: u64,
+    changed: bool,
+}
+
+/// Why a node's properties could not be evaluated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PropertiesError {
+    /// The resource fails with this reason.
+    Failed(String),
+    /// The stack's evaluation budget ran out: the reason names it.
+    OverBudget(String),
+}
+
+impl PropertiesError {
+    pub fn reason(&self) -> &str {
+        match self {
+            PropertiesError::Failed(reason) | PropertiesError::OverBudget(reason) => reason,
+        }
+    }
 }
 
 impl Context<'_> {
@@ -70,68 +116,148 @@ impl Context<'_> {
         Ok(())
     }
 
-    /// Evaluates `expression` against the stack's parameters and nodes.
-    /// The handles it reads through are added to `placed_handles`.
+    /// Evaluates `expression` against the stack's parameters and nodes, charged to the
+    /// stack's evaluation budget. The handles it reads through are added to `placed_handles`.
     pub fn evaluate(&mut self, stack: &StackRow, expression: &Expr) -> Result<Value, EvalError> {
-        let scope = StackScope { tx: RefCell::new(&mut *self.tx), stack, placed: RefCell::default() };
+        let usage = usage_of(&mut self.usage, stack, self.limits.evaluation_budget);
+        let before = usage.budget.used();
+        let tx = RefCell::new(&mut *self.tx);
+        let lookup = |name: &str| tx.borrow_mut().node_shared(&stack.name, name).ok().flatten();
+        let scope = StackScope::new(stack, &lookup, Some(&usage.budget));
         let value = expression.evaluate(&scope);
+        usage.changed |= usage.budget.used() != before;
         self.placed_handles.extend(scope.placed.into_inner());
         value
     }
 
     /// Evaluates a node's stored properties into a JSON object; `placed_handles` then holds
     /// the handles placed in them.
-    pub fn evaluate_properties(&mut self, stack: &StackRow, node: &NodeRow) -> Result<Map<String, Value>, String> {
+    pub fn evaluate_properties(
+        &mut self,
+        stack: &StackRow,
+        node: &NodeRow,
+    ) -> Result<Map<String, Value>, PropertiesError> {
         self.placed_handles.clear();
         let mut values = Map::new();
         let Some(properties) = node.definition.get("properties").and_then(Value::as_object) else {
             return Ok(values);
         };
         for (name, stored) in properties {
-            let expression = Expr::from_json(stored).map_err(|error| format!("property {name}: {error}"))?;
+            let expression = Expr::from_json(stored)
+                .map_err(|error| PropertiesError::Failed(format!("property {name}: {error}")))?;
             match self.evaluate(stack, &expression) {
                 Ok(value) => {
                     values.insert(name.clone(), value);
                 }
                 Err(EvalError::NotReady { resource, attribute }) => {
                     let what = attribute.map_or(resource.clone(), |attribute| format!("{resource}.{attribute}"));
-                    return Err(format!("property {name}: {what} has no value"));
+                    return Err(PropertiesError::Failed(format!("property {name}: {what} has no value")));
                 }
-                Err(EvalError::HiddenInvalid { message }) => return Err(format!("property {name}: {message}")),
+                Err(EvalError::HiddenInvalid { message }) => {
+                    return Err(PropertiesError::Failed(format!("property {name}: {message}")));
+                }
                 Err(EvalError::Invalid { message }) => {
                     // A store error while deciding counts as hidden: withheld rather than shown.
                     let hidden = Hidden::new(&mut *self.tx, stack).expression(&expression).unwrap_or(true);
                     let shown = if hidden { WITHHELD } else { message.as_str() };
-                    return Err(format!("property {name}: {shown}"));
+                    return Err(PropertiesError::Failed(format!("property {name}: {shown}")));
+                }
+                Err(error @ EvalError::OverBudget { .. }) => {
+                    return Err(PropertiesError::OverBudget(format!("property {name}: {error}")));
                 }
             }
         }
         Ok(values)
     }
+
+    /// Counts `added` more resources (a deployment group's members) in the stack's traversal;
+    /// refused, with Heat's reason, past `max_resources_per_stack`.
+    pub fn count_resources(&mut self, stack: &StackRow, added: usize) -> Result<(), String> {
+        let usage = usage_of(&mut self.usage, stack, self.limits.evaluation_budget);
+        let total = usage.resources.saturating_add(added as u64);
+        let count = usize::try_from(total).unwrap_or(usize::MAX);
+        if !self.limits.max_resources.allows(count) {
+            return Err(self.limits.max_resources.exceeded(Some(count)));
+        }
+        usage.resources = total;
+        usage.changed = true;
+        Ok(())
+    }
+
+    /// Writes what the stacks' traversals used in this call to their rows (one UPDATE each,
+    /// which carries the pending count the call changed too); a stack whose traversal changed
+    /// since (an update, a delete) or that is gone keeps what it has.
+    pub fn write_usage(&mut self) -> Result<(), EngineError> {
+        for (name, usage) in std::mem::take(&mut self.usage) {
+            if !usage.changed {
+                continue;
+            }
+            let Some(mut row) = self.tx.stack(&name)? else { continue };
+            if row.generation != usage.generation {
+                continue;
+            }
+            row.evaluated_bytes = usage.budget.used() as u64;
+            row.resource_count = usage.resources;
+            self.tx.update_stack(&row)?;
+        }
+        Ok(())
+    }
 }
+
+/// `stack`'s usage in `usage`, read from its row the first time (or when its traversal is
+/// newer than the one recorded).
+fn usage_of<'u>(usage: &'u mut BTreeMap<String, Usage>, stack: &StackRow, limit: usize) -> &'u mut Usage {
+    let fresh = || Usage {
+        generation: stack.generation,
+        budget: Budget::spent(limit, usize::try_from(stack.evaluated_bytes).unwrap_or(usize::MAX)),
+        resources: stack.resource_count,
+        changed: false,
+    };
+    let entry = usage.entry(stack.name.clone()).or_insert_with(fresh);
+    if entry.generation != stack.generation {
+        *entry = fresh();
+    }
+    entry
+}
+
+/// What the stack's current traversal may still produce: the outputs of a `show` are
+/// evaluated within it (each read anew, nothing of it kept).
+pub fn remaining_budget(stack: &StackRow, limit: usize) -> Budget {
+    Budget::spent(limit, usize::try_from(stack.evaluated_bytes).unwrap_or(usize::MAX))
+}
+
+/// A stack's node by name, as the scope reads it.
+pub type NodeLookup<'a> = dyn Fn(&str) -> Option<Arc<NodeRow>> + 'a;
 
 /// Resolves functions from stored state. A node's attributes are visible once it is COMPLETE.
-struct StackScope<'a, 'b> {
-    tx: RefCell<&'a mut dyn Tx>,
-    stack: &'b StackRow,
-    placed: RefCell<BTreeSet<String>>,
+pub struct StackScope<'a> {
+    lookup: &'a NodeLookup<'a>,
+    stack: &'a StackRow,
+    /// The handles whose placeholders the values read carry (see `Context::placed_handles`).
+    pub placed: RefCell<BTreeSet<String>>,
+    budget: Option<&'a Budget>,
 }
 
-impl StackScope<'_, '_> {
+impl<'a> StackScope<'a> {
+    /// The stack's scope with its nodes read through `lookup`, charged to `budget`.
+    pub fn new(stack: &'a StackRow, lookup: &'a NodeLookup<'a>, budget: Option<&'a Budget>) -> StackScope<'a> {
+        StackScope { lookup, stack, placed: RefCell::default(), budget }
+    }
+
     fn complete_node(&self, resource: &str) -> Option<Arc<NodeRow>> {
-        let node = self.tx.borrow_mut().node_shared(&self.stack.name, resource).ok().flatten()?;
+        let node = (self.lookup)(resource)?;
         (node.state == NodeState::Complete).then_some(node)
     }
 }
 
-impl Scope for StackScope<'_, '_> {
+impl Scope for StackScope<'_> {
     fn parameter(&self, name: &str) -> Option<Value> {
         self.stack.parameters.get(name).cloned()
     }
 
     fn resource_id(&self, resource: &str) -> Option<Value> {
         // A handle's or config's id exists from activation on; a deployment's too.
-        let node = self.tx.borrow_mut().node_shared(&self.stack.name, resource).ok().flatten()?;
+        let node = (self.lookup)(resource)?;
         node.record.id.clone().map(Value::String)
     }
 
@@ -152,6 +278,10 @@ impl Scope for StackScope<'_, '_> {
 
     fn resource_type(&self, resource: &str) -> Option<ResourceType> {
         ResourceType::parse(&self.complete_node(resource)?.resource_type)
+    }
+
+    fn budget(&self) -> Option<&Budget> {
+        self.budget
     }
 }
 

@@ -40,6 +40,8 @@ fn stack_row() -> StackRow {
         deadline: None,
         created_at: 1,
         updated_at: 1,
+        evaluated_bytes: 0,
+        resource_count: 0,
     }
 }
 

@@ -2,7 +2,8 @@
 //! operations down to the store (`scripts/check-layers` checks it):
 //!
 //! - `service` (the `Service` operations), `signals` (deployment and wait-condition signals),
-//!   `sweeper` (deadlines), `removal` (server removal): entry points.
+//!   `sweeper` (deadlines), `removal` (server removal): entry points; `detail` (a stack's
+//!   detail with its outputs evaluated, read-only).
 //! - `traversal`: `forward` (create and update, one settle loop) above `reverse` (delete and the
 //!   DELETE actions of removed resources, as Heat deletes: dependents first).
 //! - `resources`: activation per resource type (a `match` on `ResourceType`).
@@ -16,6 +17,7 @@
 mod context;
 mod deadlines;
 mod derived;
+mod detail;
 mod document;
 mod error;
 pub(crate) mod graph;
@@ -49,6 +51,8 @@ pub use crate::error_chain;
 
 #[cfg(test)]
 mod batch_tests;
+#[cfg(test)]
+mod budget_tests;
 #[cfg(test)]
 mod conditions_tests;
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The engine's `Service` implementation: the operations the HTTP layer calls, each one a
-//! transaction (`Engine::transact`), plus the read models (stack summaries, details with
-//! evaluated outputs, events) built from stored rows.
+//! transaction (`Engine::transact`) or a read (`Store::read`), with the read models built
+//! from stored rows (stack details with evaluated outputs: `detail`; events).
 
 use std::collections::BTreeMap;
 
@@ -8,20 +8,20 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::context::{self, Context, now_millis, rfc3339};
+use super::detail::{self, OutputContext, summary};
 use super::error::EngineError;
 use super::node::status;
-use super::secrets::{self, Purpose};
+use super::secrets;
 use super::transact::Engine;
 use super::traversal::forward::{self, Checked};
 use super::traversal::reverse;
 use super::{removal, signals};
 use crate::model::{
-    AddServer, Event, MAX_TOKEN_GRACE_SECS, MetadataDocument, ResourceSummary, RotatedCredentials, ServerCredentials,
-    ServerSummary, Service, ServiceError, SignalAck, StackDetail, StackOutput, StackRequest, StackSummary, TokenOwner,
-    WaitConditionSignal,
+    AddServer, Event, MAX_TOKEN_GRACE_SECS, MetadataDocument, RotatedCredentials, ServerCredentials, ServerSummary,
+    Service, ServiceError, SignalAck, StackDetail, StackRequest, StackSummary, TokenOwner, WaitConditionSignal,
 };
-use crate::store::{NodeState, ServerRow, StackRow, Store, StoreError, Tx};
-use crate::template::{self, Constraint, EvalError, SERVER_CONSTRAINTS, Template};
+use crate::store::{ServerRow, Store, StoreError, Tx};
+use crate::template::{self, Constraint, SERVER_CONSTRAINTS, Template};
 use crate::token;
 
 /// Parses and validates a stack request against the registered servers, every problem of the
@@ -54,6 +54,8 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
         texts: &texts,
         pseudo: &pseudo,
         servers: template::Servers::Registered(&lookup),
+        max_resources: ctx.limits.max_resources,
+        evaluation_budget: ctx.limits.evaluation_budget,
     })
     .map_err(|problems| EngineError::Template { problems })?;
     // Nested stacks and resource groups became ordinary resources; conditions are decided
@@ -62,7 +64,14 @@ fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &s
         true => template::flattened_text(&checked.template),
         false => checked.resolved.unwrap_or_else(|| request.template.clone()),
     };
-    Ok(Checked { template: checked.template, parameters: checked.parameters, plan: checked.plan, stored_template })
+    Ok(Checked {
+        template: checked.template,
+        parameters: checked.parameters,
+        plan: checked.plan,
+        resources: checked.resources,
+        expansion_bytes: checked.expansion_bytes,
+        stored_template,
+    })
 }
 
 /// What `request_environment` gives.
@@ -114,67 +123,6 @@ fn valid_name(kind: &str, name: &str) -> Result<(), EngineError> {
     })
 }
 
-fn summary(stack: &StackRow) -> StackSummary {
-    StackSummary {
-        name: stack.name.clone(),
-        id: stack.id.clone(),
-        status: status(stack.action, stack.state),
-        status_reason: stack.status_reason.clone(),
-        created_at: rfc3339(stack.created_at),
-        updated_at: rfc3339(stack.updated_at),
-    }
-}
-
-fn detail(ctx: &mut Context<'_>, stack: &StackRow) -> Result<StackDetail, EngineError> {
-    let resources = ctx
-        .tx
-        .nodes(&stack.name)?
-        .into_iter()
-        .map(|node| ResourceSummary {
-            status: if node.state == NodeState::Init {
-                "INIT_COMPLETE".to_string()
-            } else {
-                status(node.action, node.state)
-            },
-            name: node.name,
-            resource_type: node.resource_type,
-            status_reason: node.status_reason,
-            server: node.server,
-            updated_at: rfc3339(node.updated_at),
-        })
-        .collect();
-    let mut parameters = BTreeMap::new();
-    if let Some(values) = stack.parameters.as_object() {
-        for (name, value) in values.iter().filter(|(name, _)| !name.starts_with("OS::")) {
-            let shown = if stack.hidden_parameters.contains(name) { json!("******") } else { value.clone() };
-            parameters.insert(name.clone(), shown);
-        }
-    }
-    Ok(StackDetail { summary: summary(stack), parameters, resources, outputs: outputs(ctx, stack) })
-}
-
-fn outputs(ctx: &mut Context<'_>, stack: &StackRow) -> Vec<StackOutput> {
-    let Ok(Some(text)) = ctx.tx.stack_template(&stack.name) else { return Vec::new() };
-    let Ok(template) = template::parse_stored_template(&text) else { return Vec::new() };
-    let mut outputs = Vec::new();
-    for (name, output) in &template.outputs {
-        ctx.placed_handles.clear();
-        let (value, error) = match ctx.evaluate(stack, &output.value) {
-            Ok(value) => {
-                // Only the handles this output reads: supplied values never render a token.
-                let placed: Vec<String> =
-                    ctx.placed_handles.iter().map(|id| secrets::placed(Purpose::Handle, id)).collect();
-                let rendered = ctx.key.render_at(&value.to_string(), &placed, Some(ctx.public_url));
-                (serde_json::from_str(&rendered).unwrap_or(value), None)
-            }
-            Err(EvalError::NotReady { resource, .. }) => (Value::Null, Some(format!("{resource} is not complete"))),
-            Err(EvalError::Invalid { message } | EvalError::HiddenInvalid { message }) => (Value::Null, Some(message)),
-        };
-        outputs.push(StackOutput { name: name.clone(), description: output.description.clone(), value, error });
-    }
-    outputs
-}
-
 impl<S: Store> Engine<S> {
     /// What an agent needs to reach this shim as server `name`: its URLs here and at every
     /// other replica the shim was told of.
@@ -191,6 +139,31 @@ impl<S: Store> Engine<S> {
             name,
             token,
         }
+    }
+}
+
+impl<S: Store> Engine<S> {
+    /// A stack's detail: its rows read (no write transaction), then, the store released, its
+    /// outputs evaluated when `resolve_outputs` (on the blocking pool: they may be large).
+    async fn stack_detail(&self, name: &str, resolve_outputs: bool) -> Result<StackDetail, EngineError> {
+        let (engine, name) = (self.clone(), name.to_string());
+        let work = move || {
+            let rows = engine.store().read(|tx| {
+                let Some(stack) = tx.stack(&name)? else { return Ok::<_, StoreError>(None) };
+                let template = if resolve_outputs { tx.stack_template(&name)? } else { None };
+                Ok(Some((stack, tx.nodes(&name)?, template)))
+            })?;
+            let (stack, nodes, template) =
+                rows.ok_or_else(|| EngineError::NotFound { what: format!("stack {name}") })?;
+            let inner = &engine.inner;
+            let context = OutputContext {
+                key: &inner.key,
+                public_url: &inner.public_url,
+                budget_limit: inner.limits.evaluation_budget,
+            };
+            Ok(detail::detail(&stack, nodes, template.as_deref(), &context))
+        };
+        tokio::task::spawn_blocking(work).await.map_err(|error| EngineError::Worker { detail: error.to_string() })?
     }
 }
 
@@ -330,6 +303,7 @@ impl<S: Store> Service for Engine<S> {
         valid_name("stack", &name)?;
         let stack = self
             .transact(move |ctx| {
+                ctx.refuse_over_budget = true;
                 let stack_id = context::new_uuid();
                 let checked = check(ctx, &request, &name, &stack_id)?;
                 let stack = forward::create(ctx, &name, &stack_id, &request, &checked)?;
@@ -349,6 +323,7 @@ impl<S: Store> Service for Engine<S> {
         let name = name.to_string();
         let stack = self
             .transact(move |ctx| {
+                ctx.refuse_over_budget = true;
                 let Some(existing) = ctx.tx.stack(&name)? else {
                     return Err(EngineError::NotFound { what: format!("stack {name}") });
                 };
@@ -380,15 +355,11 @@ impl<S: Store> Service for Engine<S> {
     }
 
     async fn show_stack(&self, name: &str) -> Result<StackDetail, ServiceError> {
-        let name = name.to_string();
-        Ok(self
-            .transact(move |ctx| {
-                let Some(stack) = ctx.tx.stack(&name)? else {
-                    return Err(EngineError::NotFound { what: format!("stack {name}") });
-                };
-                detail(ctx, &stack)
-            })
-            .await?)
+        Ok(self.stack_detail(name, true).await?)
+    }
+
+    async fn show_stack_unresolved(&self, name: &str) -> Result<StackDetail, ServiceError> {
+        Ok(self.stack_detail(name, false).await?)
     }
 
     fn metrics(&self) -> &crate::metrics::Metrics {

@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use super::context::{Context, now_millis};
+use super::context::{Context, Limits, now_millis};
 use super::document::{self, Rendered};
 use super::error::EngineError;
 use super::secrets::TokenKey;
 use crate::model::MetadataDocument;
 use crate::store::Store;
+use crate::template::{EVALUATION_BUDGET, MaxResources};
 
 /// Where agents and operators reach this shim (the base of every URL it hands out).
 #[derive(Debug, Clone)]
@@ -27,6 +28,13 @@ pub struct EngineConfig {
     /// How many members of a deployment group one transaction writes and publishes; the rest
     /// follow in later transactions (`RELEASE_CHUNK`).
     pub release_chunk: usize,
+    /// The most resources a stack may have, group members included (Heat's
+    /// max_resources_per_stack).
+    pub max_resources: MaxResources,
+    /// What one evaluation of a stack may produce (`template::EVALUATION_BUDGET`; tests lower it).
+    pub evaluation_budget: usize,
+    /// Bytes of deployment group members' entries one transaction publishes (`RELEASE_BYTES`).
+    pub release_bytes: usize,
 }
 
 /// Members of a deployment group written per transaction: 150-350 ms of store work on the
@@ -36,10 +44,22 @@ pub struct EngineConfig {
 /// (`group_create`, 3 runs each).
 pub const RELEASE_CHUNK: usize = 2000;
 
+/// Bytes of deployment group members' entries (each a copy of the group's config and inputs)
+/// written per transaction: a group of 16 MiB configs is published four members at a time, not
+/// 2,000 (32 GB in one transaction); the fleet's 19 KB scripts still go 2,000 at a time.
+pub const RELEASE_BYTES: usize = 64 << 20;
+
 impl EngineConfig {
     /// One shim, reached at `public_url`.
     pub fn new(public_url: impl Into<String>) -> EngineConfig {
-        EngineConfig { public_url: public_url.into(), replica_urls: Vec::new(), release_chunk: RELEASE_CHUNK }
+        EngineConfig {
+            public_url: public_url.into(),
+            replica_urls: Vec::new(),
+            release_chunk: RELEASE_CHUNK,
+            max_resources: MaxResources::default(),
+            evaluation_budget: EVALUATION_BUDGET,
+            release_bytes: RELEASE_BYTES,
+        }
     }
 }
 
@@ -56,10 +76,12 @@ impl<S: Store> Clone for Engine<S> {
 
 pub(super) struct Inner<S> {
     store: S,
-    key: TokenKey,
+    pub(super) key: TokenKey,
     pub(super) public_url: String,
     pub(super) replica_urls: Vec<String>,
     release_chunk: usize,
+    release_bytes: usize,
+    pub(super) limits: Limits,
     /// Woken after a commit that queued group members, so the sweeper releases them at once.
     pub(super) continuation: tokio::sync::Notify,
     pub(super) documents: Mutex<HashMap<String, Cached>>,
@@ -89,6 +111,8 @@ impl<S: Store> Engine<S> {
             public_url,
             replica_urls,
             release_chunk: config.release_chunk.max(1),
+            release_bytes: config.release_bytes.max(1),
+            limits: Limits { evaluation_budget: config.evaluation_budget, max_resources: config.max_resources },
             continuation: tokio::sync::Notify::new(),
             documents: Mutex::default(),
             last_seen: Mutex::default(),
@@ -134,9 +158,14 @@ impl<S: Store> Engine<S> {
                 changed_entries: BTreeMap::new(),
                 placed_handles: BTreeSet::new(),
                 release_budget: inner.release_chunk,
+                release_bytes: inner.release_bytes,
                 continued: false,
+                limits: inner.limits,
+                usage: BTreeMap::new(),
+                refuse_over_budget: false,
             };
             let value = work(&mut ctx)?;
+            ctx.write_usage()?;
             let published = publish_documents(&mut ctx, &inner.documents)?;
             Ok::<_, EngineError>((value, published, ctx.continued))
         })?;
@@ -241,15 +270,21 @@ impl<S: Store> Engine<S> {
         if let Some(found) = self.cached(server) {
             return Ok(found);
         }
-        let name = server.to_string();
-        let rendered = self
-            .transact(move |ctx| {
-                let Some(row) = ctx.tx.server(&name)? else {
+        // A read (one snapshot, waiting for no writer): a poll after a restart is not held
+        // behind a large create either. A document of an older version than one announced
+        // meanwhile is not announced over it.
+        let (engine, name) = (self.clone(), server.to_string());
+        let rendered = tokio::task::spawn_blocking(move || {
+            let inner = &engine.inner;
+            inner.store.read(|tx| {
+                let Some(row) = tx.server(&name)? else {
                     return Err(EngineError::NotFound { what: format!("server {name}") });
                 };
-                document::render_full(ctx.tx, ctx.key, ctx.public_url, &row)
+                document::render_full(tx, &inner.key, &inner.public_url, &row)
             })
-            .await?;
+        })
+        .await
+        .map_err(|error| EngineError::Worker { detail: error.to_string() })??;
         self.announce(vec![Published { server: server.to_string(), rendered }]);
         self.cached(server).ok_or_else(|| EngineError::NotFound { what: format!("server {server}") })
     }

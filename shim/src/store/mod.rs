@@ -97,6 +97,12 @@ pub struct StackRow {
     pub deadline: Option<u64>,
     pub created_at: u64,
     pub updated_at: u64,
+    /// What the current traversal's evaluations produced so far (the evaluation budget's
+    /// spent part; the nested stacks' copies count from the start).
+    pub evaluated_bytes: u64,
+    /// The current traversal's resources, deployment group members included once their group
+    /// expanded (counted against max_resources_per_stack).
+    pub resource_count: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -620,6 +626,8 @@ impl fmt::Debug for StackRow {
             .field("deadline", &self.deadline)
             .field("created_at", &self.created_at)
             .field("updated_at", &self.updated_at)
+            .field("evaluated_bytes", &self.evaluated_bytes)
+            .field("resource_count", &self.resource_count)
             .finish()
     }
 }

@@ -39,6 +39,11 @@ const INTEGRITY_REPORT_LIMIT: usize = 10;
 
 pub struct SqliteStore {
     shared: Mutex<Shared>,
+    /// The connection `read` uses (`None` in memory, where a second connection would be another
+    /// database): in WAL mode it reads the last commit while the writer's transaction goes on,
+    /// so the token lookup of every metadata poll never waits for a write, however long (a
+    /// large create held the one connection for seconds and stalled every poll behind it).
+    reader: Option<Mutex<Connection>>,
     /// Signalled whenever a batch ends (see `batch`).
     batch_ended: Condvar,
     /// `transaction` calls queued for the mutex: while there are any, the open batch waits.
@@ -81,7 +86,10 @@ impl SqliteStore {
         configure(&connection)?;
         enable_write_ahead_log(&connection)?;
         schema::migrate(&mut connection, migrations)?;
-        Ok(Self::from_connection(connection, Some(path.to_owned())))
+        let reader = open_reader(path, flags)?;
+        let mut store = Self::from_connection(connection, Some(path.to_owned()));
+        store.reader = Some(Mutex::new(reader));
+        Ok(store)
     }
 
     /// The database file, `None` in memory.
@@ -134,6 +142,7 @@ impl SqliteStore {
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         SqliteStore {
             shared: Mutex::new(Shared::new(connection)),
+            reader: None,
             batch_ended: Condvar::new(),
             waiting: AtomicUsize::new(0),
             counters: access::Counters::default(),
@@ -185,11 +194,20 @@ impl Store for SqliteStore {
         batch::run(self, work)
     }
 
-    /// The statements run as they are on the connection: in autocommit mode each SELECT reads
-    /// a snapshot of the WAL and takes no write lock; inside an open batch they read through it.
+    /// The statements run in one read transaction on the reader connection: they see one
+    /// commit (a snapshot of the WAL, as PostgreSQL's read-only transaction does) and wait for
+    /// no writer. In memory they run on the one connection, inside an open batch through it.
     fn read<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
-        let shared = self.lock();
-        work(&mut RowCache::new(access::SqliteTx::new(&shared.connection, &self.counters)))
+        let Some(reader) = &self.reader else {
+            let shared = self.lock();
+            return work(&mut RowCache::new(access::SqliteTx::new(&shared.connection, &self.counters)));
+        };
+        let connection = reader.lock().unwrap_or_else(PoisonError::into_inner);
+        read_snapshot(&connection, "BEGIN", "begin a read")?;
+        let value = work(&mut RowCache::new(access::SqliteTx::new(&connection, &self.counters)));
+        // A read changes nothing: ending it either way only releases the snapshot.
+        read_snapshot(&connection, "COMMIT", "end a read")?;
+        value
     }
 
     /// Includes the BEGIN, COMMIT and SAVEPOINT statements around the work; excludes opening.
@@ -216,6 +234,29 @@ fn configure(connection: &Connection) -> Result<(), StoreError> {
     connection
         .pragma_update(None, "synchronous", "FULL")
         .map_err(|source| StoreError::Configure { setting: "synchronous", source: Box::new(source) })
+}
+
+/// Begins or ends a read's transaction on the reader (a work that panicked left its own open:
+/// it is ended first). Not counted in `statements`, as PostgreSQL's read transactions are not.
+fn read_snapshot(connection: &Connection, sql: &str, action: &'static str) -> Result<(), StoreError> {
+    let query_error = |source: rusqlite::Error| StoreError::Query { action, source: Box::new(source) };
+    if sql == "BEGIN" && !connection.is_autocommit() {
+        connection.execute_batch("ROLLBACK").map_err(query_error)?;
+    }
+    connection.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop).map_err(query_error)
+}
+
+/// The connection `read` uses: configured as the writer's, and refusing writes
+/// (`query_only`), so a lookup can never change what it reads outside a transaction.
+fn open_reader(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
+    let connection = Connection::open_with_flags(path, flags)
+        .map_err(|source| StoreError::Open { path: path.to_owned(), source: Box::new(source) })?;
+    configure(&connection)?;
+    connection
+        .pragma_update(None, "query_only", "ON")
+        .map_err(|source| StoreError::Configure { setting: "query_only", source: Box::new(source) })?;
+    connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    Ok(connection)
 }
 
 fn enable_write_ahead_log(connection: &Connection) -> Result<(), StoreError> {

@@ -3,11 +3,13 @@
 //! evaluation (what a value is once parameters are known, with resources still unknown). Both
 //! checkers use it; it uses neither, so they do not import each other.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
 use super::evaluate::ParameterScope;
+use super::expr::budget::Budget;
 use super::expr::{EvalError, Expr, Reference};
 use super::{Resource, Template};
 
@@ -80,6 +82,11 @@ pub(super) struct Context<'a> {
     pub is_registered_server: &'a dyn Fn(&str) -> bool,
     pub index: HashMap<&'a str, usize>,
     pub incomplete: &'a Incomplete,
+    /// What partial evaluation may produce in all (the check's share of the evaluation budget).
+    pub budget: Option<&'a Budget>,
+    /// Whether the budget's refusal was reported: once is enough (every evaluation after it
+    /// is refused too).
+    over_budget: Cell<bool>,
 }
 
 impl<'a> Context<'a> {
@@ -89,12 +96,32 @@ impl<'a> Context<'a> {
         is_registered_server: &'a dyn Fn(&str) -> bool,
     ) -> Self {
         let index = template.resources.iter().enumerate().map(|(index, (name, _))| (name.as_str(), index)).collect();
-        Context { template, parameters, is_registered_server, index, incomplete: &COMPLETE }
+        Context {
+            template,
+            parameters,
+            is_registered_server,
+            index,
+            incomplete: &COMPLETE,
+            budget: None,
+            over_budget: Cell::new(false),
+        }
     }
 
     /// The same context, with the parts of the template that are `incomplete`.
     pub(super) fn with_incomplete(self, incomplete: &'a Incomplete) -> Self {
         Context { incomplete, ..self }
+    }
+
+    /// The same context, partial evaluation charged to `budget`.
+    pub(super) fn with_budget(self, budget: &'a Budget) -> Self {
+        Context { budget: Some(budget), ..self }
+    }
+
+    /// Reports the budget's refusal, the first time only.
+    fn over_budget(&self, prefix: &str, error: &EvalError, problems: &mut Vec<String>) {
+        if !self.over_budget.replace(true) {
+            problems.push(format!("{prefix}: {error}"));
+        }
     }
 
     /// A resource whose definition is complete: an incomplete one's type and attributes are
@@ -193,7 +220,13 @@ impl<'a> Context<'a> {
     /// problem (`{prefix}: message`); one that needs a resource is `Unknown`.
     pub fn partial(&self, prefix: &str, expr: &Expr, problems: &mut Vec<String>) -> Partial {
         match expr {
-            Expr::Literal(value) => Partial::Known(value.clone()),
+            Expr::Literal(value) => match self.budget.map_or(Ok(()), |budget| budget.charge_value(value)) {
+                Ok(()) => Partial::Known(value.clone()),
+                Err(error) => {
+                    self.over_budget(prefix, &error, problems);
+                    Partial::Unknown
+                }
+            },
             Expr::List(items) => {
                 let items: Vec<Partial> = items.iter().map(|item| self.partial(prefix, item, problems)).collect();
                 if items.iter().all(|item| matches!(item, Partial::Known(_))) {
@@ -218,7 +251,7 @@ impl<'a> Context<'a> {
                 if other.parameter_names().iter().any(|name| !self.parameters.contains_key(name)) {
                     return Partial::Unknown;
                 }
-                match other.evaluate(&ParameterScope { parameters: self.parameters }) {
+                match other.evaluate(&ParameterScope { parameters: self.parameters, budget: self.budget }) {
                     Ok(value) => Partial::Known(value),
                     Err(EvalError::NotReady { .. }) => Partial::Unknown,
                     // Function errors and nested conversions may quote the value they refused.
@@ -228,6 +261,10 @@ impl<'a> Context<'a> {
                     }
                     Err(EvalError::Invalid { message } | EvalError::HiddenInvalid { message }) => {
                         problems.push(format!("{prefix}: {message}"));
+                        Partial::Unknown
+                    }
+                    Err(error @ EvalError::OverBudget { .. }) => {
+                        self.over_budget(prefix, &error, problems);
                         Partial::Unknown
                     }
                 }

@@ -3,12 +3,14 @@
 //! `str_replace` (longest placeholder first, replaced text never rescanned, maps and lists
 //! rendered as `json.dumps(..., sort_keys=True)`), `list_join`, and `get_attr: [resource]`
 //! (every attribute the type shows). Results are size-capped so a
-//! template cannot make the engine build an enormous string.
+//! template cannot make the engine build an enormous string, and their sum is charged to the
+//! scope's evaluation budget (`expr/budget.rs`) so that many capped results cannot either.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::expr::budget::Budget;
 use super::expr::functions;
 pub use super::expr::values::{MAX_RESULT_BYTES, kind_name, render};
 use super::expr::values::{str_replace, too_large};
@@ -18,6 +20,16 @@ use super::expr::{ALL_ATTRIBUTES, EvalError, Expr, Scope};
 /// what can be known before anything runs.
 pub struct ParameterScope<'a> {
     pub parameters: &'a BTreeMap<String, Value>,
+    /// What the evaluations through this scope may produce in all (`None`: each result's cap only).
+    pub budget: Option<&'a Budget>,
+}
+
+impl<'a> ParameterScope<'a> {
+    /// Parameters alone, no budget beyond each result's cap (small evaluations: a condition, a
+    /// group's count).
+    pub fn new(parameters: &'a BTreeMap<String, Value>) -> ParameterScope<'a> {
+        ParameterScope { parameters, budget: None }
+    }
 }
 
 impl Scope for ParameterScope<'_> {
@@ -31,6 +43,10 @@ impl Scope for ParameterScope<'_> {
 
     fn attribute(&self, _resource: &str, _attribute: &str) -> Option<Value> {
         None
+    }
+
+    fn budget(&self) -> Option<&Budget> {
+        self.budget
     }
 }
 
@@ -57,7 +73,23 @@ impl Expr {
         }
     }
 
+    /// The value, charged to the scope's budget as it is produced: what a function, a literal
+    /// or a reference gives in full, a list or map only for its entries (its items were
+    /// charged when they were produced).
     fn evaluate_value(&self, scope: &dyn Scope) -> Result<Value, EvalError> {
+        let value = self.produce(scope)?;
+        if let Some(budget) = scope.budget() {
+            match (self, &value) {
+                (Expr::List(_), Value::Array(items)) => budget.charge_items(items.len())?,
+                (Expr::Map(_), Value::Object(map)) => budget.charge_items(map.len())?,
+                (Expr::If { .. }, _) => {}
+                _ => budget.charge_value(&value)?,
+            }
+        }
+        Ok(value)
+    }
+
+    fn produce(&self, scope: &dyn Scope) -> Result<Value, EvalError> {
         match self {
             Expr::Literal(value) => Ok(value.clone()),
             Expr::List(items) => {

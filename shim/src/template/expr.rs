@@ -2,6 +2,7 @@
 //! (`from_json`), writing them back (`to_json`, the stored form), and listing what an expression
 //! refers to. Evaluation lives in `evaluate.rs`.
 
+pub mod budget;
 pub mod functions;
 pub mod values;
 
@@ -124,6 +125,10 @@ pub trait Scope {
     fn resource_type(&self, _resource: &str) -> Option<ResourceType> {
         None
     }
+    /// What the evaluation may still produce; `None`: no budget beyond each result's cap.
+    fn budget(&self) -> Option<&budget::Budget> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -139,6 +144,9 @@ pub enum EvalError {
     /// engine's `hidden`, `checks`).
     #[error("{message}")]
     HiddenInvalid { message: String },
+    /// The evaluation produced more than its `budget::Budget` allows.
+    #[error("{}", budget::over_budget_message(*limit))]
+    OverBudget { limit: usize },
 }
 
 /// HOT (and CFN-style) functions outside the supported subset. A single-key map whose key is

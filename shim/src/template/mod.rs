@@ -40,13 +40,17 @@ pub use environment::{
 };
 pub use environment_files::{MAX_ENVIRONMENT_FILES, merge_environment_files, parameter_types};
 pub use evaluate::{ParameterScope, kind_name, render};
+pub use expr::budget::{Budget, EVALUATION_BUDGET, over_budget_message, value_bytes};
 pub use expr::functions;
 pub use expr::{ALL_ATTRIBUTES, Dialect, EvalError, Expr, Names, Reference, Scope, UNSUPPORTED_FUNCTIONS};
 pub use hot::{
     MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_stored_template, parse_template, parse_template_in,
     raise_template_limit,
 };
-pub use nested::{MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, NestedError, expand as expand_nested, short_id};
+pub use nested::{
+    Expansion, Limits as ExpansionLimits, MAX_EXPANDED_NODES, MAX_NESTED_DEPTH, MAX_RESOURCES, MaxResources,
+    NestedError, expand as expand_nested, expand_within as expand_nested_within, short_id,
+};
 pub use parameters::resolve_parameters;
 pub use pipeline::{Checked, MAX_PROBLEMS, Request as CheckRequest, Servers, check_template};
 pub use policy::{Batching, Policies, resolve_deletion_policy};

@@ -11,7 +11,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::{Map, Value};
 
 use super::environment::Environment;
+use super::evaluate::ParameterScope;
+use super::expr::budget::Budget;
 use super::hot::{Parsed, parse_collecting};
+use super::nested::MaxResources;
 use super::servers::{ServerAddresses, check_server_attributes};
 use super::validate::{Plan, apply_conditions, validate_incomplete};
 use super::yaml::{Body, Node};
@@ -43,6 +46,11 @@ pub struct Request<'a> {
     /// The pseudo parameters' values (`OS::stack_name`, `OS::stack_id`, `OS::project_id`).
     pub pseudo: &'a [(&'a str, Value)],
     pub servers: Servers<'a>,
+    /// Heat's `max_resources_per_stack`.
+    pub max_resources: MaxResources,
+    /// The evaluation budget (`EVALUATION_BUDGET`): the nested stacks' copies and what the
+    /// parameters determine are checked within it.
+    pub evaluation_budget: usize,
 }
 
 /// A template that passed every check.
@@ -60,6 +68,12 @@ pub struct Checked {
     pub plan: Plan,
     /// The template as JSON text when the environment or files changed it.
     pub resolved: Option<String>,
+    /// The stack's resources, nested stacks counted as Heat counts them; deployment group
+    /// members are not (they are counted when their group expands).
+    pub resources: usize,
+    /// What expanding the nested stacks spent of the evaluation budget (their copies are
+    /// stored as the definitions of the resources they made).
+    pub expansion_bytes: usize,
 }
 
 /// Checks a template; every problem found, located and sorted, when it does not pass.
@@ -73,16 +87,22 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
     let (mut parameters, found) = resolve(&template, &texts);
     problems.extend(found);
     parameters.extend(request.pseudo.iter().map(|(name, value)| ((*name).to_owned(), value.clone())));
-    let expanded = match nested::expand(&template, request.environment, request.files, &parameters) {
-        Ok(expanded) => expanded,
-        Err(found) => {
-            problems.extend(found);
-            // Reported: references to them are accepted, the rest is still checked.
-            let unexpanded = template.resources.iter().filter(|(_, resource)| resource.nested.is_some());
-            incomplete.resources.extend(unexpanded.map(|(name, _)| name.clone()));
-            None
-        }
-    };
+    // One budget for the whole check: the nested stacks' copies, then what parameters determine.
+    let budget = Budget::new(request.evaluation_budget);
+    let limits = nested::Limits { max_resources: request.max_resources, budget: &budget };
+    let (expanded, resources) =
+        match nested::expand_within(&template, request.environment, request.files, &parameters, limits) {
+            Ok(Some(expansion)) => (Some(expansion.template), expansion.resources),
+            Ok(None) => (None, template.resources.len()),
+            Err(found) => {
+                problems.extend(found);
+                // Reported: references to them are accepted, the rest is still checked.
+                let unexpanded = template.resources.iter().filter(|(_, resource)| resource.nested.is_some());
+                incomplete.resources.extend(unexpanded.map(|(name, _)| name.clone()));
+                (None, template.resources.len())
+            }
+        };
+    let expansion_bytes = budget.used();
     let base = expanded.as_ref().unwrap_or(&template);
     // When conditions cannot be decided, `validate` reports why with every other problem.
     let decided = apply_conditions(base, &parameters).unwrap_or_else(|_| base.clone());
@@ -93,16 +113,38 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
         }
         Servers::Offline => (Box::new(|_: &str| true) as Box<dyn Fn(&str) -> bool>, Vec::new()),
     };
-    match validate_incomplete(&decided, &parameters, &*is_registered, &incomplete) {
-        Ok(plan) if problems.is_empty() && attributes.is_empty() => {
-            Ok(Checked { parsed, texts, expanded, template: decided, parameters, plan, resolved })
-        }
+    let members = known_group_members(&decided, &parameters, &budget);
+    if !request.max_resources.allows(resources.saturating_add(members)) {
+        problems.push(request.max_resources.exceeded(Some(resources.saturating_add(members))));
+    }
+    match validate_incomplete(&decided, &parameters, &*is_registered, &incomplete, &budget) {
+        Ok(plan) if problems.is_empty() && attributes.is_empty() => Ok(Checked {
+            parsed,
+            texts,
+            expanded,
+            template: decided,
+            parameters,
+            plan,
+            resolved,
+            resources,
+            expansion_bytes,
+        }),
         validated => {
             problems.extend(validated.err().unwrap_or_default());
             problems.extend(attributes);
             Err(report(&root, problems))
         }
     }
+}
+
+/// The members of the deployment groups whose `servers` parameters alone determine (a nested
+/// stack each in Heat, counted against `max_resources_per_stack`); the others are counted when
+/// their group expands.
+fn known_group_members(template: &Template, parameters: &BTreeMap<String, Value>, budget: &Budget) -> usize {
+    let scope = ParameterScope { parameters, budget: Some(budget) };
+    let groups = template.resources.iter().filter(|(_, resource)| resource.kind.group_member().is_some());
+    let servers = groups.filter_map(|(_, resource)| resource.property("servers")?.evaluate(&scope).ok());
+    servers.filter_map(|servers| servers.as_object().map(Map::len)).fold(0, usize::saturating_add)
 }
 
 /// Typed values for the parameters: all of them, or the problems and the values of the

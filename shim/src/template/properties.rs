@@ -20,6 +20,9 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
         return;
     }
     let fields = schema(resource.kind);
+    // Each property is evaluated once (`value_of_type` reads them again): every evaluation
+    // is charged to the check's budget.
+    let mut partials: Vec<(&str, Partial)> = Vec::with_capacity(resource.properties.len());
     for (property, expr) in &resource.properties {
         let prefix = format!("resource {name}: property \"{property}\"");
         let Some(field) = fields.iter().find(|field| field.name == property) else {
@@ -31,6 +34,7 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
         check_value(&prefix, field, &partial, hidden, problems);
         let checked = Checked { context, resource: name, prefix: &prefix, expr, partial: &partial, hidden };
         checked.special(resource.kind, property, problems);
+        partials.push((property, partial));
     }
     for field in fields.iter().filter(|field| field.required) {
         let value = resource.properties.iter().find(|(property, _)| property == field.name);
@@ -42,7 +46,7 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
         random_string_length(context, name, resource, problems);
     }
     if resource.kind == ResourceType::Value {
-        value_of_type(context, name, resource, problems);
+        value_of_type(context, (name, resource), &partials, problems);
     }
     if resource.kind == ResourceType::DeployedServer && resource.property("name").is_none() {
         let checked = Checked {
@@ -59,13 +63,16 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
 
 /// OS::Heat::Value: a `value` known before creation must be of its `type` (Heat validates the
 /// property as one of that type); a computed one is checked when the resource is created.
-fn value_of_type(context: &Context, name: &str, resource: &Resource, problems: &mut Vec<String>) {
-    let mut ignored = Vec::new();
-    let mut known =
-        |property: &str| match resource.property(property).map(|expr| context.partial("", expr, &mut ignored)) {
-            Some(Partial::Known(value)) => Some(value),
-            _ => None,
-        };
+fn value_of_type(
+    context: &Context,
+    (name, resource): (&str, &Resource),
+    partials: &[(&str, Partial)],
+    problems: &mut Vec<String>,
+) {
+    let known = |property: &str| match partials.iter().find(|(name, _)| *name == property) {
+        Some((_, Partial::Known(value))) => Some(value.clone()),
+        _ => None,
+    };
     let (Some(Value::String(kind)), Some(value)) = (known("type"), known("value")) else { return };
     // An unknown `type` is the schema check's problem, reported once there.
     if ParameterType::parse(&kind).is_none() {

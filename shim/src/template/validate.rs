@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::checks::{Context, Incomplete};
 use super::evaluate::{ParameterScope, render};
 use super::expr::Expr;
+use super::expr::budget::{Budget, EVALUATION_BUDGET};
 use super::{Constraint, Resource, ResourceType, SERVER_CONSTRAINTS, Template, graph, properties};
 
 /// The resources in the order to create them: dependencies first, ties by declaration order.
@@ -33,21 +34,25 @@ pub fn validate(
     parameters: &BTreeMap<String, Value>,
     is_registered_server: &dyn Fn(&str) -> bool,
 ) -> Result<Plan, Vec<String>> {
-    validate_incomplete(template, parameters, is_registered_server, &Incomplete::default())
+    let budget = Budget::new(EVALUATION_BUDGET);
+    validate_incomplete(template, parameters, is_registered_server, &Incomplete::default(), &budget)
 }
 
 /// `validate` of a template whose `incomplete` parts were already reported (`Incomplete`):
 /// references to them are accepted, and their own properties are not checked against a schema.
 /// `parameters` may lack a parameter whose value was refused: what depends on it is unknown.
+/// What parameters determine is evaluated within `budget`.
 pub fn validate_incomplete(
     template: &Template,
     parameters: &BTreeMap<String, Value>,
     is_registered_server: &dyn Fn(&str) -> bool,
     incomplete: &Incomplete,
+    budget: &Budget,
 ) -> Result<Plan, Vec<String>> {
     let (chosen, mut problems) = choose(template, parameters, incomplete);
     let template = &chosen;
-    let context = Context::new(template, parameters, is_registered_server).with_incomplete(incomplete);
+    let context =
+        Context::new(template, parameters, is_registered_server).with_incomplete(incomplete).with_budget(budget);
     let mut edges = Vec::with_capacity(template.resources.len());
     let mut dependency_names = Vec::with_capacity(template.resources.len());
     for (name, resource) in &template.resources {
@@ -173,7 +178,7 @@ fn choose(
     parameters: &BTreeMap<String, Value>,
     incomplete: &Incomplete,
 ) -> (Template, Vec<String>) {
-    let scope = ParameterScope { parameters };
+    let scope = ParameterScope::new(parameters);
     let lacks_parameter = |expr: Option<&Expr>| {
         let lacking = |name: &String| {
             !parameters.contains_key(name)

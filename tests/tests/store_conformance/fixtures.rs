@@ -37,6 +37,8 @@ pub fn stack_row(name: &str) -> StackRow {
         deadline: Some(9_000),
         created_at: 1_000,
         updated_at: 1_000,
+        evaluated_bytes: 4_096,
+        resource_count: 3,
     }
 }
 

@@ -134,6 +134,21 @@ async fn stack_create_list_show_events() {
     assert_eq!((status, &body[0]["reason"]), (200, &json!("Stack CREATE started")));
 }
 
+/// `?resolve_outputs=false` (Heat's parameter, any case) shows the stack without evaluating its
+/// outputs; another value is 400 with Heat's text.
+#[tokio::test]
+async fn stack_show_resolves_outputs_unless_asked_not_to() {
+    let server = TestServer::start().await;
+    let outputs = |body: &serde_json::Value| body["outputs"].as_array().map(Vec::len);
+    for (query, count) in [("", Some(1)), ("?resolve_outputs=true", Some(1)), ("?resolve_outputs=False", Some(0))] {
+        let path = format!("/v1/stacks/one{query}");
+        let (status, body) = json_of(server.admin(Method::GET, &path).send().await.unwrap()).await;
+        assert_eq!((status, outputs(&body)), (200, count), "{query}: {body}");
+    }
+    let response = server.admin(Method::GET, "/v1/stacks/one?resolve_outputs=no").send().await.unwrap();
+    assert_eq!(error_of(response, 400).await, "Invalid value 'no' specified for 'resolve_outputs'");
+}
+
 /// Heat's stack-create body fields `environment` and `files` reach the engine as sent; the
 /// 1 MiB body limit covers them with the template.
 #[tokio::test]

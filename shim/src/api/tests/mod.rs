@@ -271,8 +271,17 @@ impl Service for FakeService {
             summary: summary(name, "CREATE_COMPLETE"),
             parameters: BTreeMap::from([("password".to_string(), Value::from("******"))]),
             resources: vec![],
-            outputs: vec![],
+            outputs: vec![StackOutput {
+                name: "out".to_string(),
+                description: None,
+                value: Value::from("resolved"),
+                error: None,
+            }],
         })
+    }
+
+    async fn show_stack_unresolved(&self, name: &str) -> Result<StackDetail, ServiceError> {
+        Ok(StackDetail { outputs: Vec::new(), ..self.show_stack(name).await? })
     }
 
     /// One event; stack `many` has seven, ids 1 to 7, for paging.

@@ -78,6 +78,11 @@ fn expand(
 ) -> Result<Activation, EngineError> {
     let members = Members::new(ctx, stack, &group, properties)?;
     let keys: Vec<String> = members.servers.keys().cloned().collect();
+    // Heat makes the members a nested stack, whose resources count against the stack's limit.
+    if let Err(reason) = ctx.count_resources(stack, keys.len()) {
+        node::fail(ctx, stack, group, &reason)?;
+        return Ok(Activation::Released(Released::Nothing));
+    }
     let names: Vec<String> = keys.iter().map(|key| member_name(&group.name, key)).collect();
     let mut removed = Vec::new();
     for gone in group.record.members.iter().filter(|name| !names.contains(name)) {
@@ -232,8 +237,8 @@ pub fn pause_ended(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Resul
     }
     let properties = match ctx.evaluate_properties(stack, &group) {
         Ok(properties) => properties,
-        Err(reason) => {
-            node::fail(ctx, stack, group, &reason)?;
+        Err(error) => {
+            node::fail(ctx, stack, group, error.reason())?;
             return Ok(None);
         }
     };
@@ -265,9 +270,11 @@ fn next_batch(
     Ok(Activation::Expanded { members: released, removed: Vec::new() })
 }
 
-/// Writes as many members of `keys` as the transaction's `release_budget` has left, with their
-/// new definitions (and their edge to the group); returns their node names, ready to activate,
-/// and the keys left for later transactions (see `queue`). `existing`: the members known to
+/// Writes as many members of `keys` as the transaction's `release_budget` has left, and as
+/// its `release_bytes` has room for (their entries, the config and inputs copied into each:
+/// one member at least while it has any, so a group of large entries goes on one member a
+/// transaction), with their new definitions (and their edge to the group); returns their node
+/// names, ready to activate, and the keys left for later transactions (see `queue`). `existing`: the members known to
 /// have a node already, when the caller has read them (the others are not read again); `None`:
 /// read each.
 fn release(
@@ -278,8 +285,10 @@ fn release(
     keys: &[String],
     existing: Option<&HashSet<String>>,
 ) -> Result<(Vec<String>, Vec<String>), EngineError> {
-    let now = keys.len().min(ctx.release_budget);
+    let per_member = members.entry_bytes.max(1);
+    let now = keys.len().min(ctx.release_budget).min(ctx.release_bytes.div_ceil(per_member));
     ctx.release_budget -= now;
+    ctx.release_bytes = ctx.release_bytes.saturating_sub(now.saturating_mul(per_member));
     let mut names = Vec::new();
     for key in &keys[..now] {
         let Some(definition) = members.definition(group, key) else { continue };

@@ -12,7 +12,7 @@ pub mod wait;
 
 pub use group::Activation;
 
-use super::context::Context;
+use super::context::{Context, PropertiesError};
 use super::error::EngineError;
 use super::node::{self, Released};
 use crate::store::{NodeRow, NodeState, StackRow};
@@ -37,7 +37,11 @@ pub fn activate(
 fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<Activation, EngineError> {
     let properties = match ctx.evaluate_properties(stack, &node) {
         Ok(properties) => properties,
-        Err(reason) => return failed(ctx, stack, node, &reason),
+        // A create or update is refused whole (400, nothing stored); later, the resource fails.
+        Err(PropertiesError::OverBudget(reason)) if ctx.refuse_over_budget => {
+            return Err(EngineError::Template { problems: vec![format!("resource {}: {reason}", node.name)] });
+        }
+        Err(error) => return failed(ctx, stack, node, error.reason()),
     };
     let Some(kind) = node::resource_type(&node) else {
         let reason = format!("{} is not supported by this version of anneal-shim", node.resource_type);

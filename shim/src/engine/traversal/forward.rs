@@ -23,6 +23,10 @@ pub struct Checked {
     pub template: Template,
     pub parameters: BTreeMap<String, Value>,
     pub plan: Plan,
+    /// The resources counted (`template::Checked::resources`) and the budget the nested
+    /// stacks' copies spent (`template::Checked::expansion_bytes`).
+    pub resources: usize,
+    pub expansion_bytes: usize,
     /// The template text to store: the request's, or the resolved JSON when an environment or
     /// files changed it (`template::parse_template_in`).
     pub stored_template: String,
@@ -49,6 +53,8 @@ pub fn create(
         deadline: request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000))),
         created_at: ctx.now,
         updated_at: ctx.now,
+        evaluated_bytes: checked.expansion_bytes as u64,
+        resource_count: checked.resources as u64,
     };
     if !ctx.tx.insert_stack(&stack, &checked.stored_template)? {
         return Err(EngineError::Conflict { what: format!("stack {name}") });
@@ -79,6 +85,10 @@ pub fn update(
     stack.pending = checked.plan.nodes.len() as i64 + 1;
     stack.deadline = request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000)));
     stack.updated_at = ctx.now;
+    // A new traversal: the budget spent again from the nested stacks' copies, the resources
+    // counted again (groups add their members when they expand).
+    stack.evaluated_bytes = checked.expansion_bytes as u64;
+    stack.resource_count = checked.resources as u64;
     ctx.tx.update_stack(&stack)?;
     ctx.tx.set_stack_template(name, &checked.stored_template)?;
     ctx.event(name, name, &status(Action::Update, State::InProgress), "Stack UPDATE started")?;

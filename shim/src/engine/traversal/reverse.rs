@@ -53,6 +53,8 @@ pub fn delete(ctx: &mut Context<'_>, name: &str) -> Result<StackRow, EngineError
     stack.pending = 1;
     stack.deadline = Some(ctx.now.saturating_add(DELETE_TIMEOUT_MILLIS));
     stack.updated_at = ctx.now;
+    // A new traversal: its evaluations (the DELETE actions' inputs) have the whole budget.
+    stack.evaluated_bytes = 0;
     ctx.tx.update_stack(&stack)?;
     ctx.event(name, name, &status(Action::Delete, State::InProgress), &stack.status_reason)?;
     if let Some(due_at) = stack.deadline {

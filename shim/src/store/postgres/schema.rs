@@ -16,8 +16,11 @@ pub(crate) struct Migration {
 }
 
 /// Every migration this build knows, in version order.
-pub(crate) const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, sql: SCHEMA_V1 }, Migration { version: 2, sql: SHARED_SECRETS_V2 }];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, sql: SCHEMA_V1 },
+    Migration { version: 2, sql: SHARED_SECRETS_V2 },
+    Migration { version: 3, sql: STACK_USAGE_V3 },
+];
 
 /// The advisory lock migrations hold (any number unique to anneal: "anneal-m").
 const MIGRATION_LOCK: i64 = 0x616e_6e65_616c_2d6d;
@@ -31,6 +34,12 @@ CREATE TABLE shared_secrets (
     value TEXT NOT NULL,
     created_at BIGINT NOT NULL
 );
+";
+
+/// SQLite's version 9: what a stack's current traversal has used of its limits.
+const STACK_USAGE_V3: &str = "
+ALTER TABLE stacks ADD COLUMN evaluated_bytes BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN resource_count BIGINT NOT NULL DEFAULT 0;
 ";
 
 /// The tables of the SQLite schema (see the SQLite backend's schema for what each holds).

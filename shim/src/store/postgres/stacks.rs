@@ -14,7 +14,7 @@ macro_rules! select_stacks {
     ($tail:literal) => {
         concat!(
             "SELECT id, name, action, state, status_reason, parameters, hidden_parameters, generation, ",
-            "pending, deadline, created_at, updated_at FROM stacks ",
+            "pending, deadline, created_at, updated_at, evaluated_bytes, resource_count FROM stacks ",
             $tail
         )
     };
@@ -38,8 +38,8 @@ pub(super) fn insert(tx: &mut PgTx<'_, '_>, row: &StackRow, template: &str) -> R
     let changed = tx.execute(
         "insert a stack",
         "INSERT INTO stacks (id, name, action, state, status_reason, parameters, hidden_parameters,
-             generation, pending, deadline, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO NOTHING",
+             generation, pending, deadline, created_at, updated_at, evaluated_bytes, resource_count)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (name) DO NOTHING",
         &[
             &row.id,
             &row.name,
@@ -53,6 +53,8 @@ pub(super) fn insert(tx: &mut PgTx<'_, '_>, row: &StackRow, template: &str) -> R
             &row.deadline.map(signed).transpose()?,
             &signed(row.created_at)?,
             &signed(row.updated_at)?,
+            &signed(row.evaluated_bytes)?,
+            &signed(row.resource_count)?,
         ],
     )?;
     if changed == 1 {
@@ -79,7 +81,8 @@ pub(super) fn update(tx: &mut PgTx<'_, '_>, row: &StackRow) -> Result<(), StoreE
     let changed = tx.execute(
         "update a stack",
         "UPDATE stacks SET id = $1, action = $3, state = $4, status_reason = $5, parameters = $6,
-             hidden_parameters = $7, generation = $8, pending = $9, deadline = $10, updated_at = $11
+             hidden_parameters = $7, generation = $8, pending = $9, deadline = $10, updated_at = $11,
+             evaluated_bytes = $12, resource_count = $13
          WHERE name = $2",
         &[
             &row.id,
@@ -93,6 +96,8 @@ pub(super) fn update(tx: &mut PgTx<'_, '_>, row: &StackRow) -> Result<(), StoreE
             &row.pending,
             &row.deadline.map(signed).transpose()?,
             &signed(row.updated_at)?,
+            &signed(row.evaluated_bytes)?,
+            &signed(row.resource_count)?,
         ],
     )?;
     if changed == 0 {
@@ -154,5 +159,7 @@ fn stack_from_row(row: &Row) -> Result<StackRow, StoreError> {
         deadline: optional_unsigned_column(row, 9)?,
         created_at: unsigned_column(row, 10)?,
         updated_at: unsigned_column(row, 11)?,
+        evaluated_bytes: unsigned_column(row, 12)?,
+        resource_count: unsigned_column(row, 13)?,
     })
 }

@@ -24,7 +24,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 6, sql: PREVIOUS_SERVER_TOKENS_V6 },
     Migration { version: 7, sql: RETIRED_AT_V7 },
     Migration { version: 8, sql: SERVER_ADDRESSES_V8 },
+    Migration { version: 9, sql: STACK_USAGE_V9 },
 ];
+
+/// What a stack's current traversal has used of its limits: the bytes its evaluations produced
+/// (the evaluation budget, docs/templates.md "Limits") and its resources with group members
+/// (max_resources_per_stack). A stack stored before starts at none used.
+const STACK_USAGE_V9: &str = "
+ALTER TABLE stacks ADD COLUMN evaluated_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE stacks ADD COLUMN resource_count INTEGER NOT NULL DEFAULT 0;
+";
 
 /// What `server add --address/--network` registered, for the address attributes of an
 /// `OS::Heat::DeployedServer` (docs/templates.md); a server registered before has none.

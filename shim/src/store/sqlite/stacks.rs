@@ -10,7 +10,7 @@ macro_rules! select_stacks {
     ($tail:literal) => {
         concat!(
             "SELECT id, name, action, state, status_reason, parameters, hidden_parameters, generation, ",
-            "pending, deadline, created_at, updated_at FROM stacks ",
+            "pending, deadline, created_at, updated_at, evaluated_bytes, resource_count FROM stacks ",
             $tail
         )
     };
@@ -34,8 +34,8 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow, template: &str) -> Resul
     let changed = tx.execute(
         "insert a stack",
         "INSERT INTO stacks (id, name, action, state, status_reason, template, parameters, hidden_parameters,
-             generation, pending, deadline, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (name) DO NOTHING",
+             generation, pending, deadline, created_at, updated_at, evaluated_bytes, resource_count)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT (name) DO NOTHING",
         params![
             row.id,
             row.name,
@@ -49,7 +49,9 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow, template: &str) -> Resul
             row.pending,
             row.deadline.map(Unsigned),
             Unsigned(row.created_at),
-            Unsigned(row.updated_at)
+            Unsigned(row.updated_at),
+            Unsigned(row.evaluated_bytes),
+            Unsigned(row.resource_count)
         ],
     )?;
     if changed == 1 {
@@ -76,7 +78,8 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError
     let changed = tx.execute(
         "update a stack",
         "UPDATE stacks SET id = ?1, action = ?3, state = ?4, status_reason = ?5, parameters = ?6,
-             hidden_parameters = ?7, generation = ?8, pending = ?9, deadline = ?10, updated_at = ?11
+             hidden_parameters = ?7, generation = ?8, pending = ?9, deadline = ?10, updated_at = ?11,
+             evaluated_bytes = ?12, resource_count = ?13
          WHERE name = ?2",
         params![
             row.id,
@@ -89,7 +92,9 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError
             Unsigned(row.generation),
             row.pending,
             row.deadline.map(Unsigned),
-            Unsigned(row.updated_at)
+            Unsigned(row.updated_at),
+            Unsigned(row.evaluated_bytes),
+            Unsigned(row.resource_count)
         ],
     )?;
     if changed == 0 {
@@ -151,5 +156,7 @@ fn stack_from_row(row: &Row<'_>) -> Result<StackRow, StoreError> {
         deadline: optional_unsigned_column(row, 9)?,
         created_at: unsigned_column(row, 10)?,
         updated_at: unsigned_column(row, 11)?,
+        evaluated_bytes: unsigned_column(row, 12)?,
+        resource_count: unsigned_column(row, 13)?,
     })
 }

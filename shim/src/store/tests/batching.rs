@@ -1,6 +1,6 @@
 //! Group commit (`sqlite::batch`): calls queued while one runs share its COMMIT, yet each keeps
 //! all-or-nothing. The first call waits inside its work until the others are queued, which
-//! makes the batch deterministic.
+//! makes the batch deterministic. Reads take no part in it: they have a connection of their own.
 
 use std::sync::{Arc, mpsc};
 use std::thread;
@@ -128,4 +128,40 @@ fn duplicate_signals_in_one_batch_apply_once() {
     let mut applied = vec![first.unwrap().unwrap()];
     applied.extend(others.into_iter().map(|result| result.unwrap().unwrap()));
     assert_eq!(applied, [true, false, false]);
+}
+
+/// A read (every metadata poll's token lookup) runs on a connection of its own: it neither
+/// waits for a transaction that holds the writer (a large create held it for seconds, and every
+/// poll behind it) nor sees that transaction's writes before they are committed.
+#[test]
+fn a_read_neither_waits_for_a_transaction_nor_sees_its_writes() {
+    let (_directory, store) = file_store();
+    run(&store, |tx| tx.insert_server(&server_row("committed")));
+    let (inside, writer_is_inside) = mpsc::channel();
+    let (answered, read_was_answered) = mpsc::channel::<()>();
+    let writer = {
+        let store = Arc::clone(&store);
+        thread::spawn(move || {
+            store.transaction(|tx| {
+                tx.insert_server(&server_row("pending"))?;
+                inside.send(()).unwrap();
+                // Held open until the read is answered; bounded, for a read that waits for it.
+                Ok::<_, StoreError>(read_was_answered.recv_timeout(Duration::from_secs(10)).is_ok())
+            })
+        })
+    };
+    writer_is_inside.recv().unwrap();
+    let started = Instant::now();
+    let found = store
+        .read(|tx| {
+            let known = |tx: &mut dyn Tx, name: &str| tx.server_by_token_hash(&format!("hash-of-{name}"));
+            Ok::<_, StoreError>((known(tx, "committed")?.is_some(), known(tx, "pending")?.is_some()))
+        })
+        .unwrap();
+    let waited = started.elapsed();
+    let _ = answered.send(());
+    assert!(writer.join().unwrap().unwrap(), "the read was answered while the transaction held the writer");
+    assert_eq!(found, (true, false), "the read sees what is committed, not the open transaction's writes");
+    assert!(waited < Duration::from_secs(2), "the read waited {waited:?}");
+    assert!(run(&store, |tx| tx.server("pending")).is_some(), "the transaction committed after");
 }

@@ -46,6 +46,8 @@ pub(super) fn stack_row(name: &str) -> StackRow {
         deadline: Some(9_000),
         created_at: 1_000,
         updated_at: 1_000,
+        evaluated_bytes: 4_096,
+        resource_count: 3,
     }
 }
 

@@ -7,8 +7,7 @@
 use serde_json::{Value, json};
 
 use super::facade::{GroupFacts, select_path};
-use super::{Child, Expander, MAX_RESOURCES, NestedDefinition, NestedError, hidden_value, nested_kind, report};
-use crate::template::evaluate::ParameterScope;
+use super::{Child, Expander, MaxResources, NestedDefinition, NestedError, hidden_value, nested_kind, report};
 use crate::template::expr::{EvalError, Expr, collapse_list, collapse_map};
 use crate::template::{Resource, ResourceType, Template, type_names};
 
@@ -29,12 +28,14 @@ pub(super) fn members(ex: &mut Expander, child: &Child, version: &str) -> Result
             problems.push(problem(format!("Unknown Property {property}")));
         }
     }
-    let count = known(ex, child, "count").and_then(|count| member_count(count.unwrap_or(json!(1))));
+    let limit = ex.limits.max_resources;
+    let count = known(ex, child, "count").and_then(|count| member_count(count.unwrap_or(json!(1)), limit));
     // A count read from a hidden parameter is refused without quoting it.
     let hidden_count = child.properties.iter().any(|(name, expr)| name == "count" && ex.reads_hidden(expr));
-    let count = count.map_err(|problem| match hidden_count {
-        true => format!("count: the hidden value is not a non-negative integer up to {MAX_RESOURCES}"),
-        false => problem,
+    let count = count.map_err(|problem| match (hidden_count, limit.0) {
+        (true, Some(most)) => format!("count: the hidden value is not a non-negative integer up to {most}"),
+        (true, None) => "count: the hidden value is not a non-negative integer".to_string(),
+        (false, _) => problem,
     });
     let index_var = known(ex, child, "index_var").and_then(|var| match var {
         None => Ok("%index%".to_owned()),
@@ -70,7 +71,7 @@ pub(super) fn members(ex: &mut Expander, child: &Child, version: &str) -> Result
 /// A property's value from the parameters alone; `Ok(None)` when it is not set.
 fn known(ex: &Expander, child: &Child, property: &str) -> Result<Option<Value>, String> {
     let Some((_, expr)) = child.properties.iter().find(|(name, _)| name == property) else { return Ok(None) };
-    match expr.evaluate(&ParameterScope { parameters: ex.parameters }) {
+    match expr.evaluate(&ex.scope()) {
         Ok(Value::Null) => Ok(None),
         Ok(value) => Ok(Some(value)),
         Err(EvalError::NotReady { resource, .. }) => Err(format!(
@@ -83,11 +84,12 @@ fn known(ex: &Expander, child: &Child, property: &str) -> Result<Option<Value>, 
         Err(EvalError::Invalid { message } | EvalError::HiddenInvalid { message }) => {
             Err(format!("{property}: {message}"))
         }
+        Err(error @ EvalError::OverBudget { .. }) => Err(format!("{property}: {error}")),
     }
 }
 
 /// `count`: an integer (or integer text) from 0 up to the resource limit.
-fn member_count(value: Value) -> Result<usize, String> {
+fn member_count(value: Value, limit: MaxResources) -> Result<usize, String> {
     let number = match &value {
         Value::Number(number) => {
             number.as_u64().or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64))
@@ -96,8 +98,10 @@ fn member_count(value: Value) -> Result<usize, String> {
         _ => None,
     };
     match number {
-        Some(count) if count <= MAX_RESOURCES as u64 => Ok(count as usize),
-        Some(count) => Err(format!("count: {count} is over the limit of {MAX_RESOURCES} resources")),
+        Some(count) => match usize::try_from(count).ok().filter(|count| limit.allows(*count)) {
+            Some(count) => Ok(count),
+            None => Err(format!("count: {count} is over the limit. {}", limit.exceeded(Some(count as usize)))),
+        },
         None => Err(format!("count: {value} is not a non-negative integer")),
     }
 }
@@ -147,7 +151,7 @@ fn definition(ex: &Expander, child: &Child) -> Result<Definition, String> {
     let mut definition = Definition { kind: String::new(), properties: Vec::new(), metadata: Expr::Literal(json!({})) };
     for (key, value) in fields {
         match key.as_str() {
-            "type" => match value.evaluate(&ParameterScope { parameters: ex.parameters }) {
+            "type" => match value.evaluate(&ex.scope()) {
                 Ok(Value::String(kind)) => definition.kind = kind,
                 _ => return Err("resource_def: type must be a resource type name known from parameters".into()),
             },
@@ -173,7 +177,7 @@ fn entries(ex: &Expander, expr: &Expr) -> Option<Vec<(String, Expr)>> {
         Expr::Literal(Value::Object(map)) => {
             Some(map.iter().map(|(key, value)| (key.clone(), Expr::Literal(value.clone()))).collect())
         }
-        other => match other.evaluate(&ParameterScope { parameters: ex.parameters }).ok()? {
+        other => match other.evaluate(&ex.scope()).ok()? {
             Value::Object(map) => {
                 let hidden = ex.reads_hidden(other);
                 let entry = |value| if hidden { hidden_value(Expr::Literal(value)) } else { Expr::Literal(value) };
@@ -184,9 +188,10 @@ fn entries(ex: &Expander, expr: &Expr) -> Option<Vec<(String, Expr)>> {
     }
 }
 
-/// The member `name`: the definition with `index_var` replaced in its properties.
+/// The member `name`: the definition with `index_var` replaced in its properties, charged to
+/// the expansion's budget (every member is a copy).
 fn member(
-    ex: &Expander,
+    ex: &mut Expander,
     child: &Child,
     definition: &Definition,
     index_var: &str,
@@ -197,11 +202,12 @@ fn member(
         .environment
         .resolve_type(name, &definition.kind)
         .map_err(|problem| NestedError::Group { resource: flat.clone(), problem })?;
-    let properties = definition
-        .properties
-        .iter()
-        .map(|(key, expr)| (key.clone(), replace_index(ex, expr, index_var, name)))
-        .collect();
+    let mut properties = Vec::with_capacity(definition.properties.len());
+    for (key, expr) in &definition.properties {
+        let copy = replace_index(ex, expr, index_var, name);
+        ex.charge(&copy)?;
+        properties.push((key.clone(), copy));
+    }
     let mut resource = Resource {
         kind: ResourceType::None,
         properties,

@@ -23,14 +23,17 @@ use serde_json::{Map, Value, json};
 
 use super::Template;
 use super::environment::Environment;
-use super::expr::Expr;
+use super::evaluate::ParameterScope;
+use super::expr::budget::{Budget, EVALUATION_BUDGET, value_bytes};
+use super::expr::{EvalError, Expr};
 pub use super::provider::{NestedDefinition, NestedKind, nested_kind};
 use facade::Facade;
 use level::Level;
 
 /// Heat's `max_nested_stack_depth` default: a root stack's resources are at depth 0.
 pub const MAX_NESTED_DEPTH: usize = 5;
-/// Heat's `max_resources_per_stack` default, counted over the whole expanded tree.
+/// Heat's `max_resources_per_stack` default, counted over the whole expanded tree
+/// (`MaxResources::default`).
 pub const MAX_RESOURCES: usize = 1000;
 /// Expression nodes that substitution may copy in all (a nested output read many times by
 /// many levels would otherwise grow exponentially).
@@ -53,10 +56,14 @@ pub enum NestedError {
         "resource {resource}: Recursion depth exceeds {MAX_NESTED_DEPTH} (nested stacks deeper than Heat's max_nested_stack_depth)"
     )]
     TooDeep { resource: String },
-    #[error("the nested stacks expand to more than {MAX_RESOURCES} resources (Heat's max_resources_per_stack)")]
-    TooManyResources,
+    #[error("{}", limit.exceeded(None))]
+    TooManyResources { limit: MaxResources },
     #[error("the nested stacks' expressions expand to more than {MAX_EXPANDED_NODES} nodes")]
     TooLarge,
+    /// The copies the expansion made (definitions of nested resources and group members, the
+    /// expressions substituted into them) are over the evaluation budget.
+    #[error("the nested stacks' definitions are {}", EvalError::OverBudget { limit: *limit })]
+    OverBudget { limit: usize },
     #[error(
         "resource {resource}: Unknown Property {property} (the provider template \"{file}\" has no such parameter)"
     )]
@@ -80,8 +87,66 @@ pub enum NestedError {
 impl NestedError {
     /// Limits over the whole expansion stop it; other problems stop only their resource.
     fn is_fatal(&self) -> bool {
-        matches!(self, NestedError::TooManyResources | NestedError::TooLarge)
+        matches!(self, NestedError::TooManyResources { .. } | NestedError::TooLarge | NestedError::OverBudget { .. })
     }
+}
+
+/// How many resources a stack may have in all, nested stacks and group members included:
+/// Heat's `max_resources_per_stack` (`None`: unlimited, Heat's -1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxResources(pub Option<usize>);
+
+impl Default for MaxResources {
+    fn default() -> MaxResources {
+        MaxResources(Some(MAX_RESOURCES))
+    }
+}
+
+impl MaxResources {
+    /// From Heat's option value: a count, or -1 for no limit.
+    pub fn from_option(value: i64) -> Result<MaxResources, String> {
+        match value {
+            -1 => Ok(MaxResources(None)),
+            count if count >= 0 => Ok(MaxResources(usize::try_from(count).ok())),
+            other => Err(format!("{other} is not a number of resources (-1 for no limit)")),
+        }
+    }
+
+    pub fn allows(&self, count: usize) -> bool {
+        self.0.is_none_or(|limit| count <= limit)
+    }
+
+    /// Heat's refusal (heat.common.exception.StackResourceLimitExceeded inside
+    /// RequestLimitExceeded), with the count when it is known and where the limit is set.
+    pub fn exceeded(&self, count: Option<usize>) -> String {
+        let limit = self.0.map_or_else(|| "unlimited".to_owned(), |limit| limit.to_string());
+        let counted = match count {
+            Some(count) => format!("The stack would have {count} resources"),
+            None => format!("The stack would have more than {limit} resources"),
+        };
+        format!(
+            "Request limit exceeded: Maximum resources per stack exceeded. {counted} (nested stacks, resource groups \
+             and deployment group members counted); the limit is {limit}, Heat's max_resources_per_stack (anneal-shim \
+             serve --max-resources-per-stack, template validate --max-resources-per-stack)"
+        )
+    }
+}
+
+/// `--max-resources-per-stack N`: a count, or -1 for no limit (as Heat's option).
+impl std::str::FromStr for MaxResources {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<MaxResources, String> {
+        let value: i64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of resources"))?;
+        MaxResources::from_option(value)
+    }
+}
+
+/// What an expansion may make: resources in all and bytes copied (charged to `budget`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits<'a> {
+    pub max_resources: MaxResources,
+    pub budget: &'a Budget,
 }
 
 /// What the whole expansion shares: the request's inputs and the budgets.
@@ -94,6 +159,7 @@ pub(super) struct Expander<'a> {
     hidden: Vec<String>,
     resources: usize,
     nodes: usize,
+    limits: Limits<'a>,
     problems: Vec<NestedError>,
     /// Provider templates parsed so far (an empty problem list: not in `files`).
     parsed: BTreeMap<String, Result<Rc<Template>, Vec<String>>>,
@@ -103,17 +169,24 @@ pub(super) struct Expander<'a> {
 }
 
 impl Expander<'_> {
-    /// Counts a copied expression against `MAX_EXPANDED_NODES`.
+    /// Counts a copied expression against `MAX_EXPANDED_NODES` and its bytes against the
+    /// evaluation budget (each node that is not a literal as a list item: `budget::value_bytes`).
     fn charge(&mut self, expr: &Expr) -> Result<(), NestedError> {
-        let mut size = 0usize;
+        let (mut size, mut bytes) = (0usize, 0usize);
         expr.visit(&mut |node| {
-            size += match node {
-                Expr::Literal(value) => value_size(value),
-                _ => 1,
-            }
+            let (nodes, cost) = match node {
+                Expr::Literal(value) => (value_size(value), value_bytes(value)),
+                _ => (1, value_bytes(&Value::Null) + 16),
+            };
+            size = size.saturating_add(nodes);
+            bytes = bytes.saturating_add(cost);
         });
         self.nodes = self.nodes.saturating_add(size);
-        if self.nodes > MAX_EXPANDED_NODES { Err(NestedError::TooLarge) } else { Ok(()) }
+        if self.nodes > MAX_EXPANDED_NODES {
+            return Err(NestedError::TooLarge);
+        }
+        let budget = self.limits.budget;
+        budget.charge(bytes).map_err(|_| NestedError::OverBudget { limit: budget.limit() })
     }
 
     /// Whether `expr` reads a hidden parameter of the root.
@@ -121,10 +194,16 @@ impl Expander<'_> {
         expr.reads_hidden(&|name| self.hidden.iter().any(|hidden| hidden == name))
     }
 
-    /// Counts one resource of the expanded template against `MAX_RESOURCES`.
+    /// The root's parameters, evaluations through it charged to the budget.
+    fn scope(&self) -> ParameterScope<'_> {
+        ParameterScope { parameters: self.parameters, budget: Some(self.limits.budget) }
+    }
+
+    /// Counts one resource of the expanded template against `max_resources`.
     fn count_resource(&mut self) -> Result<(), NestedError> {
         self.resources += 1;
-        if self.resources > MAX_RESOURCES { Err(NestedError::TooManyResources) } else { Ok(()) }
+        let limit = self.limits.max_resources;
+        if limit.allows(self.resources) { Ok(()) } else { Err(NestedError::TooManyResources { limit }) }
     }
 }
 
@@ -142,6 +221,20 @@ pub fn expand(
     files: &Map<String, Value>,
     parameters: &BTreeMap<String, Value>,
 ) -> Result<Option<Template>, Vec<String>> {
+    let budget = Budget::new(EVALUATION_BUDGET);
+    let limits = Limits { max_resources: MaxResources::default(), budget: &budget };
+    Ok(expand_within(template, environment, files, parameters, limits)?.map(|expansion| expansion.template))
+}
+
+/// `expand` within `limits`: the resources counted against `max_resources`, the copies'
+/// bytes charged to `budget` (what the rest of the check, and the stack, may still produce).
+pub fn expand_within(
+    template: &Template,
+    environment: &Environment,
+    files: &Map<String, Value>,
+    parameters: &BTreeMap<String, Value>,
+    limits: Limits,
+) -> Result<Option<Expansion>, Vec<String>> {
     if !has_nested(template) {
         return Ok(None);
     }
@@ -152,6 +245,7 @@ pub fn expand(
         hidden: template.hidden_parameters(),
         resources: 0,
         nodes: 0,
+        limits,
         problems: Vec::new(),
         parsed: BTreeMap::new(),
         root_id: parameters.get("OS::stack_id").and_then(Value::as_str).unwrap_or_default().to_owned(),
@@ -174,7 +268,15 @@ pub fn expand(
     let mut flat = template.clone();
     flat.resources = expanded.leaves;
     flat.outputs = expanded.outputs;
-    Ok(Some(flat))
+    Ok(Some(Expansion { template: flat, resources: expander.resources }))
+}
+
+/// A flattened template and how many resources it stands for: its leaves and the nested
+/// resources they replaced (as Heat counts a stack's resources, nested stacks' included).
+#[derive(Debug, Clone)]
+pub struct Expansion {
+    pub template: Template,
+    pub resources: usize,
 }
 
 /// Nodes of a JSON value (literals merge, so their size is counted inside). Depth is bounded

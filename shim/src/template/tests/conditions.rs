@@ -67,7 +67,7 @@ fn a_false_condition_leaves_the_resource_out() {
 fn outputs_of_false_conditions_have_no_value() {
     let parsed = template(TEMPLATE);
     let parameters = resolve_parameters(&parsed, &strings(&[])).expect("defaults");
-    let scope = ParameterScope { parameters: &parameters };
+    let scope = ParameterScope::new(&parameters);
     let prod_out = &parsed.outputs[1].1.value;
     assert_eq!(prod_out.evaluate(&scope), Ok(serde_json::json!("b")));
     // dev_out reads a resource that prod leaves out; its condition keeps it from being read.

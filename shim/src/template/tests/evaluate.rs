@@ -180,7 +180,7 @@ fn nested_functions() {
 #[test]
 fn parameter_scope_knows_no_resources() {
     let parameters: BTreeMap<String, Value> = [("p".to_owned(), json!(1))].into();
-    let scope = ParameterScope { parameters: &parameters };
+    let scope = ParameterScope::new(&parameters);
     assert_eq!(Expr::GetParam { name: "p".into(), path: vec![] }.evaluate(&scope), Ok(json!(1)));
     assert!(matches!(Expr::GetResource("r".into()).evaluate(&scope), Err(EvalError::NotReady { .. })));
 }

@@ -178,6 +178,6 @@ fn a_value_reads_hidden_through_any_function_and_the_expansion_marks() {
     // The mark is the value itself when evaluated, and is kept by the stored form.
     let marked = json!({"anneal::hidden": {"user": "x"}});
     assert_eq!(parse(marked.clone()).to_json(), marked);
-    let scope = crate::template::ParameterScope { parameters: &Default::default() };
+    let scope = crate::template::ParameterScope { parameters: &Default::default(), budget: None };
     assert_eq!(parse(marked).evaluate(&scope).unwrap(), json!({"user": "x"}));
 }

@@ -1,5 +1,6 @@
 //! Unit tests of the template module, one file per concern.
 
+mod budget;
 mod cfn;
 mod conditions;
 mod environment;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::template::{
-    Environment, Scope, Template, apply_conditions, expand_nested, flattened_text, parameter_texts,
+    Environment, MaxResources, Scope, Template, apply_conditions, expand_nested, flattened_text, parameter_texts,
     parse_stored_template, parse_template_in, resolve_parameters, validate,
 };
 
@@ -338,7 +338,8 @@ resources:
 ";
     let two = "heat_template_version: 2018-08-31\nresources:\n  x: {type: OS::Heat::None}\n";
     let problems = rejected(wide, &[("two.yaml", two)]);
-    assert_eq!(problems, ["the nested stacks expand to more than 1000 resources (Heat's max_resources_per_stack)"]);
+    assert_eq!(problems, [MaxResources::default().exceeded(None)]);
+    assert!(problems[0].starts_with("Request limit exceeded: Maximum resources per stack exceeded."), "{problems:?}");
     // Each level reads the one below 40 times: 40^5 copies without the node budget.
     let fan = |next: &str| {
         let reads: Vec<String> = (0..40).map(|_| "{get_attr: [r, o]}".to_owned()).collect();
@@ -490,7 +491,10 @@ resources:
         "heat_template_version: 2018-08-31\nresources:\n  g: {type: OS::Heat::ResourceGroup, properties: {count: 1001, resource_def: {type: OS::Heat::None}}}\n",
         &[],
     );
-    assert_eq!(problems, ["resource g: count: 1001 is over the limit of 1000 resources"]);
+    let expected =
+        format!("resource g: count: 1001 is over the limit. {}", MaxResources::default().exceeded(Some(1001)));
+    assert_eq!(problems, [expected]);
+    assert!(problems[0].contains("The stack would have 1001 resources"), "{problems:?}");
 }
 
 #[test]

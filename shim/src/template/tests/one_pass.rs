@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::template::{CheckRequest, Environment, MAX_PROBLEMS, ServerAddresses, Servers, Template, check_template};
+use crate::template::{
+    CheckRequest, EVALUATION_BUDGET, Environment, MAX_PROBLEMS, MaxResources, ServerAddresses, Servers, Template,
+    check_template,
+};
 
 /// The problems of `text` with `given` parameters, against a registry holding `web1`.
 fn problems(text: &str, given: &[(&str, &str)], files: &Map<String, Value>) -> Vec<String> {
@@ -27,6 +30,8 @@ fn problems_with(text: &str, given: &[(&str, &str)], files: &Map<String, Value>,
         texts: &texts,
         pseudo: &[("OS::stack_name", json!("s"))],
         servers: Servers::Registered(&lookup),
+        max_resources: MaxResources::default(),
+        evaluation_budget: EVALUATION_BUDGET,
     };
     match check_template(request) {
         Ok(_) => panic!("template should be refused"),

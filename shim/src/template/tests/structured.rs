@@ -63,7 +63,7 @@ resources:
     let Some(Expr::Map(_)) = parsed.resources[0].1.property("config") else { panic!("config keeps get_input") };
     let Some(config) = parsed.resource("config").and_then(|resource| resource.property("config")) else { panic!() };
     let parameters = Default::default();
-    let Ok(value) = config.evaluate(&crate::template::ParameterScope { parameters: &parameters }) else { panic!() };
+    let Ok(value) = config.evaluate(&crate::template::ParameterScope::new(&parameters)) else { panic!() };
     assert_eq!(substitute_inputs(&value, "get_input", &inputs(), true), Ok(json!({"port": 8080})));
 }
 

@@ -11,7 +11,11 @@ use crate::engine::error::EngineError;
 use crate::engine::node;
 use crate::engine::resources::deployment::stack_path;
 use crate::store::{NodeRow, StackRow};
-use crate::template::{Policies, ResourceType};
+use crate::template::{Policies, ResourceType, value_bytes};
+
+/// What a member's entry holds besides its config and `input_values`: its id, name, group,
+/// options, and the `deploy_*` inputs with the signal URL.
+const ENTRY_OVERHEAD: usize = 2048;
 
 /// What a group's members are built from, for one activation.
 pub(super) struct Members {
@@ -29,6 +33,9 @@ pub(super) struct Members {
     /// The `<name>/<id>` of the group's own nested stack, where Heat puts the members
     /// (`deploy_stack_id`); `None` when the containing stack's path cannot be evaluated.
     member_stack: Option<String>,
+    /// About what one member's published entry takes (its config and inputs, each member's
+    /// own copy): how many members a transaction can publish within `RELEASE_BYTES`.
+    pub(super) entry_bytes: usize,
 }
 
 impl Members {
@@ -55,7 +62,10 @@ impl Members {
         // SHA-256 of the JSON text, hex (`hash_token` is that): stored in member rows, so it
         // must not change between builds or processes (std's hasher may).
         let config_digest = crate::token::hash_token(&config.to_string());
-        Ok(Members { kind, written, resolved, servers, config, config_digest, retain, member_stack })
+        let inputs = resolved.get("input_values").map_or(0, value_bytes);
+        // The deploy_* inputs and the entry's own fields besides the config and its inputs.
+        let entry_bytes = value_bytes(&config).saturating_add(inputs).saturating_add(ENTRY_OVERHEAD);
+        Ok(Members { kind, written, resolved, servers, config, config_digest, retain, member_stack, entry_bytes })
     }
 
     /// What decides whether member `key` changes, as its node keeps it: its resolved

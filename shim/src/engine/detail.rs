@@ -1,0 +1,99 @@
+//! The stack read models `GET /v1/stacks` and `GET /v1/stacks/{name}` answer: a stack's summary,
+//! and its detail (parameters with hidden ones masked, resources, outputs). The outputs are
+//! evaluated on every read, as Heat resolves them on show, from rows already read: the store is
+//! not held while they are, so a large output never stalls the metadata polls, and they are
+//! evaluated within what the stack's evaluation budget has left (its resources spent the
+//! rest), so a read cannot produce more than the budget either.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::context::{StackScope, remaining_budget, rfc3339};
+use super::node::status;
+use super::secrets::{self, Purpose, TokenKey};
+use crate::model::{ResourceSummary, StackDetail, StackOutput, StackSummary};
+use crate::store::{NodeRow, NodeState, StackRow};
+use crate::template::{self, EvalError};
+
+/// What the outputs of a detail are evaluated with.
+pub struct OutputContext<'a> {
+    pub key: &'a TokenKey,
+    pub public_url: &'a str,
+    /// The evaluation budget of a stack's traversal (`EngineConfig::evaluation_budget`).
+    pub budget_limit: usize,
+}
+
+pub fn summary(stack: &StackRow) -> StackSummary {
+    StackSummary {
+        name: stack.name.clone(),
+        id: stack.id.clone(),
+        status: status(stack.action, stack.state),
+        status_reason: stack.status_reason.clone(),
+        created_at: rfc3339(stack.created_at),
+        updated_at: rfc3339(stack.updated_at),
+    }
+}
+
+/// The stack's detail from its row, its nodes and its stored template (`None`: the outputs are
+/// not resolved, `?resolve_outputs=false`).
+pub fn detail(
+    stack: &StackRow,
+    nodes: Vec<NodeRow>,
+    template: Option<&str>,
+    context: &OutputContext<'_>,
+) -> StackDetail {
+    let resources = nodes
+        .iter()
+        .map(|node| ResourceSummary {
+            status: if node.state == NodeState::Init {
+                "INIT_COMPLETE".to_string()
+            } else {
+                status(node.action, node.state)
+            },
+            name: node.name.clone(),
+            resource_type: node.resource_type.clone(),
+            status_reason: node.status_reason.clone(),
+            server: node.server.clone(),
+            updated_at: rfc3339(node.updated_at),
+        })
+        .collect();
+    let mut parameters = BTreeMap::new();
+    if let Some(values) = stack.parameters.as_object() {
+        for (name, value) in values.iter().filter(|(name, _)| !name.starts_with("OS::")) {
+            let shown = if stack.hidden_parameters.contains(name) { json!("******") } else { value.clone() };
+            parameters.insert(name.clone(), shown);
+        }
+    }
+    let outputs = template.map(|text| outputs(stack, nodes, text, context)).unwrap_or_default();
+    StackDetail { summary: summary(stack), parameters, resources, outputs }
+}
+
+/// Every output of the stored template, evaluated within the stack's remaining budget (one
+/// budget for all of them).
+fn outputs(stack: &StackRow, nodes: Vec<NodeRow>, text: &str, context: &OutputContext<'_>) -> Vec<StackOutput> {
+    let Ok(template) = template::parse_stored_template(text) else { return Vec::new() };
+    let nodes: HashMap<String, Arc<NodeRow>> =
+        nodes.into_iter().map(|node| (node.name.clone(), Arc::new(node))).collect();
+    let lookup = |name: &str| nodes.get(name).cloned();
+    let budget = remaining_budget(stack, context.budget_limit);
+    let mut outputs = Vec::new();
+    for (name, output) in &template.outputs {
+        let scope = StackScope::new(stack, &lookup, Some(&budget));
+        let (value, error) = match output.value.evaluate(&scope) {
+            Ok(value) => {
+                // Only the handles this output reads: supplied values never render a token.
+                let placed: Vec<String> =
+                    scope.placed.borrow().iter().map(|id| secrets::placed(Purpose::Handle, id)).collect();
+                let rendered = context.key.render_at(&value.to_string(), &placed, Some(context.public_url));
+                (serde_json::from_str(&rendered).unwrap_or(value), None)
+            }
+            Err(EvalError::NotReady { resource, .. }) => (Value::Null, Some(format!("{resource} is not complete"))),
+            Err(EvalError::Invalid { message } | EvalError::HiddenInvalid { message }) => (Value::Null, Some(message)),
+            Err(error @ EvalError::OverBudget { .. }) => (Value::Null, Some(error.to_string())),
+        };
+        outputs.push(StackOutput { name: name.clone(), description: output.description.clone(), value, error });
+    }
+    outputs
+}
