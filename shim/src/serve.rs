@@ -163,6 +163,7 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     let mut config = ApiConfig::new(token::hash_token(&admin_token));
     config.limits = config.limits.fit_to_open_files(raise_open_file_limit());
     config.secure_cookies = acceptor.is_some();
+    config.served_over_https = acceptor.is_some() || public_url.starts_with("https://");
     tracing::info!(
         max_connections = config.limits.max_connections,
         max_connections_per_peer = config.limits.max_connections_per_peer,

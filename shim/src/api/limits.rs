@@ -181,6 +181,11 @@ impl Drop for Admitted {
 }
 
 impl Slot {
+    /// The client address the connection counts against.
+    pub(super) fn peer(&self) -> PeerKey {
+        self.0.peer
+    }
+
     /// Moves the connection from active to held for as long as the returned guard lives, or
     /// refuses when the held cap is reached.
     pub(super) fn hold(&self) -> Result<Held, Refusal> {

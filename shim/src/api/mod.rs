@@ -57,6 +57,9 @@ pub struct ApiConfig {
     pub limits: ConnectionLimits,
     /// The web view's session cookie is marked `Secure` (set when serving TLS).
     pub secure_cookies: bool,
+    /// Browsers reach the shim over https (it serves TLS, or its `--public-url` is https behind
+    /// a proxy): the web view's POSTs then accept only an `https` `Origin`.
+    pub served_over_https: bool,
 }
 
 impl ApiConfig {
@@ -77,6 +80,7 @@ impl ApiConfig {
             body_deadline: Self::DEFAULT_BODY_DEADLINE,
             limits: ConnectionLimits::default(),
             secure_cookies: false,
+            served_over_https: false,
         }
     }
 }
@@ -86,6 +90,8 @@ struct AppState<S> {
     service: Arc<S>,
     config: Arc<ApiConfig>,
     shutdown: CancellationToken,
+    /// The web view's login throttle and live streams.
+    view: Arc<ui::ViewState>,
 }
 
 // Derived Clone would demand `S: Clone`; only the Arc is cloned.
@@ -95,6 +101,7 @@ impl<S> Clone for AppState<S> {
             service: Arc::clone(&self.service),
             config: Arc::clone(&self.config),
             shutdown: self.shutdown.clone(),
+            view: Arc::clone(&self.view),
         }
     }
 }
@@ -109,7 +116,7 @@ pub fn router<S: Service>(service: Arc<S>, config: ApiConfig) -> Router {
 pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shutdown: CancellationToken) -> Router {
     let body_limit = config.body_limit;
     let body_times = connection::BodyTimes { idle: BODY_IDLE_TIMEOUT, whole: config.body_deadline };
-    let state = AppState { service, config: Arc::new(config), shutdown };
+    let state = AppState { service, config: Arc::new(config), shutdown, view: Arc::default() };
     let served =
         ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, routes::method_router(route)));
     served

@@ -16,8 +16,11 @@ pub(crate) struct Migration {
 }
 
 /// Every migration this build knows, in version order.
-pub(crate) const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, sql: SCHEMA_V1 }, Migration { version: 2, sql: SHARED_SECRETS_V2 }];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, sql: SCHEMA_V1 },
+    Migration { version: 2, sql: SHARED_SECRETS_V2 },
+    Migration { version: 3, sql: UI_SESSIONS_V3 },
+];
 
 /// The advisory lock migrations hold (any number unique to anneal: "anneal-m").
 const MIGRATION_LOCK: i64 = 0x616e_6e65_616c_2d6d;
@@ -31,6 +34,16 @@ CREATE TABLE shared_secrets (
     value TEXT NOT NULL,
     created_at BIGINT NOT NULL
 );
+";
+
+/// The web view's sessions, as SQLite's version 9 (see there).
+const UI_SESSIONS_V3: &str = "
+CREATE TABLE ui_sessions (
+    key TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX ui_sessions_expires_at ON ui_sessions (expires_at);
 ";
 
 /// The tables of the SQLite schema (see the SQLite backend's schema for what each holds).
