@@ -353,6 +353,20 @@ pub trait Service: Send + Sync + 'static {
     ) -> impl Future<Output = Result<crate::graph::NodeDetail, ServiceError>> + Send;
     /// The stack's component graph (`NotFound` for an unknown stack).
     fn stack_graph(&self, name: &str) -> impl Future<Output = Result<crate::graph::StackGraph, ServiceError>> + Send;
+    /// A receiver whose value changes whenever the stack's graph may have changed: after this
+    /// process's commits that wrote it, and other replicas' as PostgreSQL announces them. It
+    /// says nothing of whether the stack exists (read the graph for that).
+    fn watch_stack(&self, name: &str) -> watch::Receiver<u64>;
+
+    /// Stores a web view session under `key` (a keyed hash of its cookie's id: the id is never
+    /// stored) that lasts `lifetime_secs`.
+    fn open_ui_session(&self, key: &str, lifetime_secs: u64) -> impl Future<Output = Result<(), ServiceError>> + Send;
+    /// Whether the session of `key` exists and has not expired: one primary-key read, no write
+    /// transaction (every request of the web view asks).
+    fn ui_session_valid(&self, key: &str) -> impl Future<Output = Result<bool, ServiceError>> + Send;
+    /// Deletes the session of `key` (a logout): its cookie stops working at once, on every
+    /// replica sharing the database. False when there was none.
+    fn close_ui_session(&self, key: &str) -> impl Future<Output = Result<bool, ServiceError>> + Send;
 
     /// Whether `token` may be a signal or wait condition handle token: one the engine knows (a
     /// retired deployment token included). A read, never a write transaction: the HTTP layer

@@ -188,6 +188,7 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     config.limits = limits;
     config.metrics_token_hash = metrics_token_hash;
     config.secure_cookies = acceptor.is_some();
+    config.served_over_https = acceptor.is_some() || public_url.starts_with("https://");
     tracing::info!(
         max_connections = config.limits.max_connections,
         max_connections_per_peer = config.limits.max_connections_per_peer,

@@ -132,6 +132,14 @@ impl Browser {
             .await;
     }
 
+    /// The value of the browser's cookie `name` for the current page (HttpOnly ones included:
+    /// WebDriver sees what a page's script cannot).
+    pub async fn cookie(&self, name: &str) -> Option<String> {
+        let cookies = self.call(reqwest::Method::GET, &self.path("/cookie"), None).await;
+        let found = cookies.as_array()?.iter().find(|cookie| cookie["name"] == name)?;
+        found["value"].as_str().map(str::to_string)
+    }
+
     /// A PNG of the viewport.
     pub async fn screenshot(&self) -> Vec<u8> {
         use base64::Engine as _;

@@ -263,3 +263,71 @@ fn http_client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
+
+/// The web view across replicas: a session opened on one replica is a session on the others, a
+/// logout on any ends it on all, and a live stream held by one replica follows a change
+/// committed through another (PostgreSQL announces the stacks a commit changed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_view_sessions_and_live_streams_hold_across_replicas() {
+    let cluster = Cluster::start(2).await;
+    let (first, second) = (&cluster.replicas[0], &cluster.replicas[1]);
+    let vm1 = first.cli_json(&["server", "add", "vm1", "--format", "json"]).await;
+    let template = write(first.dir(), "lonely.yaml", &unanswered_deployment_template("vm1"));
+    first.cli_ok(&["stack", "create", "lonely", "--template", template.to_str().unwrap()]).await;
+    let client = http_client();
+    let login = client
+        .post(format!("{}/ui/login", second.url()))
+        .body(serde_json::json!({"token": replicas_support::ADMIN_TOKEN}).to_string())
+        .send()
+        .await
+        .expect("a login");
+    assert_eq!(login.status(), 204);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let stacks = |replica: &anneal_tests::Shim| format!("{}/ui/api/stacks", replica.url());
+    let on_first = client.get(stacks(first)).header("cookie", &cookie).send().await.expect("stacks");
+    assert_eq!(on_first.status(), 200, "a session opened on replica 2 is one on replica 1");
+
+    let mut stream = client
+        .get(format!("{}/ui/api/stacks/lonely/watch", second.url()))
+        .header("cookie", &cookie)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .expect("a stream");
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    let mut read_until = async |wanted: &str, seen: &mut String| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !seen.contains(wanted) {
+            match tokio::time::timeout_at(deadline, stream.chunk()).await {
+                Ok(Ok(Some(bytes))) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+                other => panic!("{wanted:?} never came on replica 2's stream ({other:?}): {seen}"),
+            }
+        }
+    };
+    read_until("CREATE_IN_PROGRESS", &mut seen).await;
+    // The deployment's signal, through replica 1 (its document names that replica).
+    let document = client
+        .get(vm1["metadata_url"].as_str().unwrap())
+        .bearer_auth(vm1["token"].as_str().unwrap())
+        .send()
+        .await
+        .expect("vm1's metadata");
+    let document: serde_json::Value = serde_json::from_str(&document.text().await.unwrap()).unwrap();
+    let inputs = document["deployments"][0]["inputs"].as_array().cloned().unwrap_or_default();
+    let signal = inputs.iter().find(|input| input["name"] == "deploy_signal_id").expect("a signal URL");
+    let answer = client
+        .post(signal["value"].as_str().unwrap())
+        .body(serde_json::json!({"deploy_status_code": 0}).to_string())
+        .send()
+        .await
+        .expect("a signal");
+    assert_eq!(answer.status(), 200);
+    seen.clear();
+    read_until("CREATE_COMPLETE", &mut seen).await;
+
+    let logout = client.post(format!("{}/ui/logout", first.url())).header("cookie", &cookie).send().await;
+    assert_eq!(logout.expect("a logout").status(), 204);
+    let on_second = client.get(stacks(second)).header("cookie", &cookie).send().await.expect("stacks");
+    assert_eq!(on_second.status(), 401, "a logout through replica 1 ends the session on replica 2");
+}

@@ -29,6 +29,8 @@ mod records;
 mod row_cache;
 #[path = "store_conformance/servers.rs"]
 mod servers;
+#[path = "store_conformance/sessions.rs"]
+mod sessions;
 #[path = "store_conformance/transactions.rs"]
 mod transactions;
 

@@ -6,8 +6,10 @@
 //! unchanged), the side panel shows a clicked node, and the servers view lists what each server
 //! holds. Screenshots before and after go to the test's temp dir (`ANNEAL_SCREENSHOT_DIR` keeps
 //! them elsewhere: docs/web-view.png was taken so). A resource named like an HTML element with a
-//! script shows as text and runs nothing. Without a browser, the view's data routes are checked
-//! to mask values computed from a hidden parameter (`str_replace`, `get_attr` of such a value).
+//! script shows as text and runs nothing. The page's own login and logout POSTs pass the shim's
+//! cross-site checks, and its logout revokes the session: a copy of the cookie gets 401 after.
+//! Without a browser, the view's data routes are checked to mask values computed from a hidden
+//! parameter (`str_replace`, `get_attr` of such a value).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -177,6 +179,18 @@ async fn the_web_view_follows_a_stack_converging_without_a_reload() {
     // A stack's page opens from its own URL too (the session cookie carries over).
     browser.navigate(&format!("{}/ui/stacks/web", shim.url())).await;
     browser.wait_for(&complete("worker"), "the stack's own URL draws its graph", secs(20)).await;
+
+    // Logging out ends the session on the server: a copy of the cookie opens nothing more.
+    let session = browser.cookie("anneal_ui").await.expect("the session cookie");
+    let copied = format!("anneal_ui={session}");
+    let stacks = format!("{}/ui/api/stacks", shim.url());
+    let client = anneal_tests::http_client();
+    let before = client.get(&stacks).header("cookie", &copied).send().await.expect("the stacks");
+    assert_eq!(before.status(), 200, "the copied cookie works while the session lasts");
+    browser.click("#logout").await;
+    browser.wait_for("return !document.getElementById('login').hidden", "the login form shows again", secs(10)).await;
+    let after = client.get(&stacks).header("cookie", &copied).send().await.expect("the stacks");
+    assert_eq!(after.status(), 401, "the page's logout revoked the session (its POST passed the cross-site checks)");
     drop(browser);
     drop(fleet);
 }

@@ -25,6 +25,12 @@ pub enum ApiError {
     /// 403: credentials given, but not ones that open this resource.
     #[error("the token does not grant access to {resource}")]
     Forbidden { resource: String },
+    /// 403: a web view POST that another site's page may have made (`Sec-Fetch-Site`, `Origin`).
+    #[error("cross-site request refused: {reason}")]
+    CrossSite { reason: String },
+    /// 429 with `Retry-After`: over a rate or a cap (the message names which, and the limit).
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after_secs: u64 },
     /// 404.
     #[error("{what} not found")]
     NotFound { what: String },
@@ -63,7 +69,8 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Unauthenticated | ApiError::TokenExpired => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden { .. } | ApiError::CrossSite { .. } => StatusCode::FORBIDDEN,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
@@ -138,6 +145,9 @@ impl IntoResponse for ApiError {
         }
         if matches!(self, ApiError::Refused(_)) {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(REFUSED_RETRY_AFTER));
+        }
+        if let ApiError::TooManyRequests { retry_after_secs, .. } = &self {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
         }
         response
     }

@@ -221,6 +221,11 @@ impl Slot {
         self.0.head_seen.load(Ordering::Relaxed)
     }
 
+    /// The client address the connection counts against.
+    pub(super) fn peer(&self) -> PeerKey {
+        self.0.peer
+    }
+
     /// Moves the connection from active to held for as long as the returned guard lives, as
     /// one of `server`'s long-polls; refused when the caps say so (see `held`).
     pub(super) fn hold(&self, server: &str) -> Result<Held, Refusal> {

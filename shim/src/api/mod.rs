@@ -68,6 +68,9 @@ pub struct ApiConfig {
     pub body_budget: BodyBudgetLimits,
     /// The web view's session cookie is marked `Secure` (set when serving TLS).
     pub secure_cookies: bool,
+    /// Browsers reach the shim over https (it serves TLS, or its `--public-url` is https behind
+    /// a proxy): the web view's POSTs then accept only an `https` `Origin`.
+    pub served_over_https: bool,
 }
 
 impl ApiConfig {
@@ -90,6 +93,7 @@ impl ApiConfig {
             limits: ConnectionLimits::default(),
             body_budget: BodyBudgetLimits::default(),
             secure_cookies: false,
+            served_over_https: false,
         }
     }
 }
@@ -99,6 +103,8 @@ struct AppState<S> {
     service: Arc<S>,
     config: Arc<ApiConfig>,
     shutdown: CancellationToken,
+    /// The web view's login throttle and live streams.
+    view: Arc<ui::ViewState>,
 }
 
 // Derived Clone would demand `S: Clone`; only the Arc is cloned.
@@ -108,6 +114,7 @@ impl<S> Clone for AppState<S> {
             service: Arc::clone(&self.service),
             config: Arc::clone(&self.config),
             shutdown: self.shutdown.clone(),
+            view: Arc::clone(&self.view),
         }
     }
 }
@@ -122,7 +129,7 @@ pub fn router<S: Service>(service: Arc<S>, config: ApiConfig) -> Router {
 pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shutdown: CancellationToken) -> Router {
     let body_limit = config.body_limit;
     let body_deadline = config.body_deadline;
-    let state = AppState { service, config: Arc::new(config), shutdown };
+    let state = AppState { service, config: Arc::new(config), shutdown, view: Arc::default() };
     let served = ROUTES.iter().fold(Router::new(), |router, route| {
         // A route without a credential reads its body before anything is checked: a small one.
         let max_bytes = if route.credential == Credential::Public { PUBLIC_BODY_LIMIT } else { body_limit };

@@ -2,14 +2,15 @@
 //! operations down to the store (`scripts/check-layers` checks it):
 //!
 //! - `service` (the `Service` operations), `signals` (deployment and wait-condition signals),
-//!   `sweeper` (deadlines), `removal` (server removal): entry points; `detail` (a stack's
-//!   detail with its outputs evaluated, read-only).
+//!   `sweeper` (deadlines), `removal` (server removal), `sessions` (the web view's logins):
+//!   entry points; `detail` (a stack's detail with its outputs evaluated, read-only).
 //! - `traversal`: `forward` (create and update, one settle loop) above `reverse` (delete and the
 //!   DELETE actions of removed resources, as Heat deletes: dependents first).
 //! - `resources`: activation per resource type (a `match` on `ResourceType`).
 //! - `node`: a node's typed transitions, which return what became ready instead of acting on
 //!   it; `deadlines`: the typed deadline rows the sweeper enforces.
-//! - `transact` (the `Engine` and its transactions), `context` (what one operation works with),
+//! - `transact` (the `Engine` and its transactions), `stack_watchers` (who follows which
+//!   stack's graph, woken after commits), `context` (what one operation works with),
 //!   `derived` (derived configs), `secrets` (tokens), `error`.
 //!
 //! Every operation is one store transaction (see `transact`).
@@ -30,7 +31,9 @@ mod resources;
 pub mod retention;
 mod secrets;
 mod service;
+mod sessions;
 mod signals;
+mod stack_watchers;
 pub mod sweeper;
 mod transact;
 mod traversal;

@@ -1,8 +1,10 @@
 //! Keeping this replica's cached documents in step with commits made by other replicas of the
 //! same PostgreSQL database: a notification names the servers a commit changed and their
-//! documents are re-read (waking the long-polls held here); a resync (the notification
+//! documents are re-read (waking the long-polls held here), and one that names stacks wakes the
+//! web view's followers of those stacks here; a resync (the notification
 //! connection was re-made) and a periodic check compare every cached document's version with
-//! the stored one, the safety net for a notification that never came. On SQLite (one process)
+//! the stored one, the safety net for a notification that never came (a resync also wakes every
+//! followed stack). On SQLite (one process)
 //! there is nothing to follow and this returns at once.
 
 use std::collections::BTreeSet;
@@ -23,15 +25,20 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
     let mut check = tokio::time::interval(VERSION_CHECK_INTERVAL);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let servers = tokio::select! {
+        let heard = tokio::select! {
             () = shutdown.cancelled() => return,
             notice = notices.recv() => match notice {
                 Some(notice) => coalesce(notice, &mut notices),
                 None => return,
             },
-            _ = check.tick() => None,
+            // The safety net checks documents only: a followed stack is re-read on a resync.
+            _ = check.tick() => Heard { servers: None, stacks: Some(Vec::new()) },
         };
-        match engine.refresh_documents(servers).await {
+        engine.stacks_changed(heard.stacks.as_deref());
+        if heard.servers.as_ref().is_some_and(Vec::is_empty) {
+            continue;
+        }
+        match engine.refresh_documents(heard.servers).await {
             Ok(0) => {}
             Ok(changed) => tracing::debug!(changed, "documents changed by other replicas"),
             Err(error) => tracing::warn!(error = %crate::error_chain(&error), "cannot refresh documents"),
@@ -39,19 +46,28 @@ pub async fn run<S: Store>(engine: Engine<S>, shutdown: CancellationToken) {
     }
 }
 
-/// The servers named by `first` and every notice already queued behind it, so a burst of
-/// commits costs one refresh; `None` (check everything) if any of them is a resync.
-fn coalesce(first: DocumentNotice, queued: &mut mpsc::Receiver<DocumentNotice>) -> Option<Vec<String>> {
-    let mut servers = BTreeSet::new();
+/// What a burst of notices asks to bring up to date: the servers' documents and the stacks'
+/// followers named, or (`None`) every one of them.
+#[derive(Debug, PartialEq, Eq)]
+struct Heard {
+    servers: Option<Vec<String>>,
+    stacks: Option<Vec<String>>,
+}
+
+/// The servers and stacks named by `first` and every notice already queued behind it, so a
+/// burst of commits costs one refresh; everything (`None`) if any of them is a resync.
+fn coalesce(first: DocumentNotice, queued: &mut mpsc::Receiver<DocumentNotice>) -> Heard {
+    let (mut servers, mut stacks) = (BTreeSet::new(), BTreeSet::new());
     let mut notice = Some(first);
     while let Some(current) = notice {
         match current {
-            DocumentNotice::Resync => return None,
+            DocumentNotice::Resync => return Heard { servers: None, stacks: None },
             DocumentNotice::Changed(names) => servers.extend(names),
+            DocumentNotice::StacksChanged(names) => stacks.extend(names),
         }
         notice = queued.try_recv().ok();
     }
-    Some(servers.into_iter().collect())
+    Heard { servers: Some(servers.into_iter().collect()), stacks: Some(stacks.into_iter().collect()) }
 }
 
 #[cfg(test)]
@@ -62,10 +78,13 @@ mod tests {
     fn queued_notices_are_merged_and_a_resync_wins() {
         let (sender, mut receiver) = mpsc::channel(8);
         sender.try_send(DocumentNotice::Changed(vec!["b".into(), "a".into()])).unwrap();
+        sender.try_send(DocumentNotice::StacksChanged(vec!["web".into()])).unwrap();
         let merged = coalesce(DocumentNotice::Changed(vec!["a".into()]), &mut receiver);
-        assert_eq!(merged, Some(vec!["a".to_string(), "b".to_string()]));
+        let names = |names: &[&str]| Some(names.iter().map(ToString::to_string).collect::<Vec<_>>());
+        assert_eq!(merged, Heard { servers: names(&["a", "b"]), stacks: names(&["web"]) });
         sender.try_send(DocumentNotice::Resync).unwrap();
         sender.try_send(DocumentNotice::Changed(vec!["c".into()])).unwrap();
-        assert_eq!(coalesce(DocumentNotice::Changed(vec!["a".into()]), &mut receiver), None);
+        let everything = coalesce(DocumentNotice::Changed(vec!["a".into()]), &mut receiver);
+        assert_eq!(everything, Heard { servers: None, stacks: None });
     }
 }

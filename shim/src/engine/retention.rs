@@ -1,6 +1,7 @@
 //! History retention: a loop beside the sweeper that keeps the `events` and `retired_signals`
-//! tables bounded (see docs/http-api.md, "Retention"). What goes is the store's rule
-//! (`Tx::prune_history`); this only runs it now and then, each pass in its own transaction.
+//! tables bounded (see docs/http-api.md, "Retention"), and removes expired web view sessions.
+//! What goes is the store's rule (`Tx::prune_history`, `Tx::prune_ui_sessions`); this only runs
+//! it now and then, each pass in its own transactions.
 
 use std::time::Duration;
 
@@ -29,6 +30,11 @@ pub async fn run<S: Store>(
             }
             Err(error) => tracing::error!(error = %crate::error_chain(&error), "history retention pass failed"),
         }
+        match prune_sessions(&engine).await {
+            Ok(0) => {}
+            Ok(sessions) => tracing::info!(sessions, "expired web view sessions removed"),
+            Err(error) => tracing::error!(error = %crate::error_chain(&error), "session retention pass failed"),
+        }
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(interval) => {}
@@ -39,6 +45,11 @@ pub async fn run<S: Store>(
 /// One pass.
 pub async fn prune<S: Store>(engine: &Engine<S>, retention: HistoryRetention) -> Result<HistoryPruned, EngineError> {
     engine.transact(move |ctx| Ok(ctx.tx.prune_history(&retention, ctx.now)?)).await
+}
+
+/// Removes the web view sessions expired by now; how many.
+pub async fn prune_sessions<S: Store>(engine: &Engine<S>) -> Result<usize, EngineError> {
+    engine.transact(move |ctx| Ok(ctx.tx.prune_ui_sessions(ctx.now)?)).await
 }
 
 #[cfg(test)]

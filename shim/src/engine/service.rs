@@ -20,7 +20,7 @@ use crate::model::{
     AddServer, Event, MAX_TOKEN_GRACE_SECS, MetadataDocument, RotatedCredentials, ServerCredentials, ServerSummary,
     Service, ServiceError, SignalAck, StackDetail, StackRequest, StackSummary, TokenOwner, WaitConditionSignal,
 };
-use crate::store::{ServerRow, Store, StoreError, Tx};
+use crate::store::{ServerRow, Store, StoreError};
 use crate::template::{self, Constraint, SERVER_CONSTRAINTS, Template};
 use crate::token;
 
@@ -167,18 +167,6 @@ impl<S: Store> Engine<S> {
     }
 }
 
-/// Runs a lookup with `Store::read` on the blocking pool: no write transaction, no group commit.
-async fn read<S: Store, T: Send + 'static>(
-    engine: &Engine<S>,
-    work: impl FnOnce(&mut dyn Tx) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, EngineError> {
-    let engine = engine.clone();
-    tokio::task::spawn_blocking(move || engine.store().read(work))
-        .await
-        .map_err(|error| EngineError::Worker { detail: error.to_string() })?
-        .map_err(EngineError::from)
-}
-
 impl<S: Store> Engine<S> {
     /// When each server's agent last asked for metadata: this process's memory of its polls,
     /// else what the store kept (a poll seen by another replica, or before a restart).
@@ -248,19 +236,20 @@ impl<S: Store> Service for Engine<S> {
         let hash = token::hash_token(token_text);
         // A read, not a transaction: every metadata poll asks, and so may anyone with a made-up token.
         let now = now_millis();
-        Ok(read(self, move |tx| {
-            if let Some(row) = tx.server_by_token_hash(&hash)? {
-                return Ok(Some(TokenOwner { server: row.name, expired: false, grace_ends_at: None }));
-            }
-            // A replaced token works during its grace period (docs/security.md).
-            let previous = tx.server_by_previous_token_hash(&hash)?;
-            Ok(previous.map(|(server, expires_at)| TokenOwner {
-                server,
-                expired: now >= expires_at,
-                grace_ends_at: Some(expires_at),
-            }))
-        })
-        .await?)
+        Ok(self
+            .read(move |tx| {
+                if let Some(row) = tx.server_by_token_hash(&hash)? {
+                    return Ok(Some(TokenOwner { server: row.name, expired: false, grace_ends_at: None }));
+                }
+                // A replaced token works during its grace period (docs/security.md).
+                let previous = tx.server_by_previous_token_hash(&hash)?;
+                Ok(previous.map(|(server, expires_at)| TokenOwner {
+                    server,
+                    expired: now >= expires_at,
+                    grace_ends_at: Some(expires_at),
+                }))
+            })
+            .await?)
     }
 
     async fn rotate_server_token(&self, name: &str, grace_secs: u64) -> Result<RotatedCredentials, ServiceError> {
@@ -367,20 +356,21 @@ impl<S: Store> Service for Engine<S> {
     }
 
     async fn metrics_snapshot(&self) -> Result<crate::metrics::Snapshot, ServiceError> {
-        let counts = read(self, |tx| {
-            let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
-            let mut resources: BTreeMap<(String, String), u64> = BTreeMap::new();
-            for stack in tx.stacks()? {
-                *stacks.entry(status(stack.action, stack.state)).or_default() += 1;
-                for node in tx.nodes(&stack.name)? {
-                    let kind = crate::graph::NodeKind::of(&node.resource_type).as_str().to_string();
-                    let phase = super::graph::phase(node.state).as_str().to_string();
-                    *resources.entry((kind, phase)).or_default() += 1;
+        let counts = self
+            .read(|tx| {
+                let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+                let mut resources: BTreeMap<(String, String), u64> = BTreeMap::new();
+                for stack in tx.stacks()? {
+                    *stacks.entry(status(stack.action, stack.state)).or_default() += 1;
+                    for node in tx.nodes(&stack.name)? {
+                        let kind = crate::graph::NodeKind::of(&node.resource_type).as_str().to_string();
+                        let phase = super::graph::phase(node.state).as_str().to_string();
+                        *resources.entry((kind, phase)).or_default() += 1;
+                    }
                 }
-            }
-            Ok((stacks, resources, tx.servers()?))
-        })
-        .await?;
+                Ok((stacks, resources, tx.servers()?))
+            })
+            .await?;
         let (stacks, resources, rows) = counts;
         let now = now_millis();
         let last_seen = self.last_seen();
@@ -397,36 +387,54 @@ impl<S: Store> Service for Engine<S> {
 
     async fn node_detail(&self, stack: &str, node: &str) -> Result<crate::graph::NodeDetail, ServiceError> {
         let (stack, node) = (stack.to_string(), node.to_string());
-        let detail = read(self, move |tx| {
-            let Some(stack_row) = tx.stack(&stack)? else { return Ok(None) };
-            let Some(node_row) = tx.node(&stack, &node)? else { return Ok(None) };
-            let events = tx.events(&stack)?;
-            let entry = match &node_row.server {
-                Some(server) => tx.entries(server)?.into_iter().find(|row| row.stack == stack && row.node == node),
-                None => None,
-            };
-            let entry = entry.map(|row| row.entry);
-            let masks = super::hidden::Hidden::new(tx, &stack_row).node(&node_row)?;
-            Ok(Some(super::graph::detail(&stack_row, &node_row, entry.as_ref(), &events, &masks, rfc3339)))
-        })
-        .await?;
+        let detail = self
+            .read(move |tx| {
+                let Some(stack_row) = tx.stack(&stack)? else { return Ok(None) };
+                let Some(node_row) = tx.node(&stack, &node)? else { return Ok(None) };
+                let events = tx.events(&stack)?;
+                let entry = match &node_row.server {
+                    Some(server) => tx.entries(server)?.into_iter().find(|row| row.stack == stack && row.node == node),
+                    None => None,
+                };
+                let entry = entry.map(|row| row.entry);
+                let masks = super::hidden::Hidden::new(tx, &stack_row).node(&node_row)?;
+                Ok(Some(super::graph::detail(&stack_row, &node_row, entry.as_ref(), &events, &masks, rfc3339)))
+            })
+            .await?;
         detail.ok_or_else(|| ServiceError::NotFound { what: "resource".into() })
     }
 
     async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {
         let name = name.to_string();
-        let graph = read(self, move |tx| {
-            let Some(stack) = tx.stack(&name)? else { return Ok(None) };
-            let nodes = tx.nodes(&name)?;
-            let mut edges = Vec::new();
-            for node in &nodes {
-                edges.extend(tx.successors(&name, &node.name)?.into_iter().map(|to| (node.name.clone(), to)));
-            }
-            let status = status(stack.action, stack.state);
-            Ok(Some(super::graph::build(&name, &status, &nodes, &edges, rfc3339)))
-        })
-        .await?;
+        let graph = self
+            .read(move |tx| {
+                let Some(stack) = tx.stack(&name)? else { return Ok(None) };
+                let nodes = tx.nodes(&name)?;
+                let mut edges = Vec::new();
+                for node in &nodes {
+                    edges.extend(tx.successors(&name, &node.name)?.into_iter().map(|to| (node.name.clone(), to)));
+                }
+                let status = status(stack.action, stack.state);
+                Ok(Some(super::graph::build(&name, &status, &nodes, &edges, rfc3339)))
+            })
+            .await?;
         graph.ok_or_else(|| ServiceError::NotFound { what: "stack".into() })
+    }
+
+    fn watch_stack(&self, name: &str) -> watch::Receiver<u64> {
+        self.follow_stack(name)
+    }
+
+    async fn open_ui_session(&self, key: &str, lifetime_secs: u64) -> Result<(), ServiceError> {
+        Ok(self.open_session(key.to_string(), lifetime_secs).await?)
+    }
+
+    async fn ui_session_valid(&self, key: &str) -> Result<bool, ServiceError> {
+        Ok(self.session_valid(key.to_string()).await?)
+    }
+
+    async fn close_ui_session(&self, key: &str) -> Result<bool, ServiceError> {
+        Ok(self.close_session(key.to_string()).await?)
     }
 
     async fn stack_events(&self, name: &str) -> Result<Vec<Event>, ServiceError> {
@@ -459,7 +467,8 @@ impl<S: Store> Service for Engine<S> {
             return Ok(false);
         }
         let hash = token::hash_token(token_text);
-        Ok(read(self, move |tx| Ok(tx.node_by_signal_hash(&hash)?.is_some() || tx.is_retired_signal_hash(&hash)?))
+        Ok(self
+            .read(move |tx| Ok(tx.node_by_signal_hash(&hash)?.is_some() || tx.is_retired_signal_hash(&hash)?))
             .await?)
     }
 

@@ -1,8 +1,9 @@
 //! `Engine`: the shared state behind every operation (the store, the token key, the document
-//! cache and its long-poll watchers) and `transact`, which runs one operation as one store
-//! transaction on the blocking pool. The servers whose deployment entries it changed get a new
-//! document version in that same transaction, and only after the commit is the rendered document
-//! placed in the cache and its watchers woken. All truth is in the store: the cache is rebuilt
+//! cache and its long-poll watchers, the web view's followers of stacks) and `transact`, which
+//! runs one operation as one store transaction on the blocking pool. The servers whose
+//! deployment entries it changed get a new document version in that same transaction, and only
+//! after the commit is the rendered document placed in the cache and its watchers woken (and
+//! the followers of the stacks it wrote). All truth is in the store: the cache is rebuilt
 //! from it on demand after a restart.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -14,6 +15,7 @@ use super::context::{Context, Limits, now_millis};
 use super::document::{self, Rendered};
 use super::error::EngineError;
 use super::secrets::TokenKey;
+use super::stack_watchers::StackWatchers;
 use crate::model::MetadataDocument;
 use crate::store::Store;
 use crate::template::{EVALUATION_BUDGET, MaxResources};
@@ -88,6 +90,8 @@ pub(super) struct Inner<S> {
     /// Last poll per server, kept in memory: a poll must not cost a store write.
     pub(super) last_seen: Mutex<HashMap<String, u64>>,
     pub(super) metrics: crate::metrics::Metrics,
+    /// The web view's followers of stacks, woken after each commit that changed their graph.
+    pub(super) stack_watchers: StackWatchers,
 }
 
 pub(super) struct Cached {
@@ -117,6 +121,7 @@ impl<S: Store> Engine<S> {
             documents: Mutex::default(),
             last_seen: Mutex::default(),
             metrics: crate::metrics::Metrics::new(),
+            stack_watchers: StackWatchers::default(),
         };
         Engine { inner: Arc::new(inner) }
     }
@@ -149,7 +154,7 @@ impl<S: Store> Engine<S> {
     ) -> Result<T, EngineError> {
         let inner = &self.inner;
         let started = std::time::Instant::now();
-        let (value, published, continued) = inner.store.transaction(|tx| {
+        let (value, published, continued, stacks) = inner.store.transaction(|tx| {
             let mut ctx = Context {
                 tx,
                 key: &inner.key,
@@ -167,14 +172,27 @@ impl<S: Store> Engine<S> {
             let value = work(&mut ctx)?;
             ctx.write_usage()?;
             let published = publish_documents(&mut ctx, &inner.documents)?;
-            Ok::<_, EngineError>((value, published, ctx.continued))
+            Ok::<_, EngineError>((value, published, ctx.continued, ctx.tx.changed_stacks()))
         })?;
         inner.metrics.transaction(started.elapsed());
         self.announce(published);
+        inner.stack_watchers.changed(&stacks);
         if continued {
             inner.continuation.notify_one();
         }
         Ok(value)
+    }
+
+    /// Runs a lookup with `Store::read` on the blocking pool: no write transaction, no group commit.
+    pub(super) async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut dyn crate::store::Tx) -> Result<T, crate::store::StoreError> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let engine = self.clone();
+        tokio::task::spawn_blocking(move || engine.store().read(work))
+            .await
+            .map_err(|error| EngineError::Worker { detail: error.to_string() })?
+            .map_err(EngineError::from)
     }
 
     fn announce(&self, published: Vec<Published>) {
@@ -256,6 +274,20 @@ impl<S: Store> Engine<S> {
         let changed = published.len() + gone.len();
         self.announce(published);
         Ok(changed)
+    }
+
+    /// Wakes the web view's followers of `stacks` (`None`: of every stack), after other
+    /// replicas' commits.
+    pub(super) fn stacks_changed(&self, stacks: Option<&[String]>) {
+        match stacks {
+            Some(stacks) => self.inner.stack_watchers.changed(stacks),
+            None => self.inner.stack_watchers.changed_all(),
+        }
+    }
+
+    /// A receiver that changes whenever `stack`'s graph may have changed (see `stack_watchers`).
+    pub(super) fn follow_stack(&self, stack: &str) -> watch::Receiver<u64> {
+        self.inner.stack_watchers.subscribe(stack)
     }
 
     fn cached(&self, server: &str) -> Option<(MetadataDocument, watch::Receiver<u64>)> {

@@ -10,14 +10,14 @@
 //! deployment is inserted, then marked IN_PROGRESS when it is published, and a group member
 //! went through both for each of its thousands of members. Held back, the two are one INSERT.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 
 use crate::store::{
     DeadlineRow, EntryRow, EntryText, EventRow, HistoryPruned, HistoryRetention, NodeRow, NodeState, ServerRow,
-    StackRow, StoreError, Tx, WaitSignalRow,
+    StackRow, StoreError, Tx, UiSessionRow, WaitSignalRow,
 };
 
 /// At most this many node rows (and as many server rows) are kept; past it the map starts
@@ -40,6 +40,8 @@ pub(crate) struct RowCache<T> {
     /// Node writes not yet sent, in the order first made (so inserts keep their `seq` order).
     /// Each key's row is the one in `node_rows`, which is not cleared while any is pending.
     pending_nodes: IndexMap<(String, String), PendingNode>,
+    /// The stacks whose graph this call wrote (`Tx::changed_stacks`).
+    changed_stacks: BTreeSet<String>,
 }
 
 /// What a held-back node write sends: an INSERT for a row the backend has not seen yet, an
@@ -59,6 +61,14 @@ impl<T: Tx> RowCache<T> {
             server_rows: HashMap::new(),
             pending_deltas: HashMap::new(),
             pending_nodes: IndexMap::new(),
+            changed_stacks: BTreeSet::new(),
+        }
+    }
+
+    /// Notes that `stack`'s graph changed in this call.
+    fn stack_changed(&mut self, stack: &str) {
+        if !self.changed_stacks.contains(stack) {
+            self.changed_stacks.insert(stack.to_string());
         }
     }
 
@@ -221,6 +231,7 @@ impl<T: Tx> Tx for RowCache<T> {
     fn insert_stack(&mut self, row: &StackRow, template: &str) -> Result<bool, StoreError> {
         self.stack_rows.remove(&row.name);
         self.pending_deltas.remove(&row.name);
+        self.stack_changed(&row.name);
         self.backend.insert_stack(row, template)
     }
     fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError> {
@@ -250,6 +261,7 @@ impl<T: Tx> Tx for RowCache<T> {
         // when every delta was written at once.
         self.stack_rows.remove(&row.name);
         self.pending_deltas.remove(&row.name);
+        self.stack_changed(&row.name);
         self.backend.update_stack(row)
     }
     fn add_pending(&mut self, stack: &str, delta: i64) -> Result<i64, StoreError> {
@@ -266,12 +278,14 @@ impl<T: Tx> Tx for RowCache<T> {
         self.stack_rows.remove(name);
         self.pending_deltas.remove(name);
         self.node_rows.retain(|(stack, _), _| stack != name);
+        self.stack_changed(name);
         self.backend.delete_stack(name)
     }
     fn insert_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
         let key = (row.stack.clone(), row.name.clone());
         // A second INSERT of a pending row goes to the backend, which refuses it as before.
         self.flush_if_pending(&key)?;
+        self.stack_changed(&row.stack);
         // The stored row is the row written (its `seq` is not part of it): no need to read it.
         self.hold_node(key, row, PendingNode::Insert)
     }
@@ -295,6 +309,7 @@ impl<T: Tx> Tx for RowCache<T> {
         // Held back only when the row is known to exist (read or written by this call); the
         // backend answers an UPDATE of any other, and refuses one of a missing row.
         let key = (row.stack.clone(), row.name.clone());
+        self.stack_changed(&row.stack);
         if let Some(Some(_)) = self.node_rows.get(&key) {
             return self.hold_node(key, row, PendingNode::Update);
         }
@@ -308,6 +323,7 @@ impl<T: Tx> Tx for RowCache<T> {
         self.node_rows.remove(&key);
         let written = self.backend.update_node_if(row, generation, state)?;
         if written {
+            self.stack_changed(&row.stack);
             self.keep_node(key, Some(row.clone()))?;
         }
         Ok(written)
@@ -340,15 +356,18 @@ impl<T: Tx> Tx for RowCache<T> {
         let key = (stack.to_string(), name.to_string());
         self.flush_if_pending(&key)?;
         self.node_rows.remove(&key);
+        self.stack_changed(stack);
         self.backend.delete_node(stack, name)
     }
     fn insert_edge(&mut self, stack: &str, from: &str, to: &str) -> Result<(), StoreError> {
+        self.stack_changed(stack);
         self.backend.insert_edge(stack, from, to)
     }
     fn successors(&mut self, stack: &str, from: &str) -> Result<Vec<String>, StoreError> {
         self.backend.successors(stack, from)
     }
     fn delete_edges(&mut self, stack: &str) -> Result<(), StoreError> {
+        self.stack_changed(stack);
         self.backend.delete_edges(stack)
     }
     fn upsert_wait_signal(&mut self, row: &WaitSignalRow) -> Result<bool, StoreError> {
@@ -384,5 +403,20 @@ impl<T: Tx> Tx for RowCache<T> {
     }
     fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError> {
         self.backend.due_deadlines(now, limit)
+    }
+    fn insert_ui_session(&mut self, row: &UiSessionRow) -> Result<bool, StoreError> {
+        self.backend.insert_ui_session(row)
+    }
+    fn ui_session(&mut self, key: &str) -> Result<Option<UiSessionRow>, StoreError> {
+        self.backend.ui_session(key)
+    }
+    fn delete_ui_session(&mut self, key: &str) -> Result<bool, StoreError> {
+        self.backend.delete_ui_session(key)
+    }
+    fn prune_ui_sessions(&mut self, now: u64) -> Result<usize, StoreError> {
+        self.backend.prune_ui_sessions(now)
+    }
+    fn changed_stacks(&self) -> Vec<String> {
+        self.changed_stacks.iter().cloned().collect()
     }
 }

@@ -220,6 +220,24 @@ macro_rules! impl_tx {
             ) -> Result<Vec<$crate::store::DeadlineRow>, $crate::store::StoreError> {
                 records::due_deadlines(self, now, limit)
             }
+            fn insert_ui_session(
+                &mut self,
+                row: &$crate::store::UiSessionRow,
+            ) -> Result<bool, $crate::store::StoreError> {
+                sessions::insert(self, row)
+            }
+            fn ui_session(
+                &mut self,
+                key: &str,
+            ) -> Result<Option<$crate::store::UiSessionRow>, $crate::store::StoreError> {
+                sessions::by_key(self, key)
+            }
+            fn delete_ui_session(&mut self, key: &str) -> Result<bool, $crate::store::StoreError> {
+                sessions::delete(self, key)
+            }
+            fn prune_ui_sessions(&mut self, now: u64) -> Result<usize, $crate::store::StoreError> {
+                sessions::prune(self, now)
+            }
         }
     };
 }

@@ -299,6 +299,16 @@ pub struct DeadlineRow {
     pub due_at: u64,
 }
 
+/// A web view login (`POST /ui/login`), known by `key`: a keyed hash of the random id its cookie
+/// carries (the id itself is never stored). It ends at `expires_at` (unix ms) or when its
+/// logout deletes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UiSessionRow {
+    pub key: String,
+    pub created_at: u64,
+    pub expires_at: u64,
+}
+
 /// A backend's own error, boxed so that no backend's types are part of the store's API: the
 /// SQLite backend maps `rusqlite` errors into it, and another backend would map its own.
 pub type BackendError = Box<dyn std::error::Error + Send + Sync>;
@@ -402,8 +412,11 @@ pub enum StoreError {
 pub enum DocumentNotice {
     /// These servers' documents (or registrations) changed.
     Changed(Vec<String>),
+    /// These stacks' graphs (their row, nodes or edges) changed: what the web view's live
+    /// streams of them follow.
+    StacksChanged(Vec<String>),
     /// Changes may have been missed (the notification connection was re-made): check every
-    /// cached document.
+    /// cached document and every followed stack.
     Resync,
 }
 
@@ -521,6 +534,22 @@ pub trait Tx {
     fn delete_deadline(&mut self, stack: &str, node: Option<&str>, generation: u64) -> Result<(), StoreError>;
     /// Deadlines with `due_at <= now`, earliest first, at most `limit`.
     fn due_deadlines(&mut self, now: u64, limit: usize) -> Result<Vec<DeadlineRow>, StoreError>;
+    /// Stores a web view session; false when its key is taken.
+    fn insert_ui_session(&mut self, row: &UiSessionRow) -> Result<bool, StoreError>;
+    /// The session of this key, expired or not (one primary-key read: every request of the
+    /// web view makes it).
+    fn ui_session(&mut self, key: &str) -> Result<Option<UiSessionRow>, StoreError>;
+    /// Deletes the session (a logout); false when there was none.
+    fn delete_ui_session(&mut self, key: &str) -> Result<bool, StoreError>;
+    /// Deletes the sessions expired at `now` (`expires_at <= now`); how many.
+    fn prune_ui_sessions(&mut self, now: u64) -> Result<usize, StoreError>;
+    /// The stacks whose graph this call has written so far (a stack row, a node or an edge
+    /// inserted, updated or deleted), by name, sorted: the engine wakes their live views after
+    /// the commit, and PostgreSQL announces them to the other replicas. Kept by the row cache
+    /// every backend's transaction is wrapped in; a bare backend keeps none.
+    fn changed_stacks(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 pub trait Store: Send + Sync + 'static {

@@ -5,8 +5,9 @@
 //! read-modify-write steps (a stack's pending count, a node's counters, a server's document
 //! version) and the conditional writes that fence stale signals keep the meaning they have on
 //! SQLite, with no serialization failures to retry. Reads (`Store::read`) take no lock. A
-//! transaction names the servers whose document it changed in a `NOTIFY` that PostgreSQL
-//! delivers at COMMIT; `listen` turns those into wake-ups of the long-polls other replicas hold.
+//! transaction names the servers whose document it changed, and the stacks whose graph it
+//! changed, in `NOTIFY`s that PostgreSQL delivers at COMMIT; `listen` turns those into wake-ups
+//! of the long-polls and web view streams other replicas hold.
 //! This file owns connecting, the pool and the transaction boundary; the statements live in the
 //! submodules, one per group of tables, as in the SQLite backend.
 
@@ -16,12 +17,13 @@ mod nodes;
 mod records;
 mod schema;
 mod servers;
+mod sessions;
 mod stacks;
 mod tx;
 
 pub(crate) use nodes::BY_SIGNAL_HASH as NODE_BY_SIGNAL_HASH;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -46,6 +48,8 @@ const CONNECT_WAIT: Duration = Duration::from_secs(5);
 const SESSION_SETTINGS: &str = "SET idle_in_transaction_session_timeout = '30s'; SET statement_timeout = '30s'";
 /// The channel document changes are announced on.
 pub(crate) const DOCUMENTS_CHANNEL: &str = "anneal_documents";
+/// The channel stack graph changes are announced on (for the web view's live streams).
+pub(crate) const STACKS_CHANNEL: &str = "anneal_stacks";
 /// A NOTIFY payload must stay under 8000 bytes: longer lists are sent in several.
 const NOTIFY_PAYLOAD_LIMIT: usize = 7000;
 
@@ -228,6 +232,7 @@ impl Store for PgStore {
         // An Err (or a panic) drops the transaction, which rolls it back.
         let value = work(&mut cache)?;
         cache.finish()?;
+        let changed_stacks = cache.changed_stacks();
         let PgTx { changed_servers, failed, .. } = cache.into_backend();
         if failed {
             // The work went on past a failed statement (SQLite would have undone only that
@@ -235,7 +240,8 @@ impl Store for PgStore {
             // and report success, so the call's writes would be acknowledged and lost.
             return Err(StoreError::RolledBack.into());
         }
-        notify(&mut transaction, &changed_servers, &self.statements)?;
+        notify(&mut transaction, DOCUMENTS_CHANNEL, &changed_servers, &self.statements)?;
+        notify(&mut transaction, STACKS_CHANNEL, &changed_stacks, &self.statements)?;
         self.commit(transaction)?;
         Ok(value)
     }
@@ -259,25 +265,28 @@ impl Store for PgStore {
     }
 }
 
-/// Announces the servers whose documents changed, delivered by PostgreSQL only if the
-/// transaction commits, in commit order.
-fn notify(
+/// Announces on `channel` the names (servers whose documents changed, or stacks whose graph
+/// changed), delivered by PostgreSQL only if the transaction commits, in commit order.
+fn notify<'name>(
     transaction: &mut Transaction<'_>,
-    servers: &BTreeSet<String>,
+    channel: &str,
+    names: impl IntoIterator<Item = &'name String, IntoIter: ExactSizeIterator>,
     statements: &AtomicU64,
 ) -> Result<(), StoreError> {
+    let names = names.into_iter();
+    let count = names.len();
     let mut payload: Vec<&str> = Vec::new();
     let mut size = 0;
-    for (index, server) in servers.iter().enumerate() {
-        payload.push(server);
-        size += server.len() + 4;
-        if size >= NOTIFY_PAYLOAD_LIMIT || index + 1 == servers.len() {
+    for (index, name) in names.enumerate() {
+        payload.push(name);
+        size += name.len() + 4;
+        if size >= NOTIFY_PAYLOAD_LIMIT || index + 1 == count {
             let text =
                 serde_json::to_string(&payload).map_err(|source| StoreError::Encode { column: "notify", source })?;
             statements.fetch_add(1, Ordering::Relaxed);
             transaction
-                .execute("SELECT pg_notify($1, $2)", &[&DOCUMENTS_CHANNEL, &text])
-                .map_err(|error| query_error("announce changed documents", error))?;
+                .execute("SELECT pg_notify($1, $2)", &[&channel, &text])
+                .map_err(|error| query_error("announce what a transaction changed", error))?;
             payload.clear();
             size = 0;
         }

@@ -11,6 +11,7 @@ mod nodes;
 mod records;
 mod schema;
 mod servers;
+mod sessions;
 mod stacks;
 mod tx;
 

@@ -6,7 +6,7 @@
 use std::sync::Barrier;
 use std::thread;
 
-use anneal_shim::store::{POSTGRES_NODE_BY_SIGNAL_HASH, PgStore, StackRow, Store, StoreError};
+use anneal_shim::store::{POSTGRES_NODE_BY_SIGNAL_HASH, PgStore, StackRow, Store, StoreError, UiSessionRow};
 use anneal_tests::Postgres;
 
 use crate::DATABASE;
@@ -77,6 +77,8 @@ fn opening_with_a_newer_build_upgrades_the_previous_schema_and_keeps_its_rows() 
         Ok(())
     });
     assert_eq!(upgraded.shared_secret("key", || "made".to_owned()).unwrap(), "made", "v2's table is usable");
+    let session = UiSessionRow { key: "k".to_owned(), created_at: 1, expires_at: 2 };
+    assert!(run(&upgraded, |tx| tx.insert_ui_session(&session)), "v3's table is usable");
 
     // The previous build now refuses the schema rather than writing to it.
     let error = PgStore::open_at_schema_version(&url, 1).unwrap_err();

@@ -55,6 +55,13 @@ pub(super) struct FakeService {
     servers: Mutex<BTreeMap<String, FakeServer>>,
     pub calls: Mutex<Calls>,
     metrics: crate::metrics::Metrics,
+    /// Web view sessions: key and expiry (unix seconds).
+    sessions: Mutex<BTreeMap<String, u64>>,
+    /// One change count for every stack (`change_stacks` bumps it).
+    stack_changes: watch::Sender<u64>,
+    /// The status every stack's graph reports (`set_graph_status`), and how often a graph was read.
+    graph_status: Mutex<String>,
+    pub graph_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl FakeService {
@@ -71,7 +78,26 @@ impl FakeService {
                 (name.to_string(), server)
             })
             .collect();
-        Arc::new(FakeService { servers: Mutex::new(servers), calls: Mutex::default(), metrics: Default::default() })
+        Arc::new(FakeService {
+            servers: Mutex::new(servers),
+            calls: Mutex::default(),
+            metrics: Default::default(),
+            sessions: Mutex::default(),
+            stack_changes: watch::channel(0).0,
+            graph_status: Mutex::new("CREATE_COMPLETE".to_string()),
+            graph_reads: Default::default(),
+        })
+    }
+
+    /// Every stack's graph now reports `status`, and its followers are told.
+    pub fn set_graph_status(&self, status: &str) {
+        *self.graph_status.lock().unwrap() = status.to_string();
+        self.stack_changes.send_modify(|count| *count += 1);
+    }
+
+    /// The sessions stored now.
+    pub fn session_count(&self) -> usize {
+        self.sessions.lock().unwrap().len()
     }
 
     /// A new version of `server`'s document, published `seconds_later` after the first one.
@@ -257,12 +283,32 @@ impl Service for FakeService {
 
     async fn stack_graph(&self, name: &str) -> Result<crate::graph::StackGraph, ServiceError> {
         scripted(name)?;
+        self.graph_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(crate::graph::StackGraph {
             stack: name.to_string(),
-            status: "CREATE_COMPLETE".into(),
+            status: self.graph_status.lock().unwrap().clone(),
             nodes: Vec::new(),
             edges: Vec::new(),
         })
+    }
+
+    fn watch_stack(&self, _name: &str) -> watch::Receiver<u64> {
+        self.stack_changes.subscribe()
+    }
+
+    async fn open_ui_session(&self, key: &str, lifetime_secs: u64) -> Result<(), ServiceError> {
+        let expires_at = crate::engine::now_millis() / 1000 + lifetime_secs;
+        self.sessions.lock().unwrap().insert(key.to_string(), expires_at);
+        Ok(())
+    }
+
+    async fn ui_session_valid(&self, key: &str) -> Result<bool, ServiceError> {
+        let now = crate::engine::now_millis() / 1000;
+        Ok(self.sessions.lock().unwrap().get(key).is_some_and(|expires_at| *expires_at > now))
+    }
+
+    async fn close_ui_session(&self, key: &str) -> Result<bool, ServiceError> {
+        Ok(self.sessions.lock().unwrap().remove(key).is_some())
     }
 
     async fn show_stack(&self, name: &str) -> Result<StackDetail, ServiceError> {

@@ -120,7 +120,14 @@ async function showStack(name) {
   show("stack");
   watch = new EventSource("/ui/api/stacks/" + encodeURIComponent(name) + "/watch");
   watch.addEventListener("open", () => { $("live").hidden = false; });
-  watch.addEventListener("error", () => { $("live").hidden = true; });
+  watch.addEventListener("error", () => {
+    $("live").hidden = true;
+    // A refused stream (too many views open, the session ended) is not retried by the browser.
+    if (watch && watch.readyState === EventSource.CLOSED) {
+      stopWatching();
+      fail("Live updates stopped (too many views open, or the session ended): reload to try again.");
+    }
+  });
   watch.addEventListener("graph", (event) => {
     drawGraph(JSON.parse(event.data));
     if (selected) showNode(selected, true);
@@ -210,7 +217,10 @@ async function logIn(event) {
     $("login-error").textContent = "";
     route();
   } else {
-    $("login-error").textContent = response.status === 403 ? "That is not the admin token." : "Login failed (" + response.status + ").";
+    let message = "Login failed (" + response.status + ").";
+    try { message = (await response.json()).error.message; } catch (_) { /* keep the status */ }
+    // 403 is also a refused cross-site request; the page's own never is.
+    $("login-error").textContent = message.includes("not the admin token") ? "That is not the admin token." : message;
   }
 }
 

@@ -1,39 +1,67 @@
 //! The web view (`/ui/`): a page and its two assets, embedded in the binary (no CDN, works
-//! offline), the login that turns the admin token into a session cookie (`session`), and the
-//! read-only data routes the page calls: stacks, a stack's graph with its SVG drawing, a node's
-//! details, servers with the deployments they hold, and a Server-Sent Events stream that sends
-//! a stack's graph again whenever it changes. Every page response forbids framing and
-//! anything not from the shim itself (Content-Security-Policy).
+//! offline), the login that turns the admin token into a server-side session (`login`, with its
+//! per-address throttle in `throttle` and the cross-site checks in `origin`; the cookie and the
+//! `AdminSession` extractor in `session`), and the read-only data routes the page calls:
+//! stacks, a stack's graph with its SVG drawing, a node's details, servers with the deployments
+//! they hold, and a Server-Sent Events stream that sends a stack's graph again whenever it
+//! changes (`live`). Every page response forbids framing and anything not from the shim itself
+//! (Content-Security-Policy). `ViewState` is what the view keeps in memory: the throttle and
+//! the live streams.
 
+mod live;
+mod login;
+mod origin;
 mod session;
+mod throttle;
 
 use std::convert::Infallible;
-use std::time::Duration;
+use std::net::{IpAddr, Ipv4Addr};
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::extract::{Extension, FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::Stream;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
+pub(super) use login::{login, logout};
 pub(crate) use session::AdminSession;
 
-use super::extract::JsonBody;
-use super::{ApiError, AppState};
+use super::limits::Slot;
+use super::peer::Peer;
+use super::{ApiError, AppState, PeerKey};
 use crate::graph::{StackGraph, to_svg};
 use crate::model::{Service, ServiceError, StackSummary};
-use crate::token::{constant_time_eq, hash_token};
 
 const INDEX: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("app.css");
 
-/// How often a watched stack is looked at for changes.
-const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+/// What the web view keeps in memory, per process: the login throttle and the live streams.
+#[derive(Default)]
+pub(super) struct ViewState {
+    throttle: throttle::LoginThrottle,
+    live: live::Live,
+}
+
+/// The client address a request counts against (the connection's, as the connection caps
+/// count it; a request served without a connection, in process, counts as 0.0.0.0).
+fn peer_of(parts: &Parts) -> PeerKey {
+    parts.extensions.get::<Slot>().map_or(PeerKey::of(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), Slot::peer)
+}
+
+/// The request's client address, as an extractor.
+pub(super) struct ClientPeer(PeerKey);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientPeer {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<ClientPeer, Infallible> {
+        Ok(ClientPeer(peer_of(parts)))
+    }
+}
 
 const SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
      connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -65,30 +93,6 @@ pub(super) async fn asset(path: Result<Path<String>, PathRejection>) -> Result<R
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Login {
-    token: String,
-}
-
-/// `POST /ui/login` with `{"token": "<admin token>"}`: 204 and the session cookie, or 403.
-pub(super) async fn login<S: Service>(
-    State(state): State<AppState<S>>,
-    JsonBody(login): JsonBody<Login>,
-) -> Result<Response, ApiError> {
-    let token = login.token.trim();
-    if token.is_empty() || !constant_time_eq(hash_token(token).as_bytes(), state.config.admin_token_hash.as_bytes()) {
-        return Err(ApiError::Forbidden { resource: "the web view (that is not the admin token)".into() });
-    }
-    let cookie = session::issue(&state.config.admin_token_hash, state.config.secure_cookies);
-    Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response())
-}
-
-/// `POST /ui/logout`: 204, and the browser forgets the session.
-pub(super) async fn logout<S: Service>(State(state): State<AppState<S>>) -> Response {
-    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, session::clear(state.config.secure_cookies))]).into_response()
-}
-
 /// `GET /ui/api/stacks`.
 pub(super) async fn stacks<S: Service>(
     _: AdminSession,
@@ -98,16 +102,15 @@ pub(super) async fn stacks<S: Service>(
 }
 
 /// A stack's graph and its drawing.
-#[derive(Serialize, PartialEq)]
-struct GraphView {
-    graph: StackGraph,
+#[derive(Serialize)]
+struct GraphView<'graph> {
+    graph: &'graph StackGraph,
     svg: String,
 }
 
-impl GraphView {
-    fn of(graph: StackGraph) -> GraphView {
-        let svg = to_svg(&graph);
-        GraphView { graph, svg }
+impl GraphView<'_> {
+    fn of(graph: &StackGraph) -> GraphView<'_> {
+        GraphView { graph, svg: to_svg(graph) }
     }
 }
 
@@ -118,7 +121,8 @@ pub(super) async fn stack<S: Service>(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(name) = path?;
-    Ok(Json(GraphView::of(state.service.stack_graph(&name).await?)).into_response())
+    let graph = state.service.stack_graph(&name).await?;
+    Ok(Json(GraphView::of(&graph)).into_response())
 }
 
 /// `GET /ui/api/stacks/{name}/nodes/{node}`: the side panel's `NodeDetail`.
@@ -176,43 +180,14 @@ pub(super) async fn servers<S: Service>(
     Ok(Json(views))
 }
 
-/// `GET /ui/api/stacks/{name}/watch`: Server-Sent Events. `graph` (`{graph, svg}`) at once and
-/// again whenever the graph changes; `gone` when the stack is deleted. Ends with the shim.
+/// `GET /ui/api/stacks/{name}/watch`: the stack's live stream (see `live`).
 pub(super) async fn watch<S: Service>(
-    _: AdminSession,
+    caller: AdminSession,
+    ClientPeer(peer): ClientPeer,
+    client: Option<Extension<Peer>>,
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     let Path(name) = path?;
-    let first = state.service.stack_graph(&name).await?;
-    let stream = futures_util::stream::unfold(
-        (state, name, Some(first), None::<StackGraph>),
-        |(state, name, mut next, mut last)| async move {
-            loop {
-                if let Some(graph) = next.take() {
-                    if last.as_ref() != Some(&graph) {
-                        let view = GraphView::of(graph.clone());
-                        let event = Event::default().event("graph").json_data(&view).unwrap_or_default();
-                        last = Some(graph);
-                        return Some((Ok(event), (state, name, None, last)));
-                    }
-                }
-                tokio::select! {
-                    () = state.shutdown.cancelled() => return None,
-                    () = tokio::time::sleep(WATCH_INTERVAL) => {}
-                }
-                match state.service.stack_graph(&name).await {
-                    Ok(graph) => next = Some(graph),
-                    Err(ServiceError::NotFound { .. }) => {
-                        let gone = Event::default().event("gone").data(name.clone());
-                        // One `gone`, then the stream ends (`last` is taken as the marker).
-                        return if last.take().is_some() { Some((Ok(gone), (state, name, None, None))) } else { None };
-                    }
-                    // A database hiccup: try again at the next tick.
-                    Err(_) => {}
-                }
-            }
-        },
-    );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    live::watch(&state, caller.session, (peer, client.map(|Extension(client)| client)), &name).await
 }

@@ -1,11 +1,12 @@
-//! The web view's login: the admin token, given once to `POST /ui/login`, becomes a session
+//! The web view's sessions: the admin token, given once to `POST /ui/login`, becomes a session
 //! cookie (`anneal_ui`, HttpOnly, SameSite=Strict, Path=/ui, Secure over TLS) that holds no
-//! token, only its expiry and an HMAC of it keyed by the admin token's hash. So it is valid on
-//! every replica sharing the token, dies with a new admin token, and a stolen cookie opens the
-//! read-only view for at most `SESSION_SECS`, never the API. The `AdminSession` extractor
-//! accepts that cookie or the admin bearer token.
-
-use std::time::{SystemTime, UNIX_EPOCH};
+//! token, only a random id. The store keeps the session under a key, an HMAC of the id keyed by
+//! the admin token's hash (so neither the id nor the token is stored, and a new admin token
+//! makes every session's key another one: they all end), with its expiry; `POST /ui/logout`
+//! deletes it, so a copied cookie stops working at once, on every replica sharing the database.
+//! A stolen cookie opens the read-only view for at most `SESSION_SECS`, never the API. The
+//! `AdminSession` extractor accepts that cookie (one primary-key read) or the admin bearer
+//! token.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -16,14 +17,17 @@ use sha2::Sha256;
 use crate::api::auth::Admin;
 use crate::api::{ApiError, AppState};
 use crate::model::Service;
-use crate::token::constant_time_eq;
+use crate::token::{hex, is_well_formed, new_token};
 
 pub(super) const COOKIE: &str = "anneal_ui";
 /// How long a login lasts: a working day.
 pub(super) const SESSION_SECS: u64 = 12 * 3600;
 
 /// Proof that the request comes from a logged-in view (or carries the admin bearer token).
-pub(crate) struct AdminSession;
+pub(crate) struct AdminSession {
+    /// The session's key; `None` for the admin bearer token, which has no session.
+    pub(super) session: Option<String>,
+}
 
 impl<S: Service> FromRequestParts<AppState<S>> for AdminSession {
     type Rejection = ApiError;
@@ -31,20 +35,37 @@ impl<S: Service> FromRequestParts<AppState<S>> for AdminSession {
     async fn from_request_parts(parts: &mut Parts, state: &AppState<S>) -> Result<AdminSession, ApiError> {
         if parts.headers.contains_key(header::AUTHORIZATION) {
             Admin::from_request_parts(parts, state).await?;
-            return Ok(AdminSession);
+            return Ok(AdminSession { session: None });
         }
-        match cookie(&parts.headers, COOKIE) {
-            Some(value) if verify(&state.config.admin_token_hash, value, now()) => Ok(AdminSession),
-            _ => Err(ApiError::Unauthenticated),
+        let Some(key) = cookie_key(&parts.headers, &state.config.admin_token_hash) else {
+            return Err(ApiError::Unauthenticated);
+        };
+        if state.service.ui_session_valid(&key).await? {
+            Ok(AdminSession { session: Some(key) })
+        } else {
+            Err(ApiError::Unauthenticated)
         }
     }
 }
 
-/// The `Set-Cookie` value of a new session.
-pub(super) fn issue(admin_token_hash: &str, secure: bool) -> String {
-    let expires = now() + SESSION_SECS;
-    let value = format!("{expires}.{}", signature(admin_token_hash, expires));
-    attributes(&value, SESSION_SECS, secure)
+/// A new session: its cookie's id and the key the store keeps it under.
+pub(super) fn new_session(admin_token_hash: &str) -> Result<(String, String), ApiError> {
+    let id = new_token().map_err(|error| ApiError::Rejected {
+        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        message: format!("cannot make a session id: {error}"),
+    })?;
+    let key = session_key(admin_token_hash, &id);
+    Ok((id, key))
+}
+
+/// The key of the session whose cookie the request carries, if it carries one of our shape.
+pub(super) fn cookie_key(headers: &HeaderMap, admin_token_hash: &str) -> Option<String> {
+    cookie(headers, COOKIE).filter(|id| is_well_formed(id)).map(|id| session_key(admin_token_hash, id))
+}
+
+/// The `Set-Cookie` value of the session `id`.
+pub(super) fn set_cookie(id: &str, secure: bool) -> String {
+    attributes(id, SESSION_SECS, secure)
 }
 
 /// The `Set-Cookie` value that ends the session in the browser.
@@ -57,18 +78,13 @@ fn attributes(value: &str, max_age: u64, secure: bool) -> String {
     format!("{COOKIE}={value}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}")
 }
 
-/// Whether `value` is a session of this admin token that has not expired at `now`.
-pub(super) fn verify(admin_token_hash: &str, value: &str, now: u64) -> bool {
-    let Some((expires, signed)) = value.split_once('.') else { return false };
-    let Ok(expires) = expires.parse::<u64>() else { return false };
-    expires > now && constant_time_eq(signature(admin_token_hash, expires).as_bytes(), signed.as_bytes())
-}
-
-fn signature(admin_token_hash: &str, expires: u64) -> String {
+/// What the store knows a session by: never the id itself, and another key under another
+/// admin token.
+fn session_key(admin_token_hash: &str, id: &str) -> String {
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(admin_token_hash.as_bytes()) else { return String::new() };
     mac.update(b"anneal-ui-session\0");
-    mac.update(expires.to_string().as_bytes());
-    mac.finalize().into_bytes().iter().map(|byte| format!("{byte:02x}")).collect()
+    mac.update(id.as_bytes());
+    hex(&mac.finalize().into_bytes())
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.
@@ -83,39 +99,36 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_session_is_valid_for_its_token_until_it_expires() {
-        let cookie = issue("hash-a", false);
-        assert!(cookie.starts_with("anneal_ui="));
+    fn a_session_cookie_holds_a_random_id_and_its_key_depends_on_the_admin_token() {
+        let (id, key) = new_session("hash-a").unwrap();
+        assert!(is_well_formed(&id));
+        assert_ne!(new_session("hash-a").unwrap().0, id, "ids are random");
+        assert!(!key.contains(&id), "the key does not reveal the id");
+        assert_eq!(session_key("hash-a", &id), key);
+        assert_ne!(session_key("hash-b", &id), key, "another admin token's key is another");
+        let cookie = set_cookie(&id, false);
+        assert!(cookie.starts_with(&format!("anneal_ui={id};")));
         assert!(cookie.contains("; HttpOnly; SameSite=Strict; Max-Age=43200") && !cookie.contains("Secure"));
-        assert!(issue("hash-a", true).ends_with("; Secure"));
-        let value = cookie.trim_start_matches("anneal_ui=").split(';').next().unwrap();
-        assert!(verify("hash-a", value, now()));
-        assert!(!verify("hash-b", value, now()), "another admin token's sessions are not valid");
-        let expires: u64 = value.split('.').next().unwrap().parse().unwrap();
-        assert!(!verify("hash-a", value, expires), "expired");
-        let later = format!("{}.{}", expires + 3600, value.split('.').nth(1).unwrap());
-        assert!(!verify("hash-a", &later, now()), "the expiry is signed");
-        for forged in ["", ".", "x.y", "99999999999.", "1.00", &format!("{expires}.{}", "0".repeat(64))] {
-            assert!(!verify("hash-a", forged, now()), "{forged:?}");
-        }
+        assert!(set_cookie(&id, true).ends_with("; Secure"));
+        assert!(clear(false).contains("Max-Age=0"));
     }
 
     #[test]
-    fn the_cookie_is_found_among_others() {
+    fn the_cookie_is_found_among_others_and_only_in_our_shape() {
         let mut headers = HeaderMap::new();
         headers.append(header::COOKIE, "a=1; anneal_ui=v.s".parse().unwrap());
         assert_eq!(cookie(&headers, COOKIE), Some("v.s"));
+        assert_eq!(cookie_key(&headers, "hash"), None, "not an id of ours");
         headers.clear();
         headers.append(header::COOKIE, "anneal_uix=1".parse().unwrap());
         assert_eq!(cookie(&headers, COOKIE), None);
+        headers.clear();
+        headers.append(header::COOKIE, format!("anneal_ui={}", "ab".repeat(32)).parse().unwrap());
+        assert_eq!(cookie_key(&headers, "hash"), Some(session_key("hash", &"ab".repeat(32))));
     }
 }

@@ -1,6 +1,7 @@
 //! The LISTEN side of cross-replica wake-ups: one connection per replica, on its own task,
-//! `LISTEN`ing on the documents channel. Each notification (a JSON list of server names a
-//! committed transaction changed) becomes a `DocumentNotice::Changed`; every (re)connect
+//! `LISTEN`ing on the documents and stacks channels. Each notification (a JSON list of the server
+//! or stack names a committed transaction changed) becomes a `DocumentNotice::Changed` or
+//! `DocumentNotice::StacksChanged`; every (re)connect
 //! becomes a `DocumentNotice::Resync`, since whatever was committed while the connection was
 //! down was not heard. The connection is re-made with a capped backoff until shutdown.
 
@@ -11,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-use super::DOCUMENTS_CHANNEL;
+use super::{DOCUMENTS_CHANNEL, STACKS_CHANNEL};
 use crate::store::DocumentNotice;
 
 /// Notices not yet taken by the engine; beyond this the listener waits (the engine reads
@@ -62,7 +63,8 @@ async fn listen_once(
         while let Some(message) = stream.next().await {
             match message {
                 Ok(AsyncMessage::Notification(notification)) => {
-                    if messages_sender.send(Ok(notification.payload().to_owned())).await.is_err() {
+                    let heard = (notification.channel().to_owned(), notification.payload().to_owned());
+                    if messages_sender.send(Ok(heard)).await.is_err() {
                         return;
                     }
                 }
@@ -74,7 +76,7 @@ async fn listen_once(
             }
         }
     });
-    let listened = client.batch_execute(&format!("LISTEN {DOCUMENTS_CHANNEL}")).await;
+    let listened = client.batch_execute(&format!("LISTEN {DOCUMENTS_CHANNEL}; LISTEN {STACKS_CHANNEL}")).await;
     if let Err(error) = listened {
         driver.abort();
         return Err(error);
@@ -85,8 +87,8 @@ async fn listen_once(
     }
     let result = loop {
         match messages.recv().await {
-            Some(Ok(payload)) => {
-                let notice = parse_payload(&payload).map_or(DocumentNotice::Resync, DocumentNotice::Changed);
+            Some(Ok((channel, payload))) => {
+                let notice = notice(&channel, &payload);
                 if sender.send(notice).await.is_err() {
                     break Ok(());
                 }
@@ -101,8 +103,12 @@ async fn listen_once(
     result
 }
 
-/// The server names of a notification; `None` for a payload that is not a list of names
-/// (nobody else should NOTIFY on this channel): then anything may have changed.
-fn parse_payload(payload: &str) -> Option<Vec<String>> {
-    serde_json::from_str::<Vec<String>>(payload).ok()
+/// What a notification on `channel` says; a payload that is not a list of names (nobody else
+/// should NOTIFY on these channels) is a resync: anything may have changed.
+fn notice(channel: &str, payload: &str) -> DocumentNotice {
+    match serde_json::from_str::<Vec<String>>(payload) {
+        Ok(names) if channel == STACKS_CHANNEL => DocumentNotice::StacksChanged(names),
+        Ok(names) => DocumentNotice::Changed(names),
+        Err(_) => DocumentNotice::Resync,
+    }
 }

@@ -20,6 +20,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, sql: SCHEMA_V1 },
     Migration { version: 2, sql: SHARED_SECRETS_V2 },
     Migration { version: 3, sql: STACK_USAGE_V3 },
+    Migration { version: 4, sql: UI_SESSIONS_V4 },
 ];
 
 /// The advisory lock migrations hold (any number unique to anneal: "anneal-m").
@@ -40,6 +41,16 @@ CREATE TABLE shared_secrets (
 const STACK_USAGE_V3: &str = "
 ALTER TABLE stacks ADD COLUMN evaluated_bytes BIGINT NOT NULL DEFAULT 0,
     ADD COLUMN resource_count BIGINT NOT NULL DEFAULT 0;
+";
+
+/// The web view's sessions, as SQLite's version 10 (see there).
+const UI_SESSIONS_V4: &str = "
+CREATE TABLE ui_sessions (
+    key TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX ui_sessions_expires_at ON ui_sessions (expires_at);
 ";
 
 /// The tables of the SQLite schema (see the SQLite backend's schema for what each holds).

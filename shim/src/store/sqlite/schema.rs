@@ -25,6 +25,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 7, sql: RETIRED_AT_V7 },
     Migration { version: 8, sql: SERVER_ADDRESSES_V8 },
     Migration { version: 9, sql: STACK_USAGE_V9 },
+    Migration { version: 10, sql: UI_SESSIONS_V10 },
 ];
 
 /// What a stack's current traversal has used of its limits: the bytes its evaluations produced
@@ -33,6 +34,19 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
 const STACK_USAGE_V9: &str = "
 ALTER TABLE stacks ADD COLUMN evaluated_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE stacks ADD COLUMN resource_count INTEGER NOT NULL DEFAULT 0;
+";
+
+/// The web view's sessions (`POST /ui/login`), so that a logout revokes one for good, on every
+/// process sharing the database. A session is known by a keyed hash of the random id its cookie
+/// carries (the id is never stored); the index serves retention's pruning of expired ones. A
+/// table of its own: no earlier table changes.
+const UI_SESSIONS_V10: &str = "
+CREATE TABLE ui_sessions (
+    key TEXT NOT NULL PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX ui_sessions_expires_at ON ui_sessions (expires_at);
 ";
 
 /// What `server add --address/--network` registered, for the address attributes of an

@@ -3,6 +3,6 @@
 //! wraps it: see `store::cache`.
 
 use super::access::SqliteTx;
-use super::{nodes, records, servers, stacks};
+use super::{nodes, records, servers, sessions, stacks};
 
 crate::store::dispatch::impl_tx!(SqliteTx<'_>);

@@ -164,3 +164,40 @@ fn version_8_gives_existing_servers_no_addresses() {
     run(&store, |tx| tx.insert_server(&registered));
     assert_eq!(run(&store, |tx| tx.server("web2")), Some(registered));
 }
+
+/// Version 10 adds the web view's sessions in a table of their own: a database written before it
+/// opens, its tables are as they were (definitions and rows), and sessions can be kept at once.
+#[test]
+fn version_10_adds_ui_sessions_and_changes_no_earlier_table() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    let previous: Vec<Migration> = MIGRATIONS
+        .iter()
+        .filter(|migration| migration.version < 10)
+        .map(|migration| Migration { version: migration.version, sql: migration.sql })
+        .collect();
+    let older = SqliteStore::open_with_migrations(&path, &previous).unwrap();
+    run(&older, |tx| {
+        tx.insert_server(&super::server_row("web1"))?;
+        tx.insert_stack(&super::stack_row("app"), "heat_template_version: 2018-08-31")
+    });
+    drop(older);
+    let definitions = || {
+        let connection = raw_connection(&path);
+        let mut statement = connection
+            .prepare("SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'ui_sessions%' ORDER BY name")
+            .unwrap();
+        let rows = statement.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?)));
+        rows.unwrap().map(Result::unwrap).collect::<Vec<_>>()
+    };
+    let before = definitions();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(schema_versions(&path)[..10], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(definitions(), before, "no earlier table or index changed");
+    assert_eq!(run(&store, |tx| tx.server("web1")), Some(super::server_row("web1")));
+    assert!(run(&store, |tx| tx.stack("app")).is_some());
+    let session = UiSessionRow { key: "k".repeat(64), created_at: 1, expires_at: 2 };
+    assert!(run(&store, |tx| tx.insert_ui_session(&session)));
+    assert_eq!(run(&store, |tx| tx.ui_session(&session.key)), Some(session));
+}
