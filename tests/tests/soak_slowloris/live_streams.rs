@@ -17,14 +17,15 @@ use super::{P99_LIMIT, POLL_EVERY, connect_from, poll_once};
 
 /// Plain resources of the large stack (chains of 20) and deployments to vm2, which the test
 /// signals one by one to change the graph while the streams follow it.
-const PLAIN_RESOURCES: usize = 980;
+const PLAIN_RESOURCES: usize = 979;
 const DEPLOYMENTS: usize = 20;
 const SESSIONS: usize = 50;
 const STREAMS_PER_SESSION: usize = 8;
 const SESSIONS_PER_ADDRESS: usize = 4;
 const CHANGE_EVERY: Duration = Duration::from_millis(500);
 
-/// The template of the large stack: `PLAIN_RESOURCES` + a config + `DEPLOYMENTS` nodes.
+/// The template of the large stack: `PLAIN_RESOURCES` + a config + `DEPLOYMENTS` nodes, 1,000 in
+/// all (the most a stack may have: `max_resources_per_stack`).
 fn large_template() -> String {
     let mut template = String::from(
         "heat_template_version: 2018-08-31\nresources:\n  config:\n    type: OS::Heat::SoftwareConfig\n    \
