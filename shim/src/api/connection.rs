@@ -124,34 +124,31 @@ async fn serve_tcp(
 ) {
     let Admission { slot, closed } = admission;
     let (stream, peer) = SharedStream::new(stream);
-    let context = ConnectionContext { peer: Some(peer), slot: slot.clone() };
-    let shutdown_before_a_head = {
-        let shutdown = shutdown.clone();
-        async move {
-            shutdown.cancelled().await;
-            if slot.has_sent_a_head() {
-                std::future::pending::<()>().await;
-            }
-        }
-    };
+    let context = ConnectionContext { peer: Some(peer), slot };
     // TLS (see `tls`): the handshake first, within its own deadline; `peer` still watches the
-    // TCP socket underneath.
-    let served = async {
-        match tls {
-            None => serve_connection(stream, context, app, shutdown).await,
-            Some(acceptor) => {
-                if let Some(stream) = super::tls::handshake(&acceptor, stream).await {
-                    serve_connection(stream, context, app, shutdown).await;
-                }
+    // TCP socket underneath. No request head can have come before it ends, so the gate's
+    // closing and shutdown end it at once.
+    match tls {
+        None => serve_connection(stream, context, app, Ending { shutdown, closed }).await,
+        Some(acceptor) => {
+            let handshake = tokio::select! {
+                stream = super::tls::handshake(&acceptor, stream) => stream,
+                () = closed.cancelled() => None,
+                () = shutdown.cancelled() => None,
+            };
+            if let Some(stream) = handshake {
+                serve_connection(stream, context, app, Ending { shutdown, closed }).await;
             }
         }
-    };
-    tokio::select! {
-        () = served => {}
-        () = closed.cancelled() => tracing::debug!("closed a connection without a request head to make room"),
-        // Nothing is in flight on it: shutting down need not wait for its head timeout.
-        () = shutdown_before_a_head => {}
     }
+}
+
+/// What ends a connection from the shim's side: `shutdown` (gracefully: requests in flight
+/// finish; at once while it has sent no request head) and `closed`, cancelled when the gate
+/// closes the connection, which has sent no request head, to make room.
+pub(super) struct Ending {
+    pub(super) shutdown: CancellationToken,
+    pub(super) closed: CancellationToken,
 }
 
 /// What every request of a connection carries as extensions: the socket to watch during a
@@ -165,10 +162,13 @@ pub(super) struct ConnectionContext {
 
 /// Serves HTTP/1.1 on one connection, whatever its transport (plain TCP here; a TLS stream
 /// wraps the same `SharedStream`), until it closes or `shutdown` ends it gracefully.
-pub(super) async fn serve_connection<I>(io: I, context: ConnectionContext, app: Router, shutdown: CancellationToken)
+/// The two ends are watched in this one `select!` (not around it): every held long-poll's
+/// connection keeps this future, so it stays small.
+pub(super) async fn serve_connection<I>(io: I, context: ConnectionContext, app: Router, ending: Ending)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let slot = context.slot.clone();
     let service = TowerToHyperService::new(app.map_request(move |mut request: Request<Incoming>| {
         if let Some(peer) = &context.peer {
             request.extensions_mut().insert(peer.clone());
@@ -190,7 +190,17 @@ where
             }
             return;
         }
-        () = shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+        () = ending.closed.cancelled() => {
+            tracing::debug!("closed a connection without a request head to make room");
+            return;
+        }
+        // Nothing is in flight on a connection without a head: it need not wait for its timeout.
+        () = ending.shutdown.cancelled() => {
+            if !slot.has_sent_a_head() {
+                return;
+            }
+            connection.as_mut().graceful_shutdown();
+        }
     }
     if let Err(error) = connection.await {
         tracing::debug!(error = %error, "connection ended with an error during shutdown");

@@ -131,6 +131,11 @@ pub fn router_with_shutdown<S: Service>(service: Arc<S>, config: ApiConfig, shut
     let body_deadline = config.body_deadline;
     let state = AppState { service, config: Arc::new(config), shutdown, view: Arc::default() };
     let served = ROUTES.iter().fold(Router::new(), |router, route| {
+        // GET and DELETE handlers never read a body: no guard, whose state every held long-poll
+        // would otherwise carry (a few hundred bytes each, times 10,000 agents).
+        if !route.method.takes_a_body() {
+            return router.route(route.path, routes::method_router(route));
+        }
         // A route without a credential reads its body before anything is checked: a small one.
         let max_bytes = if route.credential == Credential::Public { PUBLIC_BODY_LIMIT } else { body_limit };
         let rules = body::BodyRules { idle: BODY_IDLE_TIMEOUT, whole: body_deadline, max_bytes };

@@ -27,6 +27,14 @@ impl Method {
         }
     }
 
+    /// Whether the route's handler reads a request body (only those get a body guard).
+    pub fn takes_a_body(self) -> bool {
+        match self {
+            Method::Post | Method::Put => true,
+            Method::Get | Method::Delete => false,
+        }
+    }
+
     fn filter(self) -> MethodFilter {
         match self {
             Method::Get => MethodFilter::GET,
