@@ -307,6 +307,26 @@ async fn a_route_without_a_credential_reads_a_few_kib_at_most() {
     assert_eq!(status, 204, "{body}");
 }
 
+/// GET and DELETE routes carry no body guard (a held long-poll would keep its state): a body
+/// sent with one is never read, the answer comes at once and the connection is closed, so the
+/// body cannot pin anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_sent_with_a_get_is_left_unread_and_its_connection_closed() {
+    let served = serve(|_| {}).await;
+    let mut stream = connect_from(1, served.address).await;
+    let head = format!(
+        "GET /v1/stacks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nContent-Length: 1048576\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("send the head");
+    stream.write_all(&[b'a'; 1000]).await.expect("send a little of the body");
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut received)).await;
+    let text = String::from_utf8_lossy(&received);
+    assert!(read.is_ok(), "the connection stayed open, waiting for the body: {text}");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.to_ascii_lowercase().contains("connection: close"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_in_flight_are_bounded_per_address_in_all_and_per_token() {
     const MIB: usize = 1 << 20;
