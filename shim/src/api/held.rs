@@ -37,8 +37,9 @@ struct HeldPoll {
 pub(super) struct PollEnd(CancellationToken);
 
 impl PollEnd {
-    pub(super) async fn ended(&self) {
-        self.0.cancelled().await;
+    /// Cancelled when the poll is ended early.
+    pub(super) fn token(&self) -> &CancellationToken {
+        &self.0
     }
 }
 

@@ -259,10 +259,10 @@ pub(super) struct Held {
 }
 
 impl Held {
-    /// Completes when the gate ends this poll early (a newer poll of the same server took its
+    /// Cancelled when the gate ends this poll early (a newer poll of the same server took its
     /// place): answer it as unchanged.
-    pub(super) async fn ended(&self) {
-        self.end.ended().await;
+    pub(super) fn ended_early(&self) -> &CancellationToken {
+        self.end.token()
     }
 }
 
