@@ -203,12 +203,37 @@ fn derived_inputs(config: &ConfigDefinition, publication: &Publication<'_>) -> V
 /// key, as in Heat; a nested stack's deployments once had the root's stack id, now their nested
 /// stack's) does not rerun finished deployments.
 pub fn fingerprint(entry: &Value, server: &str) -> String {
+    fingerprint_leaving_out(entry, server, CURRENT_UNFINGERPRINTED)
+}
+
+/// The inputs the current fingerprint leaves out.
+const CURRENT_UNFINGERPRINTED: &[&str] =
+    &["deploy_action", "deploy_signal_id", "deploy_signal_verb", "deploy_resource_name", "deploy_stack_id"];
+
+/// The inputs earlier versions' fingerprints left out, newest first: `deploy_resource_name` was
+/// added to them in 2192cc9 and `deploy_stack_id` in ab6dd01. A deployment published by such a
+/// version holds a fingerprint made so, and the first update after an upgrade compares the new
+/// entry against it the same way (issue 32: every deployment re-ran once otherwise).
+const EARLIER_UNFINGERPRINTED: &[&[&str]] = &[
+    &["deploy_action", "deploy_signal_id", "deploy_signal_verb", "deploy_resource_name"],
+    &["deploy_action", "deploy_signal_id", "deploy_signal_verb"],
+];
+
+/// Whether `stored`, a fingerprint this or an earlier version made, is `entry`'s: the current
+/// way first, then each earlier one. An entry of a deployment published before an upgrade,
+/// unchanged by the update, matches; a changed one matches none.
+pub fn fingerprint_matches(stored: &str, entry: &Value, server: &str) -> bool {
+    stored == fingerprint(entry, server)
+        || EARLIER_UNFINGERPRINTED.iter().any(|left_out| stored == fingerprint_leaving_out(entry, server, left_out))
+}
+
+fn fingerprint_leaving_out(entry: &Value, server: &str, left_out: &[&str]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(server.as_bytes());
     hasher.update(b"\n");
     // Written into the hash as it is serialised: no copy of the entry, no text of it.
     let mut sink = HashSink(&mut hasher);
-    if serde_json::to_writer(&mut sink, &Essential(entry)).is_err() {
+    if serde_json::to_writer(&mut sink, &Essential { entry, left_out }).is_err() {
         // A Value always serialises; should it not, the fingerprint still differs from any
         // other entry's (an update reruns the deployment, which is the safe side).
         hasher.update(b"\0unserialisable");
@@ -220,11 +245,15 @@ pub fn fingerprint(entry: &Value, server: &str) -> String {
 /// without the ones named in `fingerprint`. The key order is the one the stored fingerprints
 /// were computed with: that of `Map::remove` under serde_json's `preserve_order`, which swaps
 /// the last key into the removed one's place.
-struct Essential<'a>(&'a Value);
+struct Essential<'a> {
+    entry: &'a Value,
+    /// The inputs left out.
+    left_out: &'a [&'a str],
+}
 
 impl Serialize for Essential<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Value::Object(map) = self.0 else { return self.0.serialize(serializer) };
+        let Value::Object(map) = self.entry else { return self.entry.serialize(serializer) };
         let mut keys: Vec<&String> = map.keys().collect();
         for removed in ["id", "creation_time"] {
             if let Some(index) = keys.iter().position(|key| key.as_str() == removed) {
@@ -234,7 +263,9 @@ impl Serialize for Essential<'_> {
         let mut out = serializer.serialize_map(Some(keys.len()))?;
         for key in keys {
             match &map[key.as_str()] {
-                Value::Array(inputs) if key == "inputs" => out.serialize_entry(key, &FingerprintedInputs(inputs))?,
+                Value::Array(inputs) if key == "inputs" => {
+                    out.serialize_entry(key, &FingerprintedInputs { inputs, left_out: self.left_out })?
+                }
                 value => out.serialize_entry(key, value)?,
             }
         }
@@ -242,20 +273,16 @@ impl Serialize for Essential<'_> {
     }
 }
 
-struct FingerprintedInputs<'a>(&'a [Value]);
+struct FingerprintedInputs<'a> {
+    inputs: &'a [Value],
+    left_out: &'a [&'a str],
+}
 
 impl Serialize for FingerprintedInputs<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let kept = self.0.iter().filter(|input| {
+        let kept = self.inputs.iter().filter(|input| {
             let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
-            !matches!(
-                name,
-                "deploy_action"
-                    | "deploy_signal_id"
-                    | "deploy_signal_verb"
-                    | "deploy_resource_name"
-                    | "deploy_stack_id"
-            )
+            !self.left_out.contains(&name)
         });
         serializer.collect_seq(kept)
     }
@@ -276,7 +303,7 @@ impl std::io::Write for HashSink<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use anneal_protocol::deployment::DERIVED_INPUTS;
 
     use super::*;
@@ -340,6 +367,11 @@ mod tests {
     /// The fingerprint as it was first computed (a clone, `Map::remove`, the text), which every
     /// stored fingerprint came from: the streamed one must give the same for any entry.
     fn fingerprint_by_text(entry: &Value, server: &str) -> String {
+        fingerprint_by_text_leaving_out(entry, server, CURRENT_UNFINGERPRINTED)
+    }
+
+    /// As the first release (2a65642) computed fingerprints, leaving out `left_out` inputs.
+    pub(crate) fn fingerprint_by_text_leaving_out(entry: &Value, server: &str, left_out: &[&str]) -> String {
         let mut essential = entry.clone();
         if let Some(map) = essential.as_object_mut() {
             map.remove("id");
@@ -348,17 +380,41 @@ mod tests {
         if let Some(inputs) = essential.get_mut("inputs").and_then(Value::as_array_mut) {
             inputs.retain(|input| {
                 let name = input.get("name").and_then(Value::as_str).unwrap_or_default();
-                !matches!(
-                    name,
-                    "deploy_action"
-                        | "deploy_signal_id"
-                        | "deploy_signal_verb"
-                        | "deploy_resource_name"
-                        | "deploy_stack_id"
-                )
+                !left_out.contains(&name)
             });
         }
         crate::token::hex(&Sha256::digest(format!("{server}\n{essential}").as_bytes()))
+    }
+
+    /// Issue 32: a deployment published before an upgrade holds a fingerprint made the earlier
+    /// way (the first release left `deploy_resource_name` and `deploy_stack_id` in); an update
+    /// that changes nothing must recognise it, one that changes the config must not.
+    #[test]
+    fn fingerprints_made_by_earlier_versions_match_the_unchanged_entry_only() {
+        let config = ConfigDefinition {
+            group: "script".into(),
+            config: json!("a"),
+            options: json!({}),
+            inputs: vec![],
+            outputs: vec![],
+        };
+        let values = Map::new();
+        let entry = build_entry(&config, &publication(&values, None)).unwrap();
+        let mut later = publication(&values, None);
+        later.derived_id = "d2";
+        later.action = Action::Update;
+        let updated = build_entry(&config, &later).unwrap();
+        let changed = build_entry(&ConfigDefinition { config: json!("b"), ..config }, &later).unwrap();
+        for left_out in EARLIER_UNFINGERPRINTED {
+            let stored = fingerprint_by_text_leaving_out(&entry, "web1", left_out);
+            assert_ne!(stored, fingerprint(&entry, "web1"), "the earlier way differs from this one");
+            assert!(fingerprint_matches(&stored, &updated, "web1"), "{left_out:?}");
+            assert!(!fingerprint_matches(&stored, &changed, "web1"), "{left_out:?}");
+            assert!(!fingerprint_matches(&stored, &updated, "web2"), "{left_out:?}");
+        }
+        // The first release's exact list, as 2a65642 wrote it.
+        let first_release = ["deploy_action", "deploy_signal_id", "deploy_signal_verb"];
+        assert!(EARLIER_UNFINGERPRINTED.contains(&first_release.as_slice()));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::tests::{TEMPLATE, deployments, engine_at, input, register, request, signal_token, status};
 use crate::model::{Service, SignalAck};
+use crate::store::Store;
 
 fn actions_of(published: &[Value]) -> Vec<String> {
     published.iter().map(|d| input(d, "deploy_action").as_str().unwrap().to_string()).collect()
@@ -458,4 +459,66 @@ resources:
 
     engine.update_stack("s", request("s", &with, &[])).await.unwrap();
     assert_ne!(actions_of(&deployments(&engine, "vm1").await), ["DELETE"], "the resource is back in the template");
+}
+
+/// Issue 32: a shim upgraded in place reran every finished deployment on the first update: the
+/// stored fingerprints were made by the first release, which left `deploy_resource_name` and
+/// `deploy_stack_id` in, and the current way never matched them. The node's fingerprint is set
+/// as the first release wrote it; an update that changes nothing reruns nothing (and stores the
+/// current fingerprint), and one that changes an input reruns exactly that deployment.
+#[tokio::test]
+async fn the_first_update_after_an_upgrade_reruns_only_what_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["vm1", "vm2"]).await;
+    let template = |message: &str| {
+        format!(
+            r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {{group: script, inputs: [{{name: msg}}], config: "#!/bin/sh\n"}}
+  first:
+    type: OS::Heat::SoftwareDeployment
+    properties: {{config: {{get_resource: config}}, server: vm1, input_values: {{msg: a}}}}
+  second:
+    type: OS::Heat::SoftwareDeployment
+    properties: {{config: {{get_resource: config}}, server: vm2, input_values: {{msg: {message}}}}}
+"##
+        )
+    };
+    engine.create_stack(request("s", &template("a"), &[])).await.unwrap();
+    for server in ["vm1", "vm2"] {
+        let published = deployments(&engine, server).await;
+        engine.deployment_signal(&signal_token(&published[0]), json!({}), None).await.unwrap();
+    }
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    let first_release = ["deploy_action", "deploy_signal_id", "deploy_signal_verb"];
+    engine
+        .store()
+        .transaction(|tx| {
+            for (server, node) in [("vm1", "first"), ("vm2", "second")] {
+                let entry = tx.entries(server)?.into_iter().find(|row| row.node == node).unwrap().entry;
+                let mut row = tx.node("s", node)?.unwrap();
+                row.record.fingerprint =
+                    Some(super::derived::tests::fingerprint_by_text_leaving_out(&entry, server, &first_release));
+                tx.update_node(&row)?;
+            }
+            Ok::<_, crate::store::StoreError>(())
+        })
+        .unwrap();
+    let ids = |published: Vec<Value>| published.iter().map(|d| d["id"].clone()).collect::<Vec<_>>();
+    let before = (ids(deployments(&engine, "vm1").await), ids(deployments(&engine, "vm2").await));
+
+    engine.update_stack("s", request("s", &template("a"), &[])).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE", "nothing changed, nothing to wait for");
+    let after = (ids(deployments(&engine, "vm1").await), ids(deployments(&engine, "vm2").await));
+    assert_eq!(after, before, "an unchanged deployment is not published again");
+
+    engine.update_stack("s", request("s", &template("b"), &[])).await.unwrap();
+    assert_eq!(ids(deployments(&engine, "vm1").await), before.0, "first is unchanged");
+    let second = deployments(&engine, "vm2").await;
+    assert_ne!(ids(second.clone()), before.1, "second's input changed: it runs again");
+    assert_eq!(actions_of(&second), ["UPDATE"]);
 }

@@ -6,7 +6,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::engine::context::{Context, new_uuid, rfc3339};
-use crate::engine::derived::{ConfigDefinition, Publication, SignalTransport, build_entry, fingerprint};
+use crate::engine::derived::{
+    ConfigDefinition, Publication, SignalTransport, build_entry, fingerprint, fingerprint_matches,
+};
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released};
 use crate::engine::secrets::{Purpose, placed};
@@ -97,7 +99,14 @@ pub fn publish(
         Err(reason) => return failed(ctx, stack, node, &reason),
     };
     let print = fingerprint(&built.entry, server);
-    if node.action != Action::Delete && node.record.fingerprint.as_deref() == Some(print.as_str()) {
+    let unchanged = node
+        .record
+        .fingerprint
+        .as_deref()
+        .is_some_and(|stored| stored == print || fingerprint_matches(stored, &built.entry, server));
+    if node.action != Action::Delete && unchanged {
+        // A fingerprint an earlier version made is replaced by this version's.
+        node.record.fingerprint = Some(print.clone());
         match node.record.outcome {
             Some(RunOutcome::Complete) => return node::complete(ctx, stack, node, "unchanged"),
             // Still running from the previous traversal: keep waiting for that run's signal.
