@@ -386,25 +386,30 @@ pub(super) mod tests {
         crate::token::hex(&Sha256::digest(format!("{server}\n{essential}").as_bytes()))
     }
 
+    /// A script config of `text`, without inputs or outputs.
+    fn script_config(text: &str) -> ConfigDefinition {
+        ConfigDefinition {
+            group: "script".into(),
+            config: json!(text),
+            options: json!({}),
+            inputs: vec![],
+            outputs: vec![],
+        }
+    }
+
     /// Issue 32: a deployment published before an upgrade holds a fingerprint made the earlier
     /// way (the first release left `deploy_resource_name` and `deploy_stack_id` in); an update
     /// that changes nothing must recognise it, one that changes the config must not.
     #[test]
     fn fingerprints_made_by_earlier_versions_match_the_unchanged_entry_only() {
-        let config = ConfigDefinition {
-            group: "script".into(),
-            config: json!("a"),
-            options: json!({}),
-            inputs: vec![],
-            outputs: vec![],
-        };
+        let config = script_config("a");
         let values = Map::new();
         let entry = build_entry(&config, &publication(&values, None)).unwrap();
         let mut later = publication(&values, None);
         later.derived_id = "d2";
         later.action = Action::Update;
         let updated = build_entry(&config, &later).unwrap();
-        let changed = build_entry(&ConfigDefinition { config: json!("b"), ..config }, &later).unwrap();
+        let changed = build_entry(&script_config("b"), &later).unwrap();
         for left_out in EARLIER_UNFINGERPRINTED {
             let stored = fingerprint_by_text_leaving_out(&entry, "web1", left_out);
             assert_ne!(stored, fingerprint(&entry, "web1"), "the earlier way differs from this one");
@@ -452,13 +457,7 @@ pub(super) mod tests {
 
     #[test]
     fn fingerprint_ignores_ids_action_resource_name_and_stack_only() {
-        let config = ConfigDefinition {
-            group: "script".into(),
-            config: json!("a"),
-            options: json!({}),
-            inputs: vec![],
-            outputs: vec![],
-        };
+        let config = script_config("a");
         let values = Map::new();
         let first = build_entry(&config, &publication(&values, None)).unwrap();
         let mut second_publication = publication(&values, None);
