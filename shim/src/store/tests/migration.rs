@@ -5,18 +5,23 @@ use serde_json::json;
 use super::{MIGRATIONS, Migration, database_path, raw_connection, run, schema_versions};
 use crate::store::*;
 
+/// A database at `path` written by a build whose newest migration is the one before `version`.
+fn open_before(path: &std::path::Path, version: u32) -> SqliteStore {
+    let previous: Vec<Migration> = MIGRATIONS
+        .iter()
+        .filter(|migration| migration.version < version)
+        .map(|migration| Migration { version: migration.version, sql: migration.sql })
+        .collect();
+    SqliteStore::open_with_migrations(path, &previous).unwrap()
+}
+
 /// Version 4 moves the `_` keys of node attributes into `nodes.record` and splits deadline
 /// keys into (stack, node, generation).
 #[test]
 fn version_4_moves_private_keys_and_splits_deadline_keys() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
-    let previous: Vec<Migration> = MIGRATIONS
-        .iter()
-        .filter(|migration| migration.version < 4)
-        .map(|migration| Migration { version: migration.version, sql: migration.sql })
-        .collect();
-    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    drop(open_before(&path, 4));
     assert_eq!(schema_versions(&path), [1, 2, 3]);
     let attributes = json!({"_id": "id-1", "config": "echo", "_definition": {"group": "script"},
         "_outcome": "COMPLETE", "_completed_once": true, "_members": ["g/a", "g/b"], "_expanded": 2,
@@ -74,12 +79,7 @@ fn version_4_moves_private_keys_and_splits_deadline_keys() {
 fn version_5_lists_each_entrys_own_signal_and_its_stacks_handles() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
-    let previous: Vec<Migration> = MIGRATIONS
-        .iter()
-        .filter(|migration| migration.version < 5)
-        .map(|migration| Migration { version: migration.version, sql: migration.sql })
-        .collect();
-    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    drop(open_before(&path, 5));
     raw_connection(&path)
         .execute_batch(
             "INSERT INTO servers (name, token_hash, created_at, metadata_version, metadata_body, published_at)
@@ -117,12 +117,7 @@ fn now_millis() -> u64 {
 fn version_7_dates_earlier_retired_hashes_now() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
-    let previous: Vec<Migration> = MIGRATIONS
-        .iter()
-        .filter(|migration| migration.version < 7)
-        .map(|migration| Migration { version: migration.version, sql: migration.sql })
-        .collect();
-    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    drop(open_before(&path, 7));
     raw_connection(&path)
         .execute_batch("INSERT INTO retired_signals (hash, stack, node) VALUES ('old', 'app', 'deploy')")
         .unwrap();
@@ -143,12 +138,7 @@ fn version_7_dates_earlier_retired_hashes_now() {
 fn version_8_gives_existing_servers_no_addresses() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
-    let previous: Vec<Migration> = MIGRATIONS
-        .iter()
-        .filter(|migration| migration.version < 8)
-        .map(|migration| Migration { version: migration.version, sql: migration.sql })
-        .collect();
-    drop(SqliteStore::open_with_migrations(&path, &previous).unwrap());
+    drop(open_before(&path, 8));
     raw_connection(&path)
         .execute_batch(
             "INSERT INTO servers (name, token_hash, created_at, metadata_version, metadata_body, published_at)
@@ -171,12 +161,7 @@ fn version_8_gives_existing_servers_no_addresses() {
 fn version_10_adds_ui_sessions_and_changes_no_earlier_table() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
-    let previous: Vec<Migration> = MIGRATIONS
-        .iter()
-        .filter(|migration| migration.version < 10)
-        .map(|migration| Migration { version: migration.version, sql: migration.sql })
-        .collect();
-    let older = SqliteStore::open_with_migrations(&path, &previous).unwrap();
+    let older = open_before(&path, 10);
     run(&older, |tx| {
         tx.insert_server(&super::server_row("web1"))?;
         tx.insert_stack(&super::stack_row("app"), "heat_template_version: 2018-08-31")
