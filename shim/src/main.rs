@@ -45,6 +45,7 @@ fn main() -> ExitCode {
             metrics_token_file,
             retention,
             max_resources_per_stack,
+            max_deployment_bytes_per_stack,
         } => {
             let environment_token = std::env::var("ANNEAL_TOKEN").ok();
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
                 metrics_token_file,
                 retention,
                 max_resources: max_resources_per_stack,
+                max_deployment_bytes: max_deployment_bytes_per_stack,
             };
             runtime.block_on(serve::serve(args))
         }

@@ -13,7 +13,7 @@ use anneal_runtime::cancel_on_signal;
 use anneal_shim::api::tls::{self, TlsFiles};
 use anneal_shim::api::{self, ApiConfig, ConnectionLimits, MIN_OPEN_FILES};
 use anneal_shim::client::cli::RetentionArgs;
-use anneal_shim::engine::{self, Engine, EngineConfig, TokenKey};
+use anneal_shim::engine::{self, Engine, EngineConfig, MaxDeploymentBytes, TokenKey};
 use anneal_shim::store::{self, DatabaseUrl, HistoryRetention, PgStore, SqliteStore, Store};
 use anneal_shim::template::MaxResources;
 use anneal_shim::token;
@@ -35,6 +35,8 @@ pub struct ServeArgs {
     pub retention: RetentionArgs,
     /// `--max-resources-per-stack` (Heat's max_resources_per_stack).
     pub max_resources: MaxResources,
+    /// `--max-deployment-bytes-per-stack`.
+    pub max_deployment_bytes: MaxDeploymentBytes,
 }
 
 /// The store and the secrets every request is checked with, however the backend keeps them.
@@ -172,7 +174,12 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
     let engine = Engine::new(
         store,
         key,
-        EngineConfig { replica_urls, max_resources: args.max_resources, ..EngineConfig::new(public_url.clone()) },
+        EngineConfig {
+            replica_urls,
+            max_resources: args.max_resources,
+            max_deployment_bytes: args.max_deployment_bytes,
+            ..EngineConfig::new(public_url.clone())
+        },
     );
     let sweeper = tokio::spawn(engine::sweeper::run(engine.clone(), shutdown.clone()));
     let replication = tokio::spawn(engine::replication::run(engine.clone(), shutdown.clone()));

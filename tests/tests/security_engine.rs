@@ -6,7 +6,9 @@
 //! docs/security.md and docs/http-api.md). A YAML alias bomb in a template is refused with 400
 //! naming the limit while the shim goes on answering polls (docs/templates.md, "The document"),
 //! and a template of many results each under the per-result cap is refused with 400 naming the
-//! evaluation budget, fast and without the shim's memory growing (docs/templates.md, "Limits").
+//! evaluation budget, fast and without the shim's memory growing (docs/templates.md, "Limits");
+//! so are deployments and group members whose copies of one large config would pass the stack's
+//! limit on what it publishes.
 
 use std::time::Duration;
 
@@ -162,6 +164,24 @@ async fn a_yaml_alias_bomb_is_refused_naming_the_limit_while_polls_are_answered(
     assert_eq!(shim.cli_json(&["stack", "list", "--json"]).await, json!([]), "nothing is stored");
 }
 
+/// Creates stack `name` from `template` with parameter `big`, which must be refused with 400
+/// and store nothing; the answer and how long it took.
+async fn refused_create(shim: &Shim, name: &str, template: &str, big: &str) -> (String, Duration) {
+    let body = json!({"name": name, "template": template, "parameters": {"big": big}});
+    let started = std::time::Instant::now();
+    let response = tokio::time::timeout(Duration::from_secs(60), shim.post_stack(&body))
+        .await
+        .expect("the create is answered within 60 s");
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    let answer = response.text().await.expect("a body");
+    println!("{name}: {status} after {elapsed:?}");
+    assert_eq!(status, 400, "{}", answer.chars().take(600).collect::<String>());
+    let shown = shim.cli(&["stack", "show", name, "--json"]).await;
+    assert_ne!(shown.code, 0, "nothing was stored: {}", shown.stdout);
+    (answer, elapsed)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_of_many_capped_results_is_refused_naming_the_evaluation_budget() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -171,22 +191,53 @@ async fn a_template_of_many_capped_results_is_refused_naming_the_evaluation_budg
     // times (16 MiB, under the per-result cap).
     for (name, values) in [("sixty", 60), ("two-hundred", 200)] {
         let template = replaced_values(values, 10, 32, "");
-        let body = json!({"name": name, "template": template, "parameters": {"big": big}});
-        let started = std::time::Instant::now();
-        let response = tokio::time::timeout(Duration::from_secs(30), shim.post_stack(&body))
-            .await
-            .expect("the create is answered within 30 s");
-        let elapsed = started.elapsed();
-        let status = response.status().as_u16();
-        let answer = response.text().await.expect("a body");
-        println!("{values} values: {status} after {elapsed:?}");
-        assert_eq!(status, 400, "{}", answer.chars().take(600).collect::<String>());
+        let (answer, elapsed) = refused_create(&shim, name, &template, &big).await;
         assert!(answer.contains("over the evaluation budget: more than 67108864 bytes (64 MiB)"), "{answer}");
         assert!(elapsed < Duration::from_secs(10), "refused after {elapsed:?}");
-        let shown = shim.cli(&["stack", "show", name, "--json"]).await;
-        assert_ne!(shown.code, 0, "nothing was stored: {}", shown.stdout);
     }
     let peak = peak_rss_mib(shim.pid().expect("the shim runs"));
     println!("the shim's peak RSS: {peak} MiB");
     assert!(peak < 250, "the shim's peak RSS was {peak} MiB");
+}
+
+/// A config of 30 copies of the 0.5 MB parameter `big` (15 MB, under the per-result cap) and
+/// `deployments` deployments of it to vm1, then `more` (resource lines, two spaces in).
+fn copied_config(deployments: usize, more: &str) -> String {
+    let value =
+        format!("{{str_replace: {{template: \"{}\", params: {{\"$p\": {{get_param: big}}}}}}}}", "$p".repeat(30));
+    let mut text = format!(
+        "heat_template_version: 2018-08-31\nparameters:\n  big: {{type: string}}\nresources:\n  config: {{type: \
+         OS::Heat::SoftwareConfig, properties: {{group: script, config: {value}}}}}\n"
+    );
+    for index in 0..deployments {
+        text.push_str(&format!(
+            "  d{index}: {{type: OS::Heat::SoftwareDeployment, properties: {{config: {{get_resource: config}}, server: vm1}}}}\n"
+        ));
+    }
+    text.push_str(more);
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_a_large_config_past_the_stacks_limit_are_refused_without_the_memory_they_would_take() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shim = Shim::start().await;
+    shim.cli_ok(&["server", "add", "vm1"]).await;
+    let big = "x".repeat(500_000);
+    let members: String = (0..990).map(|index| format!("m{index}: vm1, ")).collect();
+    let group = format!(
+        "  group: {{type: OS::Heat::SoftwareDeploymentGroup, properties: {{config: {{get_resource: config}}, servers: {{{members}}}}}}}\n"
+    );
+    // 40 deployments of a 15 MB config stored 630 MB and took the shim to 2.1 GB before the
+    // limit; 990 members of it would have been 15 GB.
+    for (name, template, resource) in
+        [("deployments", copied_config(40, ""), "resource d"), ("group", copied_config(0, &group), "resource group: ")]
+    {
+        let (answer, _) = refused_create(&shim, name, &template, &big).await;
+        assert!(answer.contains(resource), "names the resource: {answer}");
+        assert!(answer.contains("over its limit of 134217728 bytes (128 MiB"), "{answer}");
+    }
+    let peak = peak_rss_mib(shim.pid().expect("the shim runs"));
+    println!("the shim's peak RSS: {peak} MiB");
+    assert!(peak < 700, "the shim's peak RSS was {peak} MiB");
 }

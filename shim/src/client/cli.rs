@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// `--log-format`: the one type both binaries share (see anneal-runtime).
 pub use anneal_runtime::LogFormat;
 
+use crate::engine::MaxDeploymentBytes;
 use crate::template::MaxResources;
 
 /// Where the client looks for the API when neither `--url` nor `ANNEAL_URL` says.
@@ -65,6 +66,11 @@ pub enum Command {
         /// nested stacks' and resource groups', and deployment group members; -1 for no limit.
         #[arg(long, value_name = "N", default_value = "1000", allow_negative_numbers = true)]
         max_resources_per_stack: MaxResources,
+        /// The most bytes a stack's deployments may publish to servers' documents (each
+        /// deployment and group member holds its own copy of its config and inputs): 128 MiB by
+        /// default; -1 for no limit.
+        #[arg(long, value_name = "BYTES", default_value = "134217728", allow_negative_numbers = true)]
+        max_deployment_bytes_per_stack: MaxDeploymentBytes,
     },
     /// Register servers and print their agent configuration.
     Server {

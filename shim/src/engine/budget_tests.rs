@@ -25,7 +25,7 @@ fn replaced(copies: usize) -> String {
     format!("{{str_replace: {{template: \"{}\", params: {{\"$p\": {{get_param: big}}}}}}}}", "$p".repeat(copies))
 }
 
-fn engine_with(path: &std::path::Path, configure: impl FnOnce(&mut EngineConfig)) -> Engine<SqliteStore> {
+pub(super) fn engine_with(path: &std::path::Path, configure: impl FnOnce(&mut EngineConfig)) -> Engine<SqliteStore> {
     let mut config = EngineConfig::new("http://127.0.0.1:9");
     configure(&mut config);
     Engine::new(SqliteStore::open(path).unwrap(), TokenKey::from_secret(b"test key"), config)
@@ -196,8 +196,8 @@ async fn an_activation_over_the_budget_after_a_signal_fails_the_resource() {
     assert!(stack.evaluated_bytes > 80_000 && stack.evaluated_bytes <= 100_000, "kept: {}", stack.evaluated_bytes);
 }
 
-/// Five members whose config is 6,000 bytes.
-const LARGE_CONFIG_GROUP: &str = "
+/// Five members (on s1 to s5) whose config is the `script` parameter.
+pub(super) const LARGE_CONFIG_GROUP: &str = "
 heat_template_version: 2018-08-31
 parameters:
   script: {type: string}
@@ -215,6 +215,7 @@ async fn a_groups_large_entries_are_published_a_few_members_per_transaction() {
     let engine = engine_with(&dir.path().join("shim.db"), |config| config.release_bytes = 20_000);
     let servers = ["s1", "s2", "s3", "s4", "s5"];
     register(&engine, &servers).await;
+    // Configs of 6,000 bytes.
     let script = "#".repeat(6_000);
     engine.create_stack(request("s", LARGE_CONFIG_GROUP, &[("script", &script)])).await.unwrap();
     let mut published = 0;

@@ -11,9 +11,10 @@ use serde_json::{Map, Value};
 
 use super::error::EngineError;
 use super::hidden::{Hidden, WITHHELD};
+use super::limits::Limits;
 use super::secrets::TokenKey;
-use crate::store::{EntryRow, EntryText, NodeRow, NodeState, StackRow, Tx};
-use crate::template::{Budget, EvalError, Expr, MaxResources, ResourceType, Scope};
+use crate::store::{EntryText, NodeRow, NodeState, StackRow, Tx};
+use crate::template::{Budget, EvalError, Expr, ResourceType, Scope};
 
 /// The entries of one server a transaction wrote (`Some`, as written) or removed (`None`), by
 /// (stack, node); the last change of an entry wins.
@@ -51,16 +52,12 @@ pub struct Context<'a> {
     /// What each stack touched so far has used of its limits, written back at the end
     /// (`write_usage`).
     pub usage: BTreeMap<String, Usage>,
+    /// What each stack touched has published to servers' documents, in bytes, as counted since
+    /// read (`published`).
+    pub published: BTreeMap<String, u64>,
     /// An evaluation over the budget refuses the whole call (a create or update, whose
     /// request is still open) instead of failing the resource (a signal's, a sweep's).
     pub refuse_over_budget: bool,
-}
-
-/// The limits of a stack (`EngineConfig`).
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub evaluation_budget: usize,
-    pub max_resources: MaxResources,
 }
 
 /// What one stack's current traversal has used of its limits, as this call sees it.
@@ -90,23 +87,7 @@ impl PropertiesError {
 }
 
 impl Context<'_> {
-    /// Puts `row` in its server's entries and keeps its text for the document rendered at the
-    /// end of this transaction (which then reads nothing back).
-    pub fn put_entry(&mut self, row: &EntryRow) -> Result<(), EngineError> {
-        let text = EntryText::of(row)?;
-        self.tx.put_entry_text(&row.server, &text)?;
-        self.changed(&row.server, &row.stack, &row.node, Some(text));
-        Ok(())
-    }
-
-    /// Takes `node`'s entry out of `server`'s document.
-    pub fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), EngineError> {
-        self.tx.remove_entry(server, stack, node)?;
-        self.changed(server, stack, node, None);
-        Ok(())
-    }
-
-    fn changed(&mut self, server: &str, stack: &str, node: &str, text: Option<EntryText>) {
+    pub(super) fn changed(&mut self, server: &str, stack: &str, node: &str, text: Option<EntryText>) {
         let changes = self.changed_entries.entry(server.to_string()).or_default();
         changes.insert((stack.to_string(), node.to_string()), text);
     }

@@ -23,8 +23,10 @@ mod document;
 mod error;
 pub(crate) mod graph;
 mod hidden;
+mod limits;
 mod mime;
 mod node;
+mod published;
 mod removal;
 pub mod replication;
 mod resources;
@@ -44,6 +46,7 @@ mod tests;
 
 pub use context::{http_date, now_millis, rfc3339};
 pub use error::EngineError;
+pub use limits::{MAX_DEPLOYMENT_BYTES, MaxDeploymentBytes};
 /// A deployment group's batches, for the differential tests against Heat's planner.
 #[doc(hidden)]
 pub use resources::batches::{Target as BatchTarget, create_batches, rolling_batches};
@@ -66,6 +69,8 @@ mod environment_tests;
 mod group_tests;
 #[cfg(test)]
 mod hidden_tests;
+#[cfg(test)]
+mod published_tests;
 #[cfg(test)]
 mod regression_tests;
 #[cfg(test)]

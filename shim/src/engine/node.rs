@@ -160,6 +160,20 @@ pub fn fail(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow, reason: 
     fail_stack(ctx, &stack.name, node.generation, &reason)
 }
 
+/// Fails `node` for going over one of the stack's limits; in a create or update, whose request
+/// is still open, refuses the whole call instead (400, nothing stored).
+pub fn fail_over_limit(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    node: NodeRow,
+    reason: &str,
+) -> Result<(), EngineError> {
+    if ctx.refuse_over_budget {
+        return Err(EngineError::Template { problems: vec![format!("resource {}: {reason}", node.name)] });
+    }
+    fail(ctx, stack, node, reason)
+}
+
 /// Fails the stack's traversal `generation` if it is still the one in progress.
 pub fn fail_stack(ctx: &mut Context<'_>, name: &str, generation: u64, reason: &str) -> Result<(), EngineError> {
     let Some(mut stack) = ctx.tx.stack(name)? else { return Ok(()) };

@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use super::context::{Context, Limits, now_millis};
+use super::context::{Context, now_millis};
 use super::document::{self, Rendered};
 use super::error::EngineError;
+use super::limits::{Limits, MaxDeploymentBytes};
 use super::secrets::TokenKey;
 use super::stack_watchers::StackWatchers;
 use crate::model::MetadataDocument;
@@ -37,6 +38,8 @@ pub struct EngineConfig {
     pub evaluation_budget: usize,
     /// Bytes of deployment group members' entries one transaction publishes (`RELEASE_BYTES`).
     pub release_bytes: usize,
+    /// The most bytes a stack's deployments may publish to servers' documents.
+    pub max_deployment_bytes: MaxDeploymentBytes,
 }
 
 /// Members of a deployment group written per transaction: 150-350 ms of store work on the
@@ -61,6 +64,7 @@ impl EngineConfig {
             max_resources: MaxResources::default(),
             evaluation_budget: EVALUATION_BUDGET,
             release_bytes: RELEASE_BYTES,
+            max_deployment_bytes: MaxDeploymentBytes::default(),
         }
     }
 }
@@ -116,7 +120,11 @@ impl<S: Store> Engine<S> {
             replica_urls,
             release_chunk: config.release_chunk.max(1),
             release_bytes: config.release_bytes.max(1),
-            limits: Limits { evaluation_budget: config.evaluation_budget, max_resources: config.max_resources },
+            limits: Limits {
+                evaluation_budget: config.evaluation_budget,
+                max_resources: config.max_resources,
+                max_deployment_bytes: config.max_deployment_bytes,
+            },
             continuation: tokio::sync::Notify::new(),
             documents: Mutex::default(),
             last_seen: Mutex::default(),
@@ -167,6 +175,7 @@ impl<S: Store> Engine<S> {
                 continued: false,
                 limits: inner.limits,
                 usage: BTreeMap::new(),
+                published: BTreeMap::new(),
                 refuse_over_budget: false,
             };
             let value = work(&mut ctx)?;

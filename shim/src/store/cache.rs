@@ -222,6 +222,12 @@ impl<T: Tx> Tx for RowCache<T> {
     fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError> {
         self.backend.remove_entry(server, stack, node)
     }
+    fn entry_bytes(&mut self, server: &str, stack: &str, node: &str) -> Result<Option<u64>, StoreError> {
+        self.backend.entry_bytes(server, stack, node)
+    }
+    fn stack_entry_bytes(&mut self, stack: &str) -> Result<u64, StoreError> {
+        self.backend.stack_entry_bytes(stack)
+    }
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError> {
         self.backend.entries(server)
     }

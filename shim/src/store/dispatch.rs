@@ -68,6 +68,17 @@ macro_rules! impl_tx {
             fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), $crate::store::StoreError> {
                 servers::remove_entry(self, server, stack, node)
             }
+            fn entry_bytes(
+                &mut self,
+                server: &str,
+                stack: &str,
+                node: &str,
+            ) -> Result<Option<u64>, $crate::store::StoreError> {
+                servers::entry_bytes(self, server, stack, node)
+            }
+            fn stack_entry_bytes(&mut self, stack: &str) -> Result<u64, $crate::store::StoreError> {
+                servers::stack_entry_bytes(self, stack)
+            }
             fn entries(&mut self, server: &str) -> Result<Vec<$crate::store::EntryRow>, $crate::store::StoreError> {
                 servers::entries(self, server)
             }

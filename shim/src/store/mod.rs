@@ -462,6 +462,11 @@ pub trait Tx {
     /// document it renders, so the entry is serialized once).
     fn put_entry_text(&mut self, server: &str, entry: &EntryText) -> Result<(), StoreError>;
     fn remove_entry(&mut self, server: &str, stack: &str, node: &str) -> Result<(), StoreError>;
+    /// The size in bytes of the stored entry of (`server`, `stack`, `node`), if there is one.
+    fn entry_bytes(&mut self, server: &str, stack: &str, node: &str) -> Result<Option<u64>, StoreError>;
+    /// The size in bytes of all of `stack`'s entries, on every server (the store knows each
+    /// entry's size without reading its text).
+    fn stack_entry_bytes(&mut self, stack: &str) -> Result<u64, StoreError>;
     /// Ordered by sort_key, stack, node.
     fn entries(&mut self, server: &str) -> Result<Vec<EntryRow>, StoreError>;
     /// The same entries as stored JSON text, in the same order: what a document is rendered

@@ -234,8 +234,16 @@ fn configure(connection: &Connection) -> Result<(), StoreError> {
         .map_err(|source| StoreError::Configure { setting: "foreign_keys", source: Box::new(source) })?;
     connection
         .pragma_update(None, "synchronous", "FULL")
-        .map_err(|source| StoreError::Configure { setting: "synchronous", source: Box::new(source) })
+        .map_err(|source| StoreError::Configure { setting: "synchronous", source: Box::new(source) })?;
+    // A large transaction (or one refused after spilling its pages) grows the write-ahead log;
+    // without a limit the file keeps that size after its pages are checkpointed.
+    connection
+        .pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)
+        .map_err(|source| StoreError::Configure { setting: "journal_size_limit", source: Box::new(source) })
 }
+
+/// Bytes the write-ahead log is truncated to when it restarts.
+const JOURNAL_SIZE_LIMIT: i64 = 64 << 20;
 
 /// Begins or ends a read's transaction on the reader (a work that panicked left its own open:
 /// it is ended first). Not counted in `statements`, as PostgreSQL's read transactions are not.

@@ -12,6 +12,7 @@ crate::conformance!(one store:
     document_versions_follow_publications,
     one_call_publishes_the_documents_of_many_servers,
     entries_upsert_order_and_remove,
+    entry_sizes_are_their_stored_bytes,
     delete_server_takes_its_token_and_entries_and_names_its_users,
     server_tokens_rotate_keep_one_previous_token_and_go_with_the_server,
 );
@@ -136,6 +137,31 @@ fn entries_upsert_order_and_remove<S: Store>(store: &S) {
     assert_eq!(keys("web2"), [key("0000", "app", "c")]);
     assert!(keys("nobody").is_empty());
     assert!(run(store, |tx| tx.entry_texts("nobody")).is_empty());
+}
+
+/// What the engine holds a stack's publications to (`--max-deployment-bytes-per-stack`): bytes
+/// of the stored text, not characters, per entry and per stack across servers.
+fn entry_sizes_are_their_stored_bytes<S: Store>(store: &S) {
+    with_stack(store);
+    let mut wide = entry_row("web1", "app", "a", "0001");
+    // Three bytes a character in UTF-8.
+    wide.entry = json!({"text": "€".repeat(1000)});
+    run(store, |tx| {
+        tx.insert_server(&server_row("web2"))?;
+        tx.insert_stack(&stack_row("other"), TEMPLATE)?;
+        tx.put_entry(&wide)?;
+        tx.put_entry(&entry_row("web2", "app", "b", "0001"))?;
+        tx.put_entry(&entry_row("web1", "other", "c", "0001"))
+    });
+    let wide_bytes = serde_json::to_string(&wide.entry).unwrap().len() as u64;
+    assert_eq!(wide_bytes, 3011);
+    let small_bytes = serde_json::to_string(&entry_row("web2", "app", "b", "0001").entry).unwrap().len() as u64;
+    assert_eq!(run(store, |tx| tx.entry_bytes("web1", "app", "a")), Some(wide_bytes));
+    assert_eq!(run(store, |tx| tx.entry_bytes("web1", "app", "b")), None, "b is on web2");
+    assert_eq!(run(store, |tx| tx.stack_entry_bytes("app")), wide_bytes + small_bytes, "both servers count");
+    run(store, |tx| tx.remove_entry("web1", "app", "a"));
+    assert_eq!(run(store, |tx| tx.stack_entry_bytes("app")), small_bytes);
+    assert_eq!(run(store, |tx| tx.stack_entry_bytes("nothing")), 0);
 }
 
 fn delete_server_takes_its_token_and_entries_and_names_its_users<S: Store>(store: &S) {

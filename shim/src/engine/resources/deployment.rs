@@ -11,6 +11,7 @@ use crate::engine::derived::{
 };
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released};
+use crate::engine::published::EntryWrite;
 use crate::engine::secrets::{Purpose, placed};
 use crate::store::{Action, EntryRow, NodeRow, RunOutcome, StackRow};
 use crate::template::{Expr, ResourceType};
@@ -130,7 +131,10 @@ pub fn publish(
         entry,
         tokens,
     };
-    ctx.put_entry(&row)?;
+    if let EntryWrite::OverLimit(reason) = ctx.put_entry(&row)? {
+        node::fail_over_limit(ctx, stack, node, &reason)?;
+        return Ok(Released::Nothing);
+    }
     node.server = Some(server.to_string());
     if let Some(superseded) = &node.signal_token_hash {
         // A late signal for the previous publication must be answered "stale", not "unknown".

@@ -83,6 +83,14 @@ fn expand(
         node::fail(ctx, stack, group, &reason)?;
         return Ok(Activation::Released(Released::Nothing));
     }
+    // Each member's entry holds its own copy of the config and inputs: a group whose copies
+    // alone pass the stack's limit is refused before any is written.
+    let copies = (keys.len() as u64).saturating_mul(members.entry_bytes as u64);
+    if !ctx.limits.max_deployment_bytes.allows(copies) {
+        let reason = ctx.limits.max_deployment_bytes.exceeded(copies);
+        node::fail_over_limit(ctx, stack, group, &reason)?;
+        return Ok(Activation::Released(Released::Nothing));
+    }
     let names: Vec<String> = keys.iter().map(|key| member_name(&group.name, key)).collect();
     let mut removed = Vec::new();
     for gone in group.record.members.iter().filter(|name| !names.contains(name)) {

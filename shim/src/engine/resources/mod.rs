@@ -37,11 +37,11 @@ pub fn activate(
 fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Result<Activation, EngineError> {
     let properties = match ctx.evaluate_properties(stack, &node) {
         Ok(properties) => properties,
-        // A create or update is refused whole (400, nothing stored); later, the resource fails.
-        Err(PropertiesError::OverBudget(reason)) if ctx.refuse_over_budget => {
-            return Err(EngineError::Template { problems: vec![format!("resource {}: {reason}", node.name)] });
+        Err(PropertiesError::OverBudget(reason)) => {
+            node::fail_over_limit(ctx, stack, node, &reason)?;
+            return Ok(Activation::Released(Released::Nothing));
         }
-        Err(error) => return failed(ctx, stack, node, error.reason()),
+        Err(PropertiesError::Failed(reason)) => return failed(ctx, stack, node, &reason),
     };
     let Some(kind) = node::resource_type(&node) else {
         let reason = format!("{} is not supported by this version of anneal-shim", node.resource_type);

@@ -150,6 +150,26 @@ pub(super) fn remove_entry(tx: &SqliteTx<'_>, server: &str, stack: &str, node: &
     Ok(())
 }
 
+pub(super) fn entry_bytes(tx: &SqliteTx<'_>, server: &str, stack: &str, node: &str) -> Result<Option<u64>, StoreError> {
+    tx.query_optional(
+        "measure a metadata entry",
+        "SELECT octet_length(entry) FROM entries WHERE server = ?1 AND stack = ?2 AND node = ?3",
+        [server, stack, node],
+        |row| unsigned_column(row, 0),
+    )
+}
+
+pub(super) fn stack_entry_bytes(tx: &SqliteTx<'_>, stack: &str) -> Result<u64, StoreError> {
+    // octet_length reads the size each value is stored with, not its text.
+    let total = tx.query_optional(
+        "measure a stack's metadata entries",
+        "SELECT COALESCE(SUM(octet_length(entry)), 0) FROM entries WHERE stack = ?1",
+        [stack],
+        |row| unsigned_column(row, 0),
+    )?;
+    Ok(total.unwrap_or(0))
+}
+
 pub(super) fn entries(tx: &SqliteTx<'_>, server: &str) -> Result<Vec<EntryRow>, StoreError> {
     tx.query_all(
         "list a server's metadata entries",

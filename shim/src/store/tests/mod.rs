@@ -115,6 +115,7 @@ fn open_configures_durability() {
     assert_eq!(store.pragma_value("synchronous"), "2", "FULL");
     assert_eq!(store.pragma_value("foreign_keys"), "1");
     assert_eq!(store.pragma_value("busy_timeout"), "5000");
+    assert_eq!(store.pragma_value("journal_size_limit"), "67108864");
 }
 
 #[test]
