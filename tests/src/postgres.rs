@@ -63,14 +63,25 @@ impl Postgres {
 
     /// Runs one SQL command with psql as the tests' role; returns its unaligned output.
     pub fn psql(&self, database: &str, sql: &str) -> String {
+        self.run_psql(database, &["-c", sql])
+    }
+
+    /// Runs the SQL file `path` (a `pg_dump`, say) with psql as the tests' role, stopping at
+    /// the first error; returns its unaligned output.
+    pub fn psql_file(&self, database: &str, path: &Path) -> String {
+        self.run_psql(database, &["-f", &path.display().to_string()])
+    }
+
+    fn run_psql(&self, database: &str, what: &[&str]) -> String {
         let output = Command::new(self.bin.join("psql"))
             .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
             .arg(self.socket_dir())
-            .args(["-p", &PORT.to_string(), "-U", USER, "-d", database, "-c", sql])
+            .args(["-p", &PORT.to_string(), "-U", USER, "-d", database])
+            .args(what)
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|error| panic!("cannot run psql: {error}"));
-        assert!(output.status.success(), "psql {sql:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "psql {what:?} failed: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stdout).trim().to_string()
     }
 

@@ -67,10 +67,19 @@ impl Shim {
         Shim::launched("info", serve_args).await
     }
 
+    /// A shim listening on `listen`, on the SQLite database and secrets already in `dir`
+    /// (`shim.db`, `admin.token`, `shim.key`: a fixture an earlier version wrote, say).
+    pub async fn start_in(dir: tempfile::TempDir, listen: &str) -> Shim {
+        Shim::launched_in(dir, listen, "info", &[]).await
+    }
+
     async fn launched(log_filter: &str, serve_args: &[&str]) -> Shim {
-        let dir = crate::private_temp_dir("anneal-shim-");
+        Shim::launched_in(crate::private_temp_dir("anneal-shim-"), "127.0.0.1:0", log_filter, serve_args).await
+    }
+
+    async fn launched_in(dir: tempfile::TempDir, listen: &str, log_filter: &str, serve_args: &[&str]) -> Shim {
         let serve_args: Vec<String> = serve_args.iter().map(|arg| (*arg).to_string()).collect();
-        let (daemon, url) = launch(dir.path(), "127.0.0.1:0", log_filter, None, &serve_args).await;
+        let (daemon, url) = launch(dir.path(), listen, log_filter, None, &serve_args).await;
         let listen = url.trim_start_matches("http://").to_string();
         let log_filter = log_filter.to_string();
         Shim { daemon: Some(daemon), url, listen, log_filter, dir, replica: None, serve_args }
