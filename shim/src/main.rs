@@ -10,13 +10,13 @@ use anneal_runtime::{LOG_FILTER_VARIABLE, init_logging};
 use anneal_shim::api::tls::TlsFiles;
 use anneal_shim::client::{self, Cli, ClientCommand, ClientContext, Command, TemplateCommand};
 use anneal_shim::{error_chain, store};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 /// The blocking pool's size: a full group-commit batch plus a few for the sweeper and clients.
 const BLOCKING_THREADS: usize = store::BATCH_LIMIT + 8;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     init_logging(std::env::var(LOG_FILTER_VARIABLE).ok().as_deref(), cli.log_format);
     let _ = rustls::crypto::ring::default_provider().install_default();
     // Every engine operation runs on the blocking pool, and the store runs them one at a time
@@ -74,6 +74,22 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The command line, with `--version` naming the database schema this build reads and writes
+/// besides its release and commit (docs/upgrading.md says which release brought which schema).
+fn parse_command_line() -> Cli {
+    let version = format!(
+        "{} (commit {}; database schema {} on SQLite, {} on PostgreSQL)",
+        env!("CARGO_PKG_VERSION"),
+        env!("ANNEAL_COMMIT"),
+        store::SqliteStore::schema_version(),
+        store::PgStore::schema_version()
+    );
+    // Once per process: clap keeps a `&'static str`.
+    let version: &'static str = Box::leak(version.into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
 async fn client_main(command: ClientCommand) -> ExitCode {

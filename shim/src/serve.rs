@@ -80,6 +80,7 @@ fn open_sqlite(database: &Path, environment_token: Option<&str>) -> Result<Opene
         return Err(ExitCode::from(1));
     }
     let store = SqliteStore::open(database).map_err(|error| fail(1, &error))?;
+    tracing::info!(schema_version = SqliteStore::schema_version(), "database open, its schema up to date");
     let token_file = directory.join("admin.token");
     let admin_token = admin_token(environment_token, &token_file).map_err(|error| {
         eprintln!("anneal-shim: cannot set up the admin token in {}: {error}", token_file.display());
@@ -105,6 +106,7 @@ fn open_postgres(url: &str, environment_token: Option<&str>) -> Result<Opened<Pg
     };
     token::check_admin_token_length(admin_token).map_err(|error| fail(2, &error))?;
     let store = PgStore::open(url).map_err(|error| fail(1, &error))?;
+    tracing::info!(schema_version = PgStore::schema_version(), "database open, its schema up to date");
     let fresh_key = token::new_token().map_err(|error| fail(1, &error))?;
     let key = store.shared_secret(TOKEN_KEY_SECRET, || fresh_key).map_err(|error| fail(1, &error))?;
     if !token::is_well_formed(&key) {

@@ -344,3 +344,17 @@ async fn a_bad_log_filter_warns_and_logs_at_info() {
     assert!(stderr.contains("ANNEAL_LOG is not a valid filter; logging at info"), "{stderr}");
     assert!(stderr.contains("cannot reach anneal-shim"), "{stderr}");
 }
+
+#[test]
+fn version_names_the_release_the_commit_and_the_database_schemas() {
+    let output = std::process::Command::new(BINARY).arg("--version").output().expect("run --version");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    let release = format!("anneal-shim {} (commit ", env!("CARGO_PKG_VERSION"));
+    let schemas = format!(
+        "; database schema {} on SQLite, {} on PostgreSQL)",
+        anneal_shim::store::SqliteStore::schema_version(),
+        anneal_shim::store::PgStore::schema_version()
+    );
+    assert!(text.starts_with(&release) && text.trim_end().ends_with(&schemas), "{text}");
+}

@@ -375,7 +375,10 @@ pub enum StoreError {
     },
     #[error("cannot use the database: it refused WAL journal mode (it is in {mode} mode)")]
     JournalMode { mode: String },
-    #[error("cannot use database schema version {found}: this anneal-shim supports up to {supported}")]
+    #[error(
+        "cannot use database schema version {found}: a newer anneal-shim wrote it, and this one ({}) knows schema versions up to {supported}; downgrading is not supported: run the newer anneal-shim again, or restore the backup taken before the upgrade (docs/upgrading.md)",
+        env!("CARGO_PKG_VERSION")
+    )]
     SchemaTooNew { found: u32, supported: u32 },
     #[error("cannot find {kind} {key}")]
     NotFound { kind: &'static str, key: String },

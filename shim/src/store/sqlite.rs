@@ -67,6 +67,11 @@ impl SqliteStore {
         Self::open_with_migrations(path, MIGRATIONS)
     }
 
+    /// The newest schema version this build knows.
+    pub fn schema_version() -> u32 {
+        MIGRATIONS.last().map_or(0, |migration| migration.version)
+    }
+
     /// A private, empty, fully migrated database that lives as long as the value (tests).
     pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
         let path = PathBuf::from(":memory:");
