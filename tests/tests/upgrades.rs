@@ -238,33 +238,31 @@ async fn check_one_input_update(upgraded: &Upgraded, shim: &Shim) {
     assert_eq!(output(&shim.stack_show("complete").await, "second_result"), "one!!");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_first_releases_sqlite_state_opens_and_carries_on() {
-    let upgraded = Upgraded::copy("v0.1.0-sqlite");
-    assert_eq!(upgraded.manifest["version"], "0.1.0");
+/// Copies fixture `name` (written by release `version`) and picks the address its shim will
+/// listen on, which the fixture's URLs become.
+fn prepared(name: &str, version: &str) -> (Upgraded, String) {
+    let upgraded = Upgraded::copy(name);
+    assert_eq!(upgraded.manifest["version"], version, "{name}'s fixture.json");
     let listen = free_address();
     upgraded.substitute("@URL@", &format!("http://{listen}"));
-    let shim = sqlite_shim(&upgraded, &listen).await;
-    check_upgrade(&upgraded, &shim).await;
+    (upgraded, listen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_releases_sqlite_state_opens_and_carries_on() {
+    let (upgraded, listen) = prepared("v0.1.0-sqlite", "0.1.0");
+    check_upgrade(&upgraded, &sqlite_shim(&upgraded, &listen).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_releases_sqlite_state_opens_and_carries_on() {
-    let upgraded = Upgraded::copy("v0.2.0-sqlite");
-    assert_eq!(upgraded.manifest["version"], "0.2.0");
-    let listen = free_address();
-    upgraded.substitute("@URL@", &format!("http://{listen}"));
-    let shim = sqlite_shim(&upgraded, &listen).await;
-    check_upgrade(&upgraded, &shim).await;
+    let (upgraded, listen) = prepared("v0.2.0-sqlite", "0.2.0");
+    check_upgrade(&upgraded, &sqlite_shim(&upgraded, &listen).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_releases_postgresql_state_opens_and_carries_on() {
-    let upgraded = Upgraded::copy("v0.2.0-postgres");
-    assert_eq!(upgraded.manifest["version"], "0.2.0");
+    let (upgraded, listen) = prepared("v0.2.0-postgres", "0.2.0");
     let postgres = Postgres::start(false);
-    let listen = free_address();
-    upgraded.substitute("@URL@", &format!("http://{listen}"));
-    let shim = postgres_shim(&upgraded, &postgres, &listen).await;
-    check_upgrade(&upgraded, &shim).await;
+    check_upgrade(&upgraded, &postgres_shim(&upgraded, &postgres, &listen).await).await;
 }
