@@ -322,9 +322,10 @@ async fn a_body_sent_with_a_get_is_left_unread_and_its_connection_closed() {
     let mut received = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut received)).await;
     let text = String::from_utf8_lossy(&received);
+    // Closed by the shim (hyper does not read an unread body to reuse the connection; whether
+    // it also says `connection: close` depends on when it notices, so that is not asserted).
     assert!(read.is_ok(), "the connection stayed open, waiting for the body: {text}");
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.to_ascii_lowercase().contains("connection: close"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
