@@ -2,7 +2,7 @@
 //! its own CLI and driven by HTTP clients acting as agents: a stack over three servers (db ->
 //! app via get_attr -> web, web signalling a wait condition with the handle's `curl_cli` run in a
 //! shell) converges; the shim restarts in the middle and loses nothing; an update reruns only
-//! the changed deployment; delete removes the stack.
+//! the changed deployment; delete removes the stack. Also `--version` and a refused downgrade.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -357,4 +357,36 @@ fn version_names_the_release_the_commit_and_the_database_schemas() {
         anneal_shim::store::PgStore::schema_version()
     );
     assert!(text.starts_with(&release) && text.trim_end().ends_with(&schemas), "{text}");
+}
+
+/// A downgrade: `serve` on a database a newer anneal-shim migrated refuses to start (exit 1),
+/// naming both schema versions and this release, and leaves the database as it was.
+#[test]
+fn serve_refuses_a_database_a_newer_release_migrated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let database = dir.path().join("shim.db");
+    drop(anneal_shim::store::SqliteStore::open(&database).expect("a current database"));
+    let newer = anneal_shim::store::SqliteStore::schema_version() + 1;
+    let connection = rusqlite::Connection::open(&database).expect("open it");
+    connection.execute("INSERT INTO schema_version (version, applied_at) VALUES (?1, 0)", [newer]).expect("newer");
+    drop(connection);
+    let output = std::process::Command::new(BINARY)
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(format!("sqlite://{}", database.display()))
+        .env_remove("ANNEAL_TOKEN")
+        .output()
+        .expect("run serve");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    let expected = format!(
+        "cannot use database schema version {newer}: a newer anneal-shim wrote it, and this one ({}) knows schema \
+         versions up to {}; downgrading is not supported",
+        env!("CARGO_PKG_VERSION"),
+        newer - 1
+    );
+    assert!(said.contains(&expected), "{said}");
+    let connection = rusqlite::Connection::open(&database).expect("open it again");
+    let kept: u32 = connection.query_row("SELECT MAX(version) FROM schema_version", [], |row| row.get(0)).unwrap();
+    assert_eq!(kept, newer, "left as it was");
 }
