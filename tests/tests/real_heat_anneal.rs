@@ -5,7 +5,9 @@
 //! the same thing for both: status, reason, outputs and what each deployment signalled. Both use
 //! heat-agents' hook-script.py as the `script` hook, so a difference is the agents'. The last test
 //! takes Keystone down on an instance of its own while anneal-agent makes its first
-//! authentication.
+//! authentication. One test compares the engines instead: the same wait-condition stack on Heat
+//! and on the shim (each converged by anneal-agent), created and updated twice, shows the same
+//! wait-condition data after each step.
 
 mod real_heat_support;
 
@@ -13,11 +15,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use anneal_tests::real_heat::{fixture_template, unique_stack_name};
-use anneal_tests::{AgentSettings, AnnealServer, RealHeat, agent_binary, wait_until};
+use anneal_tests::{AgentSettings, AnnealServer, Fleet, RealHeat, Shim, agent_binary, wait_until};
 use real_heat_support::{
     Chain, Converged, SERVER_LIMIT, STACK_LIMIT, Server, cfn_signal, chain_result, converge, converge_with, trace_lines,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Converges `fixture` with both chains at once; `parameters` gets each chain's extra parameters.
 async fn both(fixture: &str, stock: &[(&str, &str)], anneal: &[(&str, &str)]) -> (Converged, Converged) {
@@ -217,6 +219,78 @@ async fn real_heat_anneal_wait_condition_is_signalled_by_anneal_agent_signal() {
     let data: Value =
         serde_json::from_str(anneal.outputs["wait_data"].as_str().unwrap_or_default()).unwrap_or_default();
     assert_eq!(data, json!({"server1": "ready from the server"}), "{}", context(&stock, &anneal));
+}
+
+/// The shim's side of the engine differential: a shim and an anneal-agent registered with it as
+/// `server` (the name the fixture's DeployedServer binds to).
+struct ShimStack {
+    shim: Shim,
+    fleet: Fleet,
+    template: String,
+}
+
+impl ShimStack {
+    const NAME: &str = "waitdata";
+
+    /// Creates the stack from `fixture` with `value` and waits until it settles.
+    async fn create(fixture: &str, value: &str) -> ShimStack {
+        let shim = Shim::start().await;
+        let fleet = Fleet::start(&shim, &["server"], &AgentSettings::default()).await;
+        let template = shim.write_template(fixture, &fixture_template(fixture)).display().to_string();
+        let stack = ShimStack { shim, fleet, template };
+        stack.run("create", value).await;
+        stack
+    }
+
+    /// `stack create` or `stack update` with `value`, waited for (`--wait`).
+    async fn run(&self, command: &str, value: &str) {
+        let parameter = format!("value={value}");
+        let arguments = ["stack", command, Self::NAME, "--template", &self.template, "--param", &parameter];
+        let done = self.shim.cli(&[&arguments[..], &["--wait", "--timeout", "120"]].concat()).await;
+        assert_eq!(done.code, 0, "stack {command} with {parameter}: {done:?}\n{}", self.fleet.logs());
+    }
+
+    async fn outputs(&self) -> Map<String, Value> {
+        self.shim.stack_outputs(Self::NAME).await
+    }
+}
+
+/// The wait condition's data as each engine shows it: its `data` attribute (Heat's resource show;
+/// the shim's `wait_data` output is that attribute) and the outputs built from it.
+async fn wait_condition_data(heat: &Converged, shim: &ShimStack) -> (Value, Value) {
+    let heat_attribute = heat.api.resource_attribute(&heat.stack, "wait", "data").await;
+    assert_eq!(heat.outputs["wait_data"], heat_attribute, "Heat's output is its attribute");
+    let on_heat = json!({"data": heat_attribute, "summary": heat.outputs["summary"]});
+    let outputs = shim.outputs().await;
+    (on_heat, json!({"data": outputs["wait_data"], "summary": outputs["summary"]}))
+}
+
+/// Heat's WaitConditionHandle merges every signal into its metadata by id (a known id is
+/// overwritten) and its WaitCondition's `data` reads that metadata, so after an update whose
+/// deployment signals the same id with new data, Heat shows the new data. The shim answered such a
+/// signal `stale` once the wait condition had completed and kept the first value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_wait_condition_data_follows_updates_as_heat_shows_it() {
+    const FIXTURE: &str = "waitcondition_updates.yaml";
+    let parameters = |value| [("transport", "POLL_SERVER_HEAT"), ("signal", "HEAT_SIGNAL"), ("value", value)];
+    let created = parameters("v1");
+    let (mut heat, shim) = tokio::join!(converge(Chain::Anneal, FIXTURE, &created), ShimStack::create(FIXTURE, "v1"));
+    let context = |heat: &Converged, shim: &ShimStack| {
+        format!("=== shim ===\n{}\n{}\n=== heat ===\n{}", shim.shim.log_text(), shim.fleet.logs(), heat.context())
+    };
+    assert_eq!(heat.status(), "CREATE_COMPLETE", "{}", context(&heat, &shim));
+    for (step, value) in ["create", "update 1", "update 2"].into_iter().zip(["v1", "v2", "v3"]) {
+        if step != "create" {
+            let updated = parameters(value);
+            tokio::join!(heat.update(FIXTURE, &updated), shim.run("update", value));
+            assert_eq!(heat.status(), "UPDATE_COMPLETE", "{step}: {}", context(&heat, &shim));
+        }
+        let (on_heat, on_shim) = wait_condition_data(&heat, &shim).await;
+        println!("after {step}: Heat {on_heat}, the shim {on_shim}");
+        let data = format!("{{\"1\": \"{value}\"}}");
+        assert_eq!(on_heat, json!({"data": data, "summary": format!("data={data}")}), "{step}: Heat");
+        assert_eq!(on_shim, on_heat, "{step}: the shim shows what Heat shows\n{}", context(&heat, &shim));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,3 +83,5 @@ mod security_tests;
 mod server_tests;
 #[cfg(test)]
 mod value_tests;
+#[cfg(test)]
+mod wait_update_tests;

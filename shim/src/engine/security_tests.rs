@@ -148,20 +148,29 @@ async fn resource_status(engine: &Engine<SqliteStore>, name: &str) -> String {
 }
 
 /// After its wait condition completed, a handle took every signal with a new id (`applied`),
-/// each stored: the database grew without bound.
+/// each stored: the database grew without bound. A new id is now answered `stale` and stored
+/// nowhere; an id the handle holds still replaces its signal in place, as Heat's handle does (see
+/// wait_update_tests.rs).
 #[tokio::test]
-async fn signals_after_the_wait_condition_completed_change_nothing() {
+async fn new_ids_after_the_wait_condition_completed_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, token) = with_wait(dir.path(), 1).await;
     assert_eq!(engine.wait_condition_signal(&token, signal("a", json!(1))).await.unwrap(), Some(SignalAck::Applied));
     assert_eq!(resource_status(&engine, "wait").await, "CREATE_COMPLETE");
     let events = engine.stack_events("s").await.unwrap().len();
-    for id in ["b", "a"] {
+    for id in ["b", "c"] {
         let late = engine.wait_condition_signal(&token, signal(id, json!("x".repeat(1000)))).await.unwrap();
-        assert_eq!(late, Some(SignalAck::Stale), "a late signal ({id}) is answered 2xx and changes nothing");
+        assert_eq!(
+            late,
+            Some(SignalAck::Stale),
+            "a late signal with a new id ({id}) is answered 2xx and changes nothing"
+        );
     }
-    assert_eq!(stored_signals(&engine).await, 1, "late signals are not stored");
-    assert_eq!(engine.stack_events("s").await.unwrap().len(), events, "late signals add no event");
+    assert_eq!(stored_signals(&engine).await, 1, "late signals with new ids are not stored");
+    assert_eq!(engine.stack_events("s").await.unwrap().len(), events, "late signals with new ids add no event");
+    let known = engine.wait_condition_signal(&token, signal("a", json!(2))).await.unwrap();
+    assert_eq!(known, Some(SignalAck::Duplicate), "a known id replaces its signal, as in Heat");
+    assert_eq!(stored_signals(&engine).await, 1, "in place: the handle holds no more rows");
 }
 
 /// A handle stored any number of distinct ids.

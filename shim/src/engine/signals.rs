@@ -1,8 +1,9 @@
 //! Signals: a deployment's heat-config-notify result (Heat's failure and output rules, applied
 //! with one conditional write so a repeated or stale signal changes nothing), and wait-condition
 //! handle signals (stored one row per id, counted on the handle; a wait condition fails on any
-//! FAILURE and completes when `count` distinct ids have arrived). What a signal completes
-//! continues the forward traversal. Supplied text is scrubbed of tokens before it is stored, and
+//! FAILURE and completes when `count` distinct ids have arrived; once it has, only ids the handle
+//! holds may take new values, which its `data` then shows). What a signal completes continues
+//! the forward traversal. Supplied text is scrubbed of tokens before it is stored, and
 //! wait signals are bounded in size and number (see docs/http-api.md).
 
 use anneal_protocol::{HookResult, Outcome, OutputDecl, evaluate};
@@ -11,7 +12,7 @@ use serde_json::{Map, Value};
 use super::context::Context;
 use super::error::EngineError;
 use super::node::{self, status};
-use super::resources::wait::{check_wait_condition, signal_counts};
+use super::resources::wait::{check_wait_condition, show_signal_in_completed_data, signal_counts};
 use super::secrets::{Purpose, neutralise, placeholder};
 use super::traversal::forward;
 use crate::model::{SignalAck, WaitConditionSignal};
@@ -103,8 +104,10 @@ pub const MAX_WAIT_SIGNAL_ID_BYTES: usize = 1024;
 pub const MAX_SIGNAL_IDS_PER_HANDLE: u64 = 1000;
 
 /// Records a handle signal and re-checks the wait conditions on that handle. `Ok(None)`: unknown
-/// token. A signal once every wait condition on the handle has completed or failed is answered
-/// `stale` and stored nowhere (see docs/http-api.md).
+/// token. Once every wait condition on the handle has completed or failed, a signal for an id the
+/// handle holds still replaces that id's signal (Heat's handle overwrites it, and a completed
+/// condition's `data` shows the new value) while one with a new id is answered `stale` and
+/// stored nowhere (see docs/http-api.md).
 pub fn apply_wait_signal(
     ctx: &mut Context<'_>,
     token_text: &str,
@@ -120,48 +123,81 @@ pub fn apply_wait_signal(
     let Some(stack) = ctx.tx.stack(&handle.stack)? else { return Ok(None) };
     check_wait_signal_size(&signal)?;
     let waits = wait_conditions_on(ctx, &stack, &handle)?;
-    if !waits.is_empty() && waits.iter().all(|wait| matches!(wait.state, NodeState::Complete | NodeState::Failed)) {
+    let decided =
+        !waits.is_empty() && waits.iter().all(|wait| matches!(wait.state, NodeState::Complete | NodeState::Failed));
+    let (received, failures) = signal_counts(ctx, &stack, &handle)?;
+    let mut scrubber = Scrubber::default();
+    let default_id = (received + 1).to_string();
+    let signal_id = scrubber.text(ctx, signal.id.as_deref().unwrap_or(&default_id))?;
+    let previous = ctx.tx.wait_signal_success(&stack.name, &handle.name, &signal_id)?;
+    if decided && previous.is_none() {
+        // The handle's work is done: a new id would only grow the database.
         return Ok(Some(SignalAck::Stale));
     }
-    let (mut received, mut failures) = signal_counts(ctx, &stack, &handle)?;
-    let mut scrubber = Scrubber::default();
-    let signal_id = scrubber.text(ctx, &signal.id.unwrap_or_else(|| (received + 1).to_string()))?;
-    let previous = ctx.tx.wait_signal_success(&stack.name, &handle.name, &signal_id)?;
     let cap = waits.iter().filter_map(|wait| wait.record.count).fold(MAX_SIGNAL_IDS_PER_HANDLE, u64::max);
     if previous.is_none() && received >= cap {
         return Err(EngineError::Invalid {
             message: format!("handle {} already holds {cap} signal ids, the most it stores", handle.name),
         });
     }
-    let reason = signal.reason.unwrap_or_else(|| format!("Signal {} received", received + 1));
+    let slot = HandleSlot { id: signal_id, previous, received, failures };
+    let (new, data) = store_wait_signal(ctx, &stack, &mut handle, &slot, signal, &mut scrubber)?;
+    let mut ready = Vec::new();
+    for wait in waits {
+        if wait.state == NodeState::Complete {
+            show_signal_in_completed_data(ctx, &stack, wait, &handle.name, &slot.id, &data)?;
+            continue;
+        }
+        let released = check_wait_condition(ctx, &stack, &wait.name)?;
+        forward::follow(ctx, &stack, released, &mut ready)?;
+    }
+    forward::settle(ctx, &stack.name, ready)?;
+    Ok(Some(if new { SignalAck::Applied } else { SignalAck::Duplicate }))
+}
+
+/// Where a signal goes on its handle: its id (scrubbed), whether the handle's earlier signal of
+/// that id succeeded (`None`: a new id), and the handle's counts before it (distinct ids, ids
+/// whose latest signal failed).
+struct HandleSlot {
+    id: String,
+    previous: Option<bool>,
+    received: u64,
+    failures: u64,
+}
+
+/// Stores the signal (replacing an earlier one of its id), keeps the handle's counts and adds
+/// its event. Returns whether the id is new and the data stored (scrubbed).
+fn store_wait_signal(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    handle: &mut NodeRow,
+    slot: &HandleSlot,
+    signal: WaitConditionSignal,
+    scrubber: &mut Scrubber,
+) -> Result<(bool, Value), EngineError> {
+    let reason = signal.reason.unwrap_or_else(|| format!("Signal {} received", slot.received + 1));
     let reason = scrubber.text(ctx, &reason)?;
-    let signal_data = match signal.data {
+    let data = match signal.data {
         Some(data) => scrubber.value(ctx, data)?,
         None => Value::Null,
     };
     let row = WaitSignalRow {
         stack: stack.name.clone(),
         handle: handle.name.clone(),
-        signal_id: signal_id.clone(),
+        signal_id: slot.id.clone(),
         success: signal.success,
         reason: reason.clone(),
-        data: signal_data,
+        data,
         received_at: ctx.now,
     };
     let new = ctx.tx.upsert_wait_signal(&row)?;
-    received += u64::from(new);
-    failures = (failures + u64::from(!signal.success)).saturating_sub(u64::from(previous == Some(false)));
+    let received = slot.received + u64::from(new);
+    let failures = (slot.failures + u64::from(!signal.success)).saturating_sub(u64::from(slot.previous == Some(false)));
     (handle.record.signals, handle.record.failures) = (Some(received), failures);
-    ctx.tx.update_node(&handle)?;
+    ctx.tx.update_node(handle)?;
     let status = if signal.success { "SIGNAL_SUCCESS" } else { "SIGNAL_FAILURE" };
-    ctx.event(&stack.name, &handle.name, status, &format!("{signal_id}: {reason}"))?;
-    let mut ready = Vec::new();
-    for wait in waits {
-        let released = check_wait_condition(ctx, &stack, &wait.name)?;
-        forward::follow(ctx, &stack, released, &mut ready)?;
-    }
-    forward::settle(ctx, &stack.name, ready)?;
-    Ok(Some(if new { SignalAck::Applied } else { SignalAck::Duplicate }))
+    ctx.event(&stack.name, &handle.name, status, &format!("{}: {reason}", slot.id))?;
+    Ok((new, row.data))
 }
 
 /// Refuses a signal whose id, reason or data is over its limit, naming the limit.

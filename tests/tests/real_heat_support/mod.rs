@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anneal_tests::real_heat::{fixture_template, unique_stack_name};
-use anneal_tests::{AgentSettings, AnnealServer, HeatApi, RealHeat, StackRef, StockServer};
+use anneal_tests::{AgentSettings, AnnealServer, HeatApi, RealHeat, StackRef, StockServer, wait_until};
+use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 /// How long a deployed server may take to appear (Heat creates its stack user first).
@@ -77,12 +78,32 @@ impl Converged {
         format!("stack: {}\n{}\n{}", self.shown, self.server.logs(), self.heat.log_tail())
     }
 
-    /// Updates the stack to the same fixture with `parameters` and waits for it to settle.
+    /// Updates the stack to the same fixture with `parameters` and waits for it to settle. Settled
+    /// means no longer `*_IN_PROGRESS` with a status or an `updated_time` other than before the
+    /// update: Heat stores both together when an update starts, and a second update ends in the
+    /// status the first ended in.
     pub async fn update(&mut self, fixture: &str, parameters: &[(&str, &str)]) {
-        let before = self.status().to_string();
+        let before = self.listed().await;
         self.api.update_stack(&self.stack, &fixture_template(fixture), parameters).await;
-        self.shown = self.api.wait_stack_settled(&self.stack, Some(&before), STACK_LIMIT).await;
+        let what = format!("stack {} to settle after the update (from {before:?})", self.stack.name);
+        wait_until(STACK_LIMIT, &what, || async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = self.listed().await;
+            (!now.0.ends_with("_IN_PROGRESS") && now != before).then_some(())
+        })
+        .await;
+        self.shown = self.api.stack(&self.stack).await;
         self.outputs = self.api.outputs(&self.stack).await;
+    }
+
+    /// The stack's status and `updated_time` as the stack list shows them (the list answers while
+    /// an update runs; see `HeatApi::stack_status`).
+    async fn listed(&self) -> (String, String) {
+        let (code, answer) = self.api.call(Method::GET, &format!("stacks?id={}", self.stack.id), None).await;
+        assert_eq!(code, StatusCode::OK, "the stack list: {answer}");
+        let listed = &answer["stacks"][0];
+        let field = |name: &str| listed[name].as_str().unwrap_or_default().to_string();
+        (field("stack_status"), field("updated_time"))
     }
 }
 

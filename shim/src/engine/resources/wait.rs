@@ -1,6 +1,8 @@
 //! OS::Heat::WaitConditionHandle (completes at once with its signal URL; its token is stored
 //! only as a hash) and OS::Heat::WaitCondition (waits for `count` signals on its handle, with a
-//! deadline; fails on any FAILURE, as Heat's does).
+//! deadline; fails on any FAILURE, as Heat's does, except in an update that leaves a completed
+//! one unchanged, which Heat does not check; its `data` attribute follows later values of the ids
+//! its handle holds, as Heat's does).
 
 use serde_json::{Map, Value, json};
 
@@ -9,7 +11,7 @@ use crate::engine::deadlines::Deadline;
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released, status};
 use crate::engine::secrets::{BASE_URL, Purpose, placeholder};
-use crate::store::{NodeRecord, NodeRow, NodeState, StackRow};
+use crate::store::{NodeRecord, NodeRow, NodeState, StackRow, WaitSignalRow};
 use crate::template::ResourceType;
 
 /// Heat's default wait condition timeout, in seconds.
@@ -43,6 +45,13 @@ pub fn activate_wait_condition(
     };
     let count = properties.get("count").and_then(Value::as_u64).unwrap_or(1).max(1);
     let timeout = properties.get("timeout").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_SECS);
+    // Heat does not check a resource an update leaves unchanged: a condition that completed on the
+    // same handle and count is not failed by what its handle received since (a later FAILURE for
+    // an id it holds). Its timeout is not kept, so a change of it alone is not seen here.
+    let unchanged = node.record.completed_once
+        && node.record.handle.as_deref() == Some(handle.as_str())
+        && node.record.count == Some(count);
+    let failures = if unchanged { Failures::Overlooked } else { Failures::Fail };
     node.status_reason = format!("waiting for {count} signal(s) on {handle}");
     node.record = NodeRecord {
         id: Some(node::stable_id(&node)),
@@ -57,7 +66,7 @@ pub fn activate_wait_condition(
     ctx.event(&stack.name, &node.name, &status(node.action, NodeState::InProgress), &node.status_reason)?;
     let due_at = ctx.now.saturating_add(timeout.saturating_mul(1000));
     Deadline::of_wait_condition(stack, &node.name).set(ctx, due_at)?;
-    check_wait_condition(ctx, stack, &node.name)
+    decide(ctx, stack, &node.name, failures)
 }
 
 /// The handle's (distinct ids, ids whose latest signal failed): kept on the handle, counted from
@@ -73,6 +82,19 @@ pub fn signal_counts(ctx: &mut Context<'_>, stack: &StackRow, handle: &NodeRow) 
 /// Completes or fails the wait condition `name` if its handle's signals decide it. The handle's
 /// counts say whether they can; only then are its signals read (once: the condition is decided).
 pub fn check_wait_condition(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Result<Released, EngineError> {
+    decide(ctx, stack, name, Failures::Fail)
+}
+
+/// What FAILURE signals on its handle do to a wait condition being decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failures {
+    /// Any of them fails it (Heat's `_wait`).
+    Fail,
+    /// They are not looked at: an update left the completed condition unchanged.
+    Overlooked,
+}
+
+fn decide(ctx: &mut Context<'_>, stack: &StackRow, name: &str, on_failures: Failures) -> Result<Released, EngineError> {
     let Some(mut node) = ctx.tx.node(&stack.name, name)? else { return Ok(Released::Nothing) };
     if node.state != NodeState::InProgress || node::resource_type(&node) != Some(ResourceType::WaitCondition) {
         return Ok(Released::Nothing);
@@ -81,13 +103,14 @@ pub fn check_wait_condition(ctx: &mut Context<'_>, stack: &StackRow, name: &str)
     let count = node.record.count.unwrap_or(1);
     let Some(handle_node) = ctx.tx.node(&stack.name, &handle)? else { return Ok(Released::Nothing) };
     let (received, failures) = signal_counts(ctx, stack, &handle_node)?;
-    if failures == 0 && received < count {
+    let heeded = on_failures == Failures::Fail;
+    if (failures == 0 || !heeded) && received < count {
         return Ok(Released::Nothing);
     }
     let count = count as usize;
     let signals = ctx.tx.wait_signals(&stack.name, &handle)?;
     let failures: Vec<&str> =
-        signals.iter().filter(|signal| !signal.success).map(|signal| signal.reason.as_str()).collect();
+        signals.iter().filter(|signal| heeded && !signal.success).map(|signal| signal.reason.as_str()).collect();
     if !failures.is_empty() {
         Deadline::of_wait_condition(stack, name).clear(ctx)?;
         let reason = failures.join(";");
@@ -97,10 +120,46 @@ pub fn check_wait_condition(ctx: &mut Context<'_>, stack: &StackRow, name: &str)
     if signals.len() < count {
         return Ok(Released::Nothing);
     }
-    let data: Map<String, Value> =
-        signals.iter().map(|signal| (signal.signal_id.clone(), signal.data.clone())).collect();
-    // Heat serialises it with json.dumps: Python separators matter to templates that use the text.
-    node.attributes["data"] = Value::String(anneal_protocol::pyjson::dumps(&Value::Object(data), true));
+    node.attributes["data"] = data_attribute(&signals);
     Deadline::of_wait_condition(stack, name).clear(ctx)?;
     node::complete(ctx, stack, node, "Signal(s) received")
+}
+
+/// A wait condition's `data`: each id's data, in the order the ids were first received. Heat
+/// serialises it with json.dumps: Python separators matter to templates that use the text.
+fn data_attribute(signals: &[WaitSignalRow]) -> Value {
+    let data: Map<String, Value> =
+        signals.iter().map(|signal| (signal.signal_id.clone(), signal.data.clone())).collect();
+    Value::String(anneal_protocol::pyjson::dumps(&Value::Object(data), true))
+}
+
+/// Shows a signal its handle `handle` just stored (`signal_id` with `data`, a new value for the id
+/// or a new id) in the `data` attribute of the wait condition `wait` if it has completed on that
+/// handle. Heat's reads the handle's signals at each read, so outputs and later `get_attr` reads
+/// see the latest value; the condition stays complete and nothing that read the earlier value
+/// runs again (Heat re-runs nothing either). The stored attribute is amended in place (a
+/// repeated id keeps its place, as the handle's rows do) rather than rebuilt from every signal,
+/// so a signal's cost does not grow with what the handle holds; only an attribute that does not
+/// read as a JSON object is rebuilt from the rows.
+pub fn show_signal_in_completed_data(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    mut wait: NodeRow,
+    handle: &str,
+    signal_id: &str,
+    data: &Value,
+) -> Result<(), EngineError> {
+    if wait.state != NodeState::Complete || wait.record.handle.as_deref() != Some(handle) {
+        return Ok(());
+    }
+    let stored = wait.attributes.get("data").and_then(Value::as_str);
+    wait.attributes["data"] = match stored.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(mut shown))) => {
+            shown.insert(signal_id.to_string(), data.clone());
+            Value::String(anneal_protocol::pyjson::dumps(&Value::Object(shown), true))
+        }
+        _ => data_attribute(&ctx.tx.wait_signals(&stack.name, handle)?),
+    };
+    ctx.tx.update_node(&wait)?;
+    Ok(())
 }
