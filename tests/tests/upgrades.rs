@@ -9,6 +9,7 @@
 //! update that changes one input runs exactly the deployment it reaches; delete removes all.
 //! The fixture's hook appends "<server> <deployment> <action>" to runs.log for every run.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -122,7 +123,10 @@ fn free_address() -> String {
 async fn sqlite_shim(upgraded: &Upgraded, listen: &str) -> Shim {
     let dir = private_temp_dir("anneal-upgrade-shim-");
     for file in ["shim.db", "shim.key", "admin.token"] {
-        std::fs::copy(upgraded.path(file), dir.path().join(file)).expect("the fixture's shim files");
+        let copy = dir.path().join(file);
+        std::fs::copy(upgraded.path(file), &copy).expect("the fixture's shim files");
+        // Git keeps no 0600: the shim refuses secrets others may read, as it should.
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).expect("chmod the copy");
     }
     let columns = upgraded.manifest["url_columns"].as_array().cloned().unwrap_or_default();
     for pair in columns {
