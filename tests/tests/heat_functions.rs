@@ -289,3 +289,215 @@ fn every_condition_agrees_with_heat() {
     // Both outcomes occur, so the comparison is not of constants.
     assert!(values.contains(&json!("on")) && values.contains(&json!("off")), "{values:?}");
 }
+
+/// What the shim must do with an `allowed_pattern` case, given Heat's answer.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum PatternExpect {
+    /// Both accept, or both refuse.
+    Same,
+    /// Heat accepts; anneal refuses the pattern at its bound on backtracking work
+    /// (docs/templates.md, "Parameters").
+    AnnealBound,
+}
+
+/// (pattern, value given or none, default or none, expectation).
+type PatternCase = (&'static str, Option<&'static str>, Option<&'static str>, PatternExpect);
+
+/// TripleO's net-config-bond rule and heat-templates' IIS/Drupal rules (as their YAML strings
+/// read), look-around, back-references, anchors and newlines, Python's `\d`/`\w`/`\s`, what
+/// Python's syntax refuses or reads differently from Rust's, and defaults.
+fn pattern_cases() -> Vec<PatternCase> {
+    use PatternExpect::{AnnealBound, Same};
+    let bond = "^((?!balance.tcp).)*$";
+    let iis = r"(?=^.{6,255}$)((?=.*\\d)(?=.*[A-Z])(?=.*[a-z])|(?=.*\\d)(?=.*[^A-Za-z0-9])(?=.*[a-z])|(?=.*[^A-Za-z0-9])(?=.*[A-Z])(?=.*[a-z])|(?=.*\\d)(?=.*[A-Z])(?=.*[^A-Za-z0-9]))^.*";
+    let site = r#"^(?!.*["\r\n\f]).*$"#;
+    let given = |pattern, value| (pattern, Some(value), None, Same);
+    let mut cases: Vec<PatternCase> = [
+        (bond, "mode=balance-slb lacp=active"),
+        (bond, "mode=balance-tcp lacp=active"),
+        (bond, "balance_tcp"),
+        (bond, ""),
+        (bond, "mode=active-backup\n"),
+        (iis, "Passw0rd!"),
+        (iis, r"Pass\dword"),
+        (iis, r"pass\dword!"),
+        (iis, "Sh0rt"),
+        (site, "My Drupal site"),
+        (site, "say \"hi\""),
+        (site, "tab\there"),
+        (site, "line\nbreak"),
+        (r"^[\S]+$", "n0-spaces"),
+        (r"^[\S]+$", "a space"),
+        (r"^[a-zA-Z0-9._%+-]+@(?:[a-zA-Z0-9-]+\.)+[a-zA-Z]{2,4}$", "admin@example.org"),
+        // look-around and back-references
+        ("(?=.*[0-9])[a-z0-9]+", "abc1"),
+        ("(?=.*[0-9])[a-z0-9]+", "abc"),
+        ("(?!admin$)[a-z]+", "admin"),
+        ("(?!admin$)[a-z]+", "admins"),
+        (".(?<=a)b", "ab"),
+        (".(?<=a)b", "cb"),
+        ("x(?<!y)z", "xz"),
+        ("..(?<=ab|cd)", "cd"),
+        ("a(?<=a|bc)", "a"),
+        (r"(a+)b\1", "aabaa"),
+        (r"(a+)b\1", "aaba"),
+        (r"(?P<n>\d+)-(?P=n)", "12-12"),
+        (r"(?P<n>\d+)-(?P=n)", "12-13"),
+        (r"(?i)(a)\1", "aA"),
+        (r"\1(a)", "aa"),
+        ("(a)(?(1)b|c)", "ab"),
+        ("(a)?(?(1)b|c)", "c"),
+        ("(a)?(?(1)b|c)", "ac"),
+        ("(?>a+)a", "aaa"),
+        ("a++a", "aa"),
+        ("a*+", "aaa"),
+        // anchors and newlines: Heat's end check after re.match
+        ("abc$", "abc"),
+        ("abc$", "abc\n"),
+        ("abc$\n", "abc\n"),
+        ("abc\\n?$", "abc\n"),
+        (r"abc\Z", "abc"),
+        (r"abc\Z", "abc\n"),
+        ("a$|a\n", "a\n"),
+        ("(?m)a$\nb", "a\nb"),
+        ("a$\nb", "a\nb"),
+        (r"[\s\S]*?$", "ab\ncd"),
+        (r"[\s\S]*?$", "ab\ncd\n"),
+        (r"[\s\S]*$", "ab\ncd\n"),
+        (".*", "a\nb"),
+        ("(?s).*", "a\nb"),
+        ("^$", ""),
+        ("^$", "\n"),
+        ("(?m)^b", "b"),
+        ("a\n^b", "a\nb"),
+        ("(?m)a\n^b", "a\nb"),
+        (r"\bfoo\b", "foo"),
+        (r"foo\b.", "foo!"),
+        (r"foo\b.", "fooé"),
+        (r"\B", ""),
+        (r"a\B", "a"),
+        (r"caf\w\b", "café"),
+        // Python's str classes
+        (r"\d+", "١٢٣"),
+        (r"(?a)\d+", "١٢٣"),
+        ("[0-9]+", "١٢٣"),
+        (r"\w+", "héllo"),
+        (r"\w", "²"),
+        (r"\w", "\u{301}"),
+        (r"\w", "‿"),
+        (r"\s", "\u{1c}"),
+        (r"(?a)\s", "\u{1c}"),
+        (r"\s", "\u{a0}"),
+        (r"[^\W\d]+", "abc"),
+        (r"[^\W\d]+", "ab1"),
+        ("(?i)k", "\u{212a}"),
+        // leftmost-first: the first match Python finds must reach the end
+        ("a|ab", "ab"),
+        ("ab|a", "ab"),
+        ("a*?", "aaa"),
+        ("(|a)*", "aa"),
+        ("(a|)+b?", "aab"),
+        ("^4.?[0-9]?", "4.1"),
+        ("-(%[YmdHMSVs])+$", "-%Y%m"),
+        // Python's syntax where Rust's differs
+        ("x{,2}", "xx"),
+        ("a{", "a{"),
+        ("a{1,2", "a{1,2"),
+        ("a{}", "a{}"),
+        ("[[:alpha:]]", "a]"),
+        ("[[:alpha:]]", "a"),
+        ("[a-z&&[^aeiou]]", "b]"),
+        ("[]a]+", "]a"),
+        ("[^]]", "x"),
+        ("[a-]+", "-a"),
+        ("a(?#comment)b", "ab"),
+        ("(?x) a b # c", "ab"),
+        ("(?x)a[ ]b", "a b"),
+        ("(?i)ABC", "abc"),
+        ("(?i:a)B", "AB"),
+        ("(?i:a)B", "Ab"),
+        (r"\x41\u0042\U00000043", "ABC"),
+        (r"\101", "A"),
+        (r"[\b]", "\u{8}"),
+        (r"\$\.", "$."),
+        (r"\z", "z"),
+        (r"\p{L}", "a"),
+        ("(?<n>a)", "a"),
+        ("a{3,2}", "aa"),
+        ("(", "x"),
+        ("a**", "a"),
+        ("*a", "a"),
+        ("(?<=a+)b", "ab"),
+        ("[z-a]", "a"),
+        (r"[\d-z]", "a"),
+        ("(?a)(?u)x", "x"),
+        ("x(?i)", "x"),
+        ("(?L)x", "x"),
+        ("(?P<1>a)", "a"),
+        ("(?(2)a|b)(c)", "bc"),
+    ]
+    .into_iter()
+    .map(|(pattern, value)| given(pattern, value))
+    .collect();
+    cases.extend([
+        ("[a-z]+", None, Some("abc"), Same),
+        ("[a-z]+", None, Some("ABC"), Same),
+        ("[a-z]+", Some("abc"), Some("ABC"), Same),
+        (bond, None, Some("balance-tcp"), Same),
+        ("(?=(?!a))b", Some("b"), None, AnnealBound),
+        (r"(?=(a)\1)aa", Some("aa"), None, AnnealBound),
+    ]);
+    cases
+}
+
+/// The shim's answer: the template parsed (a bad pattern refuses it) and the parameter
+/// resolved as at stack create.
+fn shim_pattern_answer(pattern: &str, value: Option<&str>, default: Option<&str>) -> Result<(), String> {
+    let mut parameter = json!({"type": "string", "constraints": [{"allowed_pattern": pattern}]});
+    if let Some(default) = default {
+        parameter["default"] = json!(default);
+    }
+    let text = json!({"heat_template_version": "2021-04-16", "parameters": {"p": parameter}}).to_string();
+    let template = anneal_shim::template::parse_template(&text).map_err(|error| error.to_string())?;
+    let given: BTreeMap<String, String> = value.map(|value| ("p".to_owned(), value.to_owned())).into_iter().collect();
+    anneal_shim::template::resolve_parameters(&template, &given).map(|_| ()).map_err(|problems| problems.join("; "))
+}
+
+#[test]
+fn allowed_patterns_agree_with_heat() {
+    let cases = pattern_cases();
+    let input = cases
+        .iter()
+        .map(|(pattern, value, default, _)| {
+            let mut case = json!({"pattern": pattern, "value": value});
+            if let Some(default) = default {
+                case["default"] = json!(default);
+            }
+            case
+        })
+        .collect();
+    let answers = peers::heat_answers("allowed_pattern.py", input);
+    let mut disagreements = Vec::new();
+    let mut outcomes = (0, 0);
+    for ((pattern, value, default, expect), heat) in cases.iter().zip(answers) {
+        let shim = shim_pattern_answer(pattern, *value, *default);
+        let heat_accepts = heat.get("value").is_some();
+        let agree = match expect {
+            PatternExpect::Same => heat_accepts == shim.is_ok(),
+            PatternExpect::AnnealBound => {
+                heat_accepts && shim.as_ref().is_err_and(|message| message.contains("anneal's limit"))
+            }
+        };
+        if heat_accepts {
+            outcomes.0 += 1
+        } else {
+            outcomes.1 += 1
+        }
+        if !agree {
+            disagreements.push(format!("{pattern:?} value {value:?} default {default:?}: heat {heat}, shim {shim:?}"));
+        }
+    }
+    assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
+    // Both outcomes are common, so the comparison is not of constants.
+    assert!(outcomes.0 > 30 && outcomes.1 > 30, "{outcomes:?}");
+}

@@ -3,9 +3,12 @@
 //! case, and the deployment reader over every metadata case, each expecting the manifest's
 //! error. Also the corpus's own bookkeeping (every file has a manifest entry and the other way
 //! round), and the replay of the fuzz corpora through the fuzz targets' own checks
-//! (`fuzz/src/lib.rs`, included here so that stable CI runs exactly what the fuzzer ran).
+//! (`fuzz/src/lib.rs`, included here so that stable CI runs exactly what the fuzzer ran). And
+//! the YAML reader against Heat's own template loader (`yaml_differential`): duplicate keys,
+//! merge keys and libyaml's leniency on quoted scalars.
 
 mod hostile_support;
+mod yaml_differential;
 
 #[path = "../../fuzz/src/lib.rs"]
 mod fuzz_checks;

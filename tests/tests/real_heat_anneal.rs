@@ -7,7 +7,8 @@
 //! takes Keystone down on an instance of its own while anneal-agent makes its first
 //! authentication. One test compares the engines instead: the same wait-condition stack on Heat
 //! and on the shim (each converged by anneal-agent), created and updated twice, shows the same
-//! wait-condition data after each step.
+//! wait-condition data after each step; another, the same outputs when a hook answers an output
+//! its config does not declare.
 
 mod real_heat_support;
 
@@ -328,4 +329,129 @@ async fn real_heat_anneal_rides_out_keystone_down_at_its_first_authentication() 
     let status = server.agent().status().await;
     let runs = |name: &str| status.iter().filter(|row| row["name"] == name).count();
     assert_eq!([runs("hop1"), runs("hop2"), runs("hop3"), runs("hop4"), runs("hop5")], [1, 1, 1, 1, 1], "{status:?}");
+}
+
+/// A hook that answers, besides what heat-config's hooks always answer, the output its config
+/// declares (`declared`) and one it does not (`result`, as heat-agents' atomic and docker-compose
+/// hooks answer).
+const RESULT_HOOK: &str = "#!/bin/sh\ncat >/dev/null\nprintf '%s' '{\"deploy_stdout\": \"ran\", \"deploy_stderr\": \"\", \
+                           \"deploy_status_code\": 0, \"declared\": \"D\", \"result\": \"R\"}'\n";
+
+/// `converge` on Heat for a fixture whose configs are of the `returns-result` group: the hook is
+/// installed before anneal-agent starts.
+async fn converge_with_result_hook(fixture: &str) -> Converged {
+    let heat = RealHeat::shared().await;
+    let api = heat.admin().await;
+    let parameters = [("transport", "POLL_SERVER_HEAT"), ("signal", "HEAT_SIGNAL")];
+    let stack = api.create_stack(&unique_stack_name("undeclared"), &fixture_template(fixture), &parameters).await;
+    api.wait_resource_status(&stack, "server", "CREATE_COMPLETE", SERVER_LIMIT).await;
+    let metadata = api.resource_metadata(&stack, "server").await;
+    let started = std::time::Instant::now();
+    let mut server = AnnealServer::prepare(AgentSettings::default());
+    server.agent().install_hook("returns-result", RESULT_HOOK);
+    let bootstrap = server.bootstrap_from(&metadata).await;
+    assert_eq!(bootstrap.code, 0, "anneal-agent bootstrap --from-metadata: {bootstrap:?}");
+    server.agent_mut().start();
+    let shown = api.wait_stack_settled(&stack, None, STACK_LIMIT).await;
+    let outputs = api.outputs(&stack).await;
+    let server = Server::Anneal(server);
+    Converged { heat, api, stack, shown, outputs, server, converge_time: started.elapsed(), metadata }
+}
+
+/// The shim's side: the same fixture created on a shim whose agent has the hook, waited for;
+/// the outputs as Heat's (`HeatApi::outputs`) shows them, an error as `{"error": ...}`.
+async fn shim_outputs_with_result_hook(fixture: &str) -> (Value, Shim, Fleet) {
+    let shim = Shim::start().await;
+    let fleet = Fleet::start(&shim, &["server"], &AgentSettings::default()).await;
+    fleet.agent("server").install_hook("returns-result", RESULT_HOOK);
+    let template = shim.write_template(fixture, &fixture_template(fixture)).display().to_string();
+    let created =
+        shim.cli(&["stack", "create", "undeclared", "--template", &template, "--wait", "--timeout", "120"]).await;
+    assert_eq!(created.code, 0, "stack create: {created:?}\n{}", fleet.logs());
+    let listed = shim.cli_json(&["stack", "outputs", "undeclared", "--json"]).await;
+    let outputs: Map<String, Value> = listed
+        .as_array()
+        .expect("a list of outputs")
+        .iter()
+        .map(|output| {
+            let value = match output.get("error") {
+                Some(error) => json!({ "error": error }),
+                None => output["value"].clone(),
+            };
+            (output["name"].as_str().expect("an output name").to_string(), value)
+        })
+        .collect();
+    (Value::Object(outputs), shim, fleet)
+}
+
+/// Heat 27 accepts a `get_attr` of a deployment output its config does not declare, keeps only
+/// the declared outputs of the signal (heat.engine.service_software_config
+/// .signal_software_deployment) and refuses the other name when it is read
+/// (SoftwareDeployment.get_attribute), so a stack output shows the error and no value, for a
+/// deployment and for a deployment group; a declared output the hook never returned is null.
+/// The shim refused such a template at validation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_an_undeclared_deployment_output_is_refused_when_read_as_heat_refuses_it() {
+    const FIXTURE: &str = "undeclared_outputs.yaml";
+    let (heat, (on_shim, shim, fleet)) =
+        tokio::join!(converge_with_result_hook(FIXTURE), shim_outputs_with_result_hook(FIXTURE));
+    let context = || format!("=== shim ===\n{}\n{}\n=== heat ===\n{}", shim.log_text(), fleet.logs(), heat.context());
+    assert_eq!(heat.status(), "CREATE_COMPLETE", "{}", context());
+    let refused = |key: &str| json!({"error": format!("The Referenced Attribute ({key}) is incorrect.")});
+    let expected = json!({
+        "result": refused("deployment result"),
+        "result_path": refused("deployment ('result', 'key', 0)"),
+        "declared": "D",
+        "missing": null,
+        "stdout": "ran",
+        "group_result": refused("group result"),
+        "group_declared": {"one": "D"},
+        "group_stdouts": {"one": "ran"},
+    });
+    let on_heat = serde_json::to_value(&heat.outputs).expect("Heat's outputs as JSON");
+    assert_eq!(on_heat, expected, "what Heat shows\n{}", context());
+    assert_eq!(on_shim, on_heat, "the shim shows what Heat shows\n{}", context());
+    let kept = heat.api.deployment_output_values(&heat.stack, "deployment").await;
+    assert_eq!(kept.get("result"), None, "Heat kept the undeclared output: {kept}");
+}
+
+/// A deployment group whose `servers` are a key of a `json` parameter, and the same with a
+/// mistake that needs no parameter value to be seen.
+const SERVERS_FROM_JSON: &str = "heat_template_version: 2016-10-14
+parameters:
+  servers: {type: json}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: echo}
+  deploy:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties:
+      config: {get_resource: config}
+      servers: {get_param: [servers, Controller]}
+      MISTAKE
+";
+
+/// `template validate` asks for no parameter values, as Heat's validate (`POST /validate`): what
+/// needs a value is not checked (Heat validates with `strict_validate=False`), what does not
+/// still is. Both accept the group whose `servers` come from a parameter without a value, and
+/// both refuse it with an unknown property.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_heat_anneal_template_validate_without_values_refuses_what_heats_validate_refuses() {
+    let heat = RealHeat::shared().await;
+    let api = heat.admin().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("servers_from_json.yaml");
+    for (mistake, accepted) in [("", true), ("colour: red", false)] {
+        let text = SERVERS_FROM_JSON.replace("MISTAKE", mistake);
+        let body = json!({"template": text});
+        let (code, answer) = api.call(reqwest::Method::POST, "validate", Some(&body)).await;
+        assert_eq!(code == reqwest::StatusCode::OK, accepted, "Heat's validate with {mistake:?}: {code} {answer}");
+        std::fs::write(&path, &text).expect("write the template");
+        let mut command = tokio::process::Command::new(anneal_tests::shim_binary());
+        command.args(["template", "validate", "--template"]).arg(&path);
+        command.env_remove("ANNEAL_URL").env_remove("ANNEAL_TOKEN");
+        let validated = anneal_tests::run_command(command, Duration::from_secs(30)).await;
+        assert_eq!(validated.code == 0, accepted, "template validate with {mistake:?}: {validated:?}");
+    }
 }

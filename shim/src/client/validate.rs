@@ -2,6 +2,8 @@
 //! template, its environments and the files it names, with no server (as `openstack
 //! orchestration template validate`). Server names are not checked (no registry here), and a
 //! parameter without a value is not an error (Heat's validate does not ask for values either).
+//! What the template was accepted with (duplicate keys, read as Heat reads them) is printed as
+//! warnings: after the report, or after the problems of a template that does not pass.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,6 +20,12 @@ pub fn validate_template(args: &TemplateValidateArgs, out: &mut dyn Write) -> Re
     let given = parameter_map(&args.params)?;
     let assembled = files::assemble(&args.template, &args.environments)?;
     let invalid = |problems| ClientError::InvalidTemplate { path: args.template.clone(), problems };
+    // The warnings of a template that does not pass are listed after its problems.
+    let invalid_warned = |mut problems: Vec<String>| {
+        let warnings = template::yaml::parse_with_warnings(&assembled.template).map(|document| document.warnings());
+        problems.extend(warnings.unwrap_or_default().into_iter().map(|warning| format!("warning: {warning}")));
+        invalid(problems)
+    };
     template::check_files(&assembled.files).map_err(invalid)?;
     // As the server reads what `stack create` sends: the environment files merged onto the
     // parameters given, Heat's way (a file's parameter wins over `--param`).
@@ -48,14 +56,16 @@ pub fn validate_template(args: &TemplateValidateArgs, out: &mut dyn Write) -> Re
         max_resources: args.max_resources_per_stack,
         evaluation_budget: template::EVALUATION_BUDGET,
     })
-    .map_err(invalid)?;
+    .map_err(invalid_warned)?;
     let flat = checked.expanded.as_ref().unwrap_or(&checked.parsed);
-    write(out, &report(&checked.parsed, flat, &checked.texts, args.json))?;
+    write(out, &report(&checked, flat, args.json))?;
     Ok(ExitStatus::Success)
 }
 
-fn report(parsed: &Template, flat: &Template, texts: &BTreeMap<String, String>, as_json: bool) -> String {
-    let parameters: Vec<Value> = parsed
+fn report(checked: &template::Checked, flat: &Template, as_json: bool) -> String {
+    let texts = &checked.texts;
+    let parameters: Vec<Value> = checked
+        .parsed
         .parameters
         .iter()
         .map(|(name, parameter)| {
@@ -75,7 +85,7 @@ fn report(parsed: &Template, flat: &Template, texts: &BTreeMap<String, String>, 
         .map(|(name, resource)| json!({"name": name, "type": resource.kind.name(), "line": resource.line}))
         .collect();
     if as_json {
-        let value = json!({"parameters": parameters, "resources": resources});
+        let value = json!({"parameters": parameters, "resources": resources, "warnings": checked.warnings});
         return format!("{}\n", serde_json::to_string_pretty(&value).unwrap_or_default());
     }
     let mut text = String::from("parameters:\n");
@@ -93,6 +103,12 @@ fn report(parsed: &Template, flat: &Template, texts: &BTreeMap<String, String>, 
     text.push_str("resources:\n");
     for (name, resource) in &flat.resources {
         text.push_str(&format!("  {name}: {} (line {})\n", resource.kind.name(), resource.line));
+    }
+    if !checked.warnings.is_empty() {
+        text.push_str("warnings:\n");
+        for warning in &checked.warnings {
+            text.push_str(&format!("  {warning}\n"));
+        }
     }
     text
 }

@@ -1,7 +1,8 @@
 //! What one engine operation works with inside its store transaction: the transaction, the
 //! token key, the clock, the servers whose documents it changed (republished after commit),
 //! what each stack touched has used of its limits (the evaluation budget, its resources) and
-//! the `Scope` that resolves `get_param`, `get_resource` and `get_attr` from stored nodes.
+//! the `Scope` that resolves `get_param`, `get_resource` and `get_attr` from stored nodes (and
+//! refuses, with Heat's text, a deployment's attribute its config does not declare).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -254,7 +255,33 @@ impl Scope for StackScope<'_> {
             placed.extend(node.record.id.clone());
         }
         placed.extend(node.record.placed_handles.iter().cloned());
-        Some(node.attributes.get(attribute).cloned().unwrap_or(Value::Null))
+        let absent = match ResourceType::parse(&node.resource_type) {
+            // A group without members answers an empty map for any attribute: Heat's
+            // SoftwareDeploymentGroup collects it over no member (ResourceGroup.get_attribute).
+            Some(kind) if kind.group_member().is_some() && node.record.members.is_empty() => Value::Object(Map::new()),
+            _ => Value::Null,
+        };
+        Some(node.attributes.get(attribute).cloned().unwrap_or(absent))
+    }
+
+    fn attribute_refusal(&self, resource: &str, attribute: &str, path: &[Value]) -> Option<String> {
+        let node = self.complete_node(resource)?;
+        let kind = ResourceType::parse(&node.resource_type)?;
+        let refused = match kind.group_member() {
+            _ if !kind.is_deployment() => false,
+            // What its members refuse (alike: one config); with none there is nothing to refuse.
+            Some(_) => {
+                node.attributes.get(attribute).is_none()
+                    && node
+                        .record
+                        .members
+                        .first()
+                        .and_then(|member| (self.lookup)(member))
+                        .is_some_and(|member| refuses(&member, attribute))
+            }
+            None => refuses(&node, attribute),
+        };
+        refused.then(|| invalid_attribute(resource, attribute, path))
     }
 
     fn resource_type(&self, resource: &str) -> Option<ResourceType> {
@@ -264,6 +291,70 @@ impl Scope for StackScope<'_> {
     fn budget(&self) -> Option<&Budget> {
         self.budget
     }
+}
+
+/// The attributes every deployment has (heat.engine.resources.openstack.heat.
+/// software_deployment.SoftwareDeployment.ATTRIBUTES).
+const DEPLOYMENT_ATTRIBUTES: [&str; 3] = ["deploy_stdout", "deploy_stderr", "deploy_status_code"];
+
+/// Whether a deployment refuses `attribute`: neither one every deployment has nor an output its
+/// config declares. Its declarations are recorded when it is activated; a deployment an earlier
+/// version completed without publishing (its action not among its `actions`) recorded none,
+/// so what it declares is unknown and nothing is refused.
+fn refuses(node: &NodeRow, attribute: &str) -> bool {
+    let recorded = !node.record.outputs.is_empty() || node.derived_config_id.is_some();
+    let declared =
+        node.record.outputs.iter().any(|output| output.get("name").and_then(Value::as_str) == Some(attribute));
+    recorded && !declared && !DEPLOYMENT_ATTRIBUTES.contains(&attribute)
+}
+
+/// Heat's text for an attribute a deployment refuses: its signal keeps only the outputs the
+/// config declares (heat.engine.service_software_config.signal_software_deployment) and
+/// SoftwareDeployment.get_attribute raises InvalidTemplateAttribute for any other name, which
+/// the resource's node data leaves out, so reading it raises that error again
+/// (heat.engine.stk_defn.ResourceProxy.FnGetAtt) with the key it was read by: the attribute,
+/// or with a path the Python tuple `(attribute, *path)`. The resource is named as in its own
+/// (nested) stack.
+fn invalid_attribute(resource: &str, attribute: &str, path: &[Value]) -> String {
+    let name = resource.rsplit('/').next().unwrap_or(resource);
+    let key = if path.is_empty() {
+        attribute.to_owned()
+    } else {
+        let component = |value: &Value| match value {
+            Value::String(text) => python_string_repr(text),
+            other => anneal_protocol::pyjson::python_str(other),
+        };
+        let items: Vec<String> =
+            std::iter::once(python_string_repr(attribute)).chain(path.iter().map(component)).collect();
+        format!("({})", items.join(", "))
+    };
+    format!("The Referenced Attribute ({name} {key}) is incorrect.")
+}
+
+/// Python's `repr()` of a string: single quotes unless it holds one and no double quote, the
+/// usual escapes, control characters as `\xNN` (other characters as they are).
+fn python_string_repr(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') { '"' } else { '\'' };
+    let mut repr = String::with_capacity(text.len() + 2);
+    repr.push(quote);
+    for character in text.chars() {
+        match character {
+            '\\' => repr.push_str("\\\\"),
+            '\n' => repr.push_str("\\n"),
+            '\r' => repr.push_str("\\r"),
+            '\t' => repr.push_str("\\t"),
+            _ if character == quote => {
+                repr.push('\\');
+                repr.push(character);
+            }
+            _ if character < ' ' || ('\u{7f}'..='\u{9f}').contains(&character) => {
+                repr.push_str(&format!("\\x{:02x}", u32::from(character)));
+            }
+            _ => repr.push(character),
+        }
+    }
+    repr.push(quote);
+    repr
 }
 
 /// A random UUID (version 4), as Heat's ids are.

@@ -76,6 +76,8 @@ pub fn apply_deployment_signal(
 
 /// Applies Heat's output and failure rules to a run's result: the declared outputs and the
 /// `deploy_*` attributes are set, the run's outcome recorded. Returns whether it failed and why.
+/// Any other key of the result is not kept, as Heat keeps none
+/// (heat.engine.service_software_config.signal_software_deployment): reading it is refused.
 fn record_result(node: &mut NodeRow, result: &HookResult) -> (bool, String) {
     let declarations: Vec<OutputDecl> =
         serde_json::from_value(Value::Array(node.record.outputs.clone())).unwrap_or_default();

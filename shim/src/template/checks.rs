@@ -17,15 +17,22 @@ use super::{Resource, Template};
 /// the engine supplies their values (in the map given to `validate` and through `Scope`).
 pub const PSEUDO_PARAMETERS: &[&str] = &["OS::stack_name", "OS::stack_id", "OS::project_id"];
 
-/// Parameters and resources whose definition had a problem, already reported when the template
-/// was parsed: a broken parameter is left out and a resource is kept as far as it could be read
-/// (an unknown type as an `OS::Heat::None` placeholder), so that the rest of the template is
-/// still checked. A reference to one is accepted without further checks (its attributes and
-/// its type are unknown), so that one mistake is reported once.
+/// What the checks cannot know about parts of the template. `parameters` and `resources`: their
+/// definition had a problem, already reported when the template was parsed: a broken parameter
+/// is left out and a resource is kept as far as it could be read (an unknown type as an
+/// `OS::Heat::None` placeholder), so that the rest of the template is still checked. A
+/// reference to one is accepted without further checks (its attributes and its type are
+/// unknown), so that one mistake is reported once. `unvalued`: declared parameters given no
+/// value (`template validate` asks for none, as Heat's validate): a placeholder of their type
+/// stands in where the template's shape needs a value (conditions, nested stacks), but what is
+/// computed from one is unknown to the checks of values, which Heat's validate does not make
+/// (heat.engine.service.validate_template: `strict_validate=False`, so
+/// heat.engine.properties.Properties.validate checks no property value).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Incomplete {
     pub parameters: BTreeSet<String>,
     pub resources: BTreeSet<String>,
+    pub unvalued: BTreeSet<String>,
 }
 
 /// The problem of an expression computed from a hidden parameter that cannot be evaluated,
@@ -34,7 +41,8 @@ pub const HIDDEN_REFUSED: &str =
     "cannot be evaluated (the reason is not shown: it may quote a value derived from a hidden parameter)";
 
 /// Nothing incomplete: what a template parsed without problems has.
-static COMPLETE: Incomplete = Incomplete { parameters: BTreeSet::new(), resources: BTreeSet::new() };
+static COMPLETE: Incomplete =
+    Incomplete { parameters: BTreeSet::new(), resources: BTreeSet::new(), unvalued: BTreeSet::new() };
 
 /// A value as far as it is known before any resource exists.
 #[derive(Debug, Clone, PartialEq)]
@@ -181,39 +189,18 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Whether `get_attr` of `attribute` on `resource` passes validation, as in Heat: at
+    /// validation a resource's node data holds every attribute the template reads when its type
+    /// resolves attributes itself (`get_attribute` overridden: the deployments and deployment
+    /// groups, whose attributes include whatever outputs a config declares, and
+    /// `OS::Heat::None`), else only its schema's (heat.engine.resource.Resource.node_data, read
+    /// by heat.engine.hot.functions.GetAttThenSelect.validate). A deployment's name its config
+    /// does not declare is refused when it is read (the engine's `StackScope`).
     fn has_attribute(&self, resource: &Resource, attribute: &str) -> bool {
-        if resource.kind.accepts_any_attribute()
+        resource.kind.accepts_any_attribute()
+            || resource.kind.is_deployment()
             || resource.kind.base_attributes().contains(&attribute)
             || attribute == super::expr::ALL_ATTRIBUTES
-        {
-            return true;
-        }
-        if !resource.kind.is_deployment() {
-            return false;
-        }
-        let Some(Expr::GetResource(config)) = resource.property("config") else { return false };
-        if self.incomplete.resources.contains(config) {
-            return true;
-        }
-        match self.resource(config).filter(|config| config.kind.is_config()) {
-            // An output list that depends on something unknown cannot be checked here.
-            Some(config) => {
-                self.declared_outputs(config).is_none_or(|outputs| outputs.iter().any(|name| name == attribute))
-            }
-            None => false,
-        }
-    }
-
-    /// Output names a config resource declares; `None` when they are not known statically.
-    pub fn declared_outputs(&self, config: &Resource) -> Option<Vec<String>> {
-        let Some(expr) = config.property("outputs") else {
-            return Some(Vec::new());
-        };
-        let mut ignored = Vec::new();
-        let outputs = self.partial("", expr, &mut ignored);
-        let Partial::Known(Value::Array(items)) = outputs else { return None };
-        let names = items.iter().filter_map(|item| item.get("name").and_then(Value::as_str)).map(str::to_owned);
-        Some(names.collect())
     }
 
     /// Evaluates what parameters alone determine. An expression that can never evaluate is a
@@ -247,8 +234,11 @@ impl<'a> Context<'a> {
                 }
             }
             other => {
-                // Unknown parameters are reported once, by `check_expression`.
-                if other.parameter_names().iter().any(|name| !self.parameters.contains_key(name)) {
+                // Unknown parameters are reported once, by `check_expression`; an unvalued
+                // one's placeholder says nothing about the value it will have.
+                let unknown =
+                    |name: &String| !self.parameters.contains_key(name) || self.incomplete.unvalued.contains(name);
+                if other.parameter_names().iter().any(unknown) {
                     return Partial::Unknown;
                 }
                 match other.evaluate(&ParameterScope { parameters: self.parameters, budget: self.budget }) {

@@ -128,7 +128,11 @@ impl Expr {
                     resource: resource.clone(),
                     attribute: Some(attribute.clone()),
                 })?;
-                let keys = evaluate_path("get_attr", path, scope)?;
+                let components = path.iter().map(|item| item.evaluate(scope)).collect::<Result<Vec<_>, _>>()?;
+                if let Some(refusal) = scope.attribute_refusal(resource, attribute, &components) {
+                    return Err(invalid(refusal));
+                }
+                let keys = path_keys("get_attr", components)?;
                 Ok(select(&value, &keys).unwrap_or(Value::Null))
             }
             Expr::GetInput(name) => {
@@ -168,8 +172,14 @@ enum Key {
 }
 
 fn evaluate_path(function: &str, path: &[Expr], scope: &dyn Scope) -> Result<Vec<Key>, EvalError> {
-    path.iter()
-        .map(|item| match item.evaluate(scope)? {
+    path_keys(function, path.iter().map(|item| item.evaluate(scope)).collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The evaluated path components as keys.
+fn path_keys(function: &str, components: Vec<Value>) -> Result<Vec<Key>, EvalError> {
+    components
+        .into_iter()
+        .map(|component| match component {
             Value::String(name) => Ok(Key::Name(name)),
             Value::Number(number) if number.as_i64().is_some() => Ok(Key::Index(number.as_i64().unwrap_or(0))),
             _ => Err(invalid(format!("{function}: path components must be strings or integers"))),

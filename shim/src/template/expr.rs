@@ -120,6 +120,12 @@ pub trait Scope {
     fn resource_id(&self, resource: &str) -> Option<Value>;
     /// `None` while the attribute is not available yet.
     fn attribute(&self, resource: &str, attribute: &str) -> Option<Value>;
+    /// Heat's refusal of an available resource's `attribute` (then `path`, evaluated) that it
+    /// does not have, raised when it is read (a deployment's output its config does not
+    /// declare); `None`: `attribute` answers.
+    fn attribute_refusal(&self, _resource: &str, _attribute: &str, _path: &[Value]) -> Option<String> {
+        None
+    }
     /// The type of a resource whose attributes are available (what `get_attr: [resource]`
     /// lists); `None` while they are not.
     fn resource_type(&self, _resource: &str) -> Option<ResourceType> {

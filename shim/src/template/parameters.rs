@@ -3,18 +3,16 @@
 //! A hidden parameter's value never appears in a message; constraint messages never show
 //! values at all (a constraint's `description`, when given, is the message, as in Heat).
 
+pub(super) mod pattern;
+
 use std::collections::BTreeMap;
 
-use regex::{Regex, RegexBuilder};
 use serde_json::{Number, Value};
 
 use super::evaluate::render;
 use super::yaml::{Body, Node};
 use super::{Constraint, Parameter, ParameterType, Template};
-
-/// Compiled-size limit for `allowed_pattern` (the regex crate matches in linear time; this caps
-/// its memory).
-const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+use pattern::{Pattern, PatternError};
 
 /// Typed values for every declared parameter, from `given` (strings) or the defaults.
 /// Errors: one message per problem, each naming the parameter.
@@ -41,10 +39,11 @@ pub fn resolve_parameters(
         match converted {
             Ok(value) => {
                 problems.extend(parameter.constraints.iter().filter_map(|constraint| {
-                    check_constraint(constraint, &value)
-                        .err()
-                        .map(|reason| constraint_message(name, constraint, &reason))
+                    check(constraint, &value).err().map(|refusal| constraint_message(name, constraint, refusal))
                 }));
+                if given.contains_key(name) {
+                    problems.extend(default_problems(name, parameter));
+                }
                 values.insert(name.clone(), value);
             }
             Err((reason, subject)) => {
@@ -53,6 +52,22 @@ pub fn resolve_parameters(
         }
     }
     if problems.is_empty() { Ok(values) } else { Err(problems) }
+}
+
+/// Heat checks a default against the constraints even when a value is given (its
+/// `Schema.validate` reads the default before the value): "Invalid default".
+fn default_problems(name: &str, parameter: &Parameter) -> Vec<String> {
+    let Some(default) = parameter.default.as_ref().and_then(|default| convert_default(parameter.kind, default).ok())
+    else {
+        return Vec::new();
+    };
+    let failed =
+        parameter.constraints.iter().filter_map(|constraint| Some((constraint, check(constraint, &default).err()?)));
+    failed
+        .map(|(constraint, refusal)| {
+            format!("parameter \"{name}\": invalid default: {}", constraint_reason(constraint, refusal))
+        })
+        .collect()
 }
 
 fn conversion_message(
@@ -82,11 +97,25 @@ fn quote(text: &str) -> String {
     }
 }
 
-fn constraint_message(name: &str, constraint: &Constraint, reason: &str) -> String {
-    match constraint.description() {
-        Some(description) => format!("parameter \"{name}\": {description}"),
-        None => format!("parameter \"{name}\": {reason}"),
+/// A constraint's description replaces the reason a value does not meet it; a pattern that
+/// could not be decided within anneal's bounds says so whatever the description.
+fn constraint_message(name: &str, constraint: &Constraint, refusal: Refusal) -> String {
+    format!("parameter \"{name}\": {}", constraint_reason(constraint, refusal))
+}
+
+fn constraint_reason(constraint: &Constraint, refusal: Refusal) -> String {
+    match (refusal, constraint.description()) {
+        (Refusal::Unmet(_), Some(description)) => description.to_owned(),
+        (Refusal::Unmet(reason) | Refusal::Undecided(reason), _) => reason,
     }
+}
+
+/// Why a value fails a constraint.
+enum Refusal {
+    /// It does not meet it (the text is the default message, without the value).
+    Unmet(String),
+    /// Whether it meets it is not known: a pattern past a backtracking bound.
+    Undecided(String),
 }
 
 /// A user-supplied string as a value of `kind`.
@@ -163,8 +192,41 @@ fn parse_json(text: &str) -> Result<Value, String> {
     serde_json::from_str::<Value>(text).map_err(|_| "is not valid JSON".to_owned())
 }
 
-/// Checks one constraint; the error is the default message (without the value).
+/// Checks one constraint; the error is the default message (without the value), or why the
+/// pattern could not be decided.
 pub fn check_constraint(constraint: &Constraint, value: &Value) -> Result<(), String> {
+    check(constraint, value).map_err(|(Refusal::Unmet(reason) | Refusal::Undecided(reason))| reason)
+}
+
+fn check(constraint: &Constraint, value: &Value) -> Result<(), Refusal> {
+    match constraint {
+        Constraint::AllowedPattern { pattern, .. } => check_pattern(pattern, value),
+        other => check_plain(other, value).map_err(Refusal::Unmet),
+    }
+}
+
+/// Heat's AllowedPattern on a string, or on each item of a list (an item that is not a string
+/// does not match).
+fn check_pattern(pattern: &str, value: &Value) -> Result<(), Refusal> {
+    let undecided = |error: PatternError| Refusal::Undecided(error.to_string());
+    let compiled = Pattern::compile(pattern).map_err(undecided)?;
+    let items = match value {
+        Value::Array(items) => items.as_slice(),
+        single => std::slice::from_ref(single),
+    };
+    for item in items {
+        let matched = match item.as_str() {
+            Some(text) => compiled.matches(text).map_err(undecided)?,
+            None => false,
+        };
+        if !matched {
+            return Err(Refusal::Unmet(format!("the value must match the pattern \"{pattern}\"")));
+        }
+    }
+    Ok(())
+}
+
+fn check_plain(constraint: &Constraint, value: &Value) -> Result<(), String> {
     match constraint {
         Constraint::Length { min, max, .. } => {
             let length = match value {
@@ -196,15 +258,8 @@ pub fn check_constraint(constraint: &Constraint, value: &Value) -> Result<(), St
             let listed: Vec<String> = values.iter().map(render).collect();
             if valid { Ok(()) } else { Err(format!("the value must be one of: {}", listed.join(", "))) }
         }
-        Constraint::AllowedPattern { pattern, .. } => {
-            let regex = compile_pattern(pattern)?;
-            let matches = |item: &Value| item.as_str().is_some_and(|text| regex.is_match(text));
-            let valid = match value {
-                Value::Array(items) => items.iter().all(matches),
-                single => matches(single),
-            };
-            if valid { Ok(()) } else { Err(format!("the value must match the pattern \"{pattern}\"")) }
-        }
+        // Checked by `check_pattern`.
+        Constraint::AllowedPattern { .. } => Ok(()),
         // Needs what the shim knows about servers; `validate` checks the ones it can.
         Constraint::Custom { .. } => Ok(()),
     }
@@ -248,14 +303,6 @@ fn same_value(candidate: &Value, value: &Value) -> bool {
         },
         other => render(candidate) == render(other),
     }
-}
-
-/// `allowed_pattern` matches the whole value, as Heat's `re.match(...)` plus its end check.
-pub fn compile_pattern(pattern: &str) -> Result<Regex, String> {
-    RegexBuilder::new(&format!("^(?:{pattern})$"))
-        .size_limit(PATTERN_SIZE_LIMIT)
-        .build()
-        .map_err(|error| format!("allowed_pattern \"{pattern}\" is not a valid regular expression: {error}"))
 }
 
 /// Reads a parameter's `constraints` list, checking each applies to the parameter's type.
@@ -365,8 +412,9 @@ fn parse_constraint(item: &Node) -> Result<Constraint, String> {
             _ => Err("custom_constraint must be a constraint name".into()),
         },
         _ => match &rule.value.body {
+            // Heat compiles the pattern when it reads the schema: a bad one refuses the template.
             Body::Scalar(Value::String(pattern)) => {
-                compile_pattern(pattern)?;
+                Pattern::compile(pattern).map_err(|error| error.to_string())?;
                 Ok(Constraint::AllowedPattern { pattern: pattern.clone(), description })
             }
             _ => Err("allowed_pattern must be a string".into()),

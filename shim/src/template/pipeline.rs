@@ -4,7 +4,8 @@
 //! oversized text or a YAML syntax error stops it (there is nothing to check then); a part
 //! that is broken is reported once and the rest is still checked (`Incomplete`). The problems
 //! come back each once, located (the template line, and the resource, parameter or output),
-//! sorted by line, at most `MAX_PROBLEMS` of them.
+//! sorted by line, at most `MAX_PROBLEMS` of them. A template that passes comes back with the
+//! warnings its text was accepted with (duplicate keys, which Heat reads without a word).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -17,7 +18,7 @@ use super::hot::{Parsed, parse_collecting};
 use super::nested::MaxResources;
 use super::servers::{ServerAddresses, check_server_attributes};
 use super::validate::{Plan, apply_conditions, validate_incomplete};
-use super::yaml::{Body, Node};
+use super::yaml::{self, Body, Node};
 use super::{Template, nested, parameter_placeholder, resolve_parameters};
 
 /// Most problems reported for one template; the rest are counted ("... and N more problems").
@@ -74,6 +75,9 @@ pub struct Checked {
     /// What expanding the nested stacks spent of the evaluation budget (their copies are
     /// stored as the definitions of the resources they made).
     pub expansion_bytes: usize,
+    /// What the template text was accepted with, one line each: its duplicate keys
+    /// (`yaml::Document::warnings`), which Heat accepts without a word.
+    pub warnings: Vec<String>,
 }
 
 /// Checks a template; every problem found, located and sorted, when it does not pass.
@@ -84,6 +88,14 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
     let texts = (request.texts)(&parsed);
     let offline = matches!(request.servers, Servers::Offline);
     let template = if offline { with_placeholders(&parsed, &texts) } else { parsed.clone() };
+    if offline {
+        // Heat's validate checks no value: what a placeholder gives is not checked as one.
+        let unvalued = parsed
+            .parameters
+            .iter()
+            .filter(|(name, parameter)| parameter.default.is_none() && !texts.contains_key(name));
+        incomplete.unvalued.extend(unvalued.map(|(name, _)| name.clone()));
+    }
     let (mut parameters, found) = resolve(&template, &texts);
     problems.extend(found);
     parameters.extend(request.pseudo.iter().map(|(name, value)| ((*name).to_owned(), value.clone())));
@@ -128,6 +140,7 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
             resolved,
             resources,
             expansion_bytes,
+            warnings: text_warnings(request.text),
         }),
         validated => {
             problems.extend(validated.err().unwrap_or_default());
@@ -135,6 +148,12 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
             Err(report(&root, problems))
         }
     }
+}
+
+/// The warnings of a template text that parses (`Checked::warnings`). The text is read again
+/// for them: `parse_collecting` keeps only the tree.
+fn text_warnings(text: &str) -> Vec<String> {
+    yaml::parse_with_warnings(text).map(|document| document.warnings()).unwrap_or_default()
 }
 
 /// The members of the deployment groups whose `servers` parameters alone determine (a nested

@@ -141,11 +141,11 @@ pub(super) const DEPLOYED_SERVER: &[Field] = &[
 ];
 pub(super) const CLOUD_CONFIG: Field = field("cloud_config", Kind::Map);
 pub(super) const MULTIPART_MIME: &[Field] = &[field("parts", Kind::List), field("group", Kind::String)];
-/// A part's keys; `type: multipart` (splicing another message's parts) is refused for now.
+/// A part's keys; `type: multipart` splices in the parts of the message its config is.
 pub(super) const MIME_PART_FIELDS: &[Field] = &[
     required("config", Kind::String),
     field("filename", Kind::String),
-    one_of("type", Kind::String, &["text"]),
+    one_of("type", Kind::String, &["text", "multipart"]),
     field("subtype", Kind::String),
 ];
 /// heat.engine.hot.parameters.HOTParamSchema.TYPES, the types `OS::Heat::Value` accepts.

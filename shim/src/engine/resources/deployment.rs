@@ -42,6 +42,8 @@ pub fn activate(
     node.record.id = Some(node::stable_id(&node));
     node.record.actions = actions;
     if !node.record.actions.iter().any(|action| action == node.action.as_str()) {
+        // Its config's outputs are still its attributes (null), and no other name is.
+        node.record.outputs = config.output_declarations();
         let reason = format!("{} is not among the deployment's actions", node.action);
         return node::complete(ctx, stack, node, &reason);
     }

@@ -1,8 +1,11 @@
-//! resolve_parameters tests: typing, defaults, unknown and missing values, constraints, hidden values.
+//! resolve_parameters tests: typing, defaults, unknown and missing values, constraints, hidden
+//! values, and `allowed_pattern` as Python's `re` reads it (look-around, back-references, Heat's
+//! anchoring, Python's syntax and classes) within anneal's bounds on backtracking.
 
 use serde_json::json;
 
-use super::{assert_problem, strings, template};
+use super::{assert_problem, parse_problems, strings, template};
+use crate::template::parameters::pattern::{BACKTRACK_LIMIT, Pattern, PatternError};
 use crate::template::{Template, resolve_parameters};
 
 fn declared(parameters: &str) -> Template {
@@ -185,11 +188,149 @@ fn constraints_apply_to_defaults_and_pass_when_met() {
     let parsed = declared(
         "  size: {type: number, constraints: [{range: {min: 1, max: 10}}, {allowed_values: ['2', 3]}]}
   flag: {type: boolean, constraints: [{allowed_values: ['true']}]}
-  word: {type: string, constraints: [{allowed_pattern: 'a|ab'}, {allowed_values: [1, ab]}]}
+  word: {type: string, constraints: [{allowed_pattern: 'ab|a'}, {allowed_values: [1, ab]}]}
 ",
     );
     let given = strings(&[("size", "2.0"), ("flag", "yes"), ("word", "ab")]);
     assert!(resolve_parameters(&parsed, &given).is_ok());
     // The pattern must match the whole value, as in Heat.
     assert!(resolve_parameters(&parsed, &strings(&[("size", "3"), ("flag", "1"), ("word", "abc")])).is_err());
+}
+
+/// Whether `pattern` accepts `value` as Heat's AllowedPattern does.
+fn accepts(pattern: &str, value: &str) -> bool {
+    match Pattern::compile(pattern).map(|compiled| compiled.matches(value)) {
+        Ok(Ok(matched)) => matched,
+        other => panic!("{pattern:?} on {value:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn look_around_and_backreferences_are_accepted_as_in_python() {
+    // TripleO's net-config-bond rule: refused by the regex crate, taken by Python.
+    let bond = "^((?!balance.tcp).)*$";
+    assert!(accepts(bond, "mode=balance-slb"));
+    assert!(!accepts(bond, "mode=balance-tcp lacp=active"));
+    assert!(accepts("(?=.*[0-9])(?=.*[A-Z]).{8,}", "Passw0rdX"));
+    assert!(!accepts("(?=.*[0-9])(?=.*[A-Z]).{8,}", "password1"));
+    assert!(accepts(".(?<!x)y", "ay") && !accepts(".(?<!x)y", "xy"));
+    assert!(accepts(r"(?P<word>\w+) (?P=word)", "hey hey") && !accepts(r"(\w+) \1", "hey you"));
+    let declarations = format!("  bond: {{type: string, constraints: [{{allowed_pattern: '{bond}'}}]}}\n");
+    assert!(resolve_parameters(&declared(&declarations), &strings(&[("bond", "mode=active-backup")])).is_ok());
+    assert_eq!(
+        problems(&declarations, &[("bond", "balance-tcp")]),
+        [format!("parameter \"bond\": the value must match the pattern \"{bond}\"")]
+    );
+}
+
+#[test]
+fn the_first_match_python_finds_must_reach_the_end() {
+    // re.match takes the first alternative that matches; Heat then compares match.end().
+    assert!(!accepts("a|ab", "ab"));
+    assert!(accepts("ab|a", "ab"));
+    assert!(!accepts("a*?", "aaa"));
+    assert!(!accepts("(|a)*", "aa"));
+    assert!(!accepts("(?=a)|ab", "ab"));
+}
+
+#[test]
+fn anchors_and_newlines_are_pythons() {
+    // `$` matches before a final newline, so the match ends short of the value: refused.
+    assert!(accepts("abc$", "abc") && !accepts("abc$", "abc\n"));
+    assert!(accepts("abc$\n", "abc\n"));
+    assert!(!accepts("a$|a\n", "a\n"));
+    assert!(!accepts("a$\nb", "a\nb") && accepts("(?m)a$\nb", "a\nb"));
+    assert!(accepts(r"[\s\S]*?$", "ab\ncd") && !accepts(r"[\s\S]*?$", "ab\ncd\n"));
+    // `\Z` is the very end in Python; `\z` is no escape of Python's.
+    assert!(accepts(r"abc\Z", "abc") && !accepts(r"abc\Z", "abc\n"));
+    assert!(!accepts(".*", "a\nb") && accepts("(?s).*", "a\nb"));
+    assert!(!accepts(r"\B", "") && !accepts(r"\b", ""));
+    assert!(!accepts(r"foo\b.", "fooé") && accepts(r"foo\b.", "foo!"));
+}
+
+#[test]
+fn classes_are_pythons_str_classes() {
+    assert!(accepts(r"\d+", "١٢٣") && !accepts(r"(?a)\d+", "١٢٣"));
+    assert!(accepts(r"\w", "²") && !accepts(r"\w", "\u{301}") && !accepts(r"\w", "‿"));
+    assert!(accepts(r"\s", "\u{1c}") && !accepts(r"(?a)\s", "\u{1c}"));
+    assert!(accepts(r"[^\W\d]+", "abc") && !accepts(r"[^\W\d]+", "ab1"));
+    // What Rust reads as set operations or POSIX classes, Python reads as characters.
+    assert!(accepts("[[:alpha:]]", "a]") && !accepts("[[:alpha:]]", "a"));
+    assert!(accepts("[a-z&&[^aeiou]]", "a]"));
+    assert!(accepts("x{,2}", "xx") && accepts("a{", "a{") && accepts("a{1,2", "a{1,2"));
+    assert!(accepts("(?x) a b # comment", "ab") && accepts("a(?#note)b", "ab"));
+    assert!(accepts(r"\x41\101\u0042", "AAB"));
+}
+
+#[test]
+fn patterns_python_refuses_refuse_the_template_with_pythons_message() {
+    let refused = |pattern: &str| match Pattern::compile(pattern) {
+        Err(PatternError::Invalid { reason, .. }) => reason,
+        other => panic!("{pattern:?}: {other:?}"),
+    };
+    assert_eq!(refused(r"\p{L}"), r"bad escape \p at position 0");
+    assert_eq!(refused(r"a\z"), r"bad escape \z at position 1");
+    assert_eq!(refused("(?<n>a)"), "unknown extension ?<n at position 1");
+    assert_eq!(refused("(?<=a+)b"), "look-behind requires fixed-width pattern");
+    assert_eq!(refused(r"\1(a)"), "invalid group reference 1 at position 1");
+    assert_eq!(refused("a**"), "multiple repeat at position 2");
+    assert_eq!(refused("x(?i)"), "global flags not at the start of the expression at position 1");
+    let problems = parse_problems(
+        "heat_template_version: 2018-08-31\nparameters:\n  p: {type: string, constraints: [{allowed_pattern: '[z-a]'}]}\n",
+    );
+    assert_problem(&problems, "allowed_pattern \"[z-a]\" is not a valid regular expression: bad character range z-a");
+}
+
+#[test]
+fn catastrophic_backtracking_is_bounded_and_refused_with_the_limit() {
+    // Exponential for a backtracking engine; fancy-regex stops at BACKTRACK_LIMIT steps.
+    let hostile = "(a|a)+(?=c)";
+    let value = format!("{}b", "a".repeat(64));
+    let Ok(compiled) = Pattern::compile(hostile) else { panic!("the pattern compiles") };
+    assert_eq!(compiled.matches(&value), Err(PatternError::Steps { pattern: hostile.to_owned() }));
+    let declarations = format!(
+        "  pin: {{type: string, hidden: true, constraints: [{{allowed_pattern: '{hostile}', description: letters}}]}}\n"
+    );
+    let problems = problems(&declarations, &[("pin", &value)]);
+    // The limit is said even though the constraint has a description, and the value is not.
+    assert_eq!(
+        problems,
+        [format!(
+            "parameter \"pin\": allowed_pattern \"{hostile}\": matching the value took more than {BACKTRACK_LIMIT} \
+             backtracking steps or saved positions (anneal's limit for look-around and back-reference patterns), \
+             so the value is refused"
+        )]
+    );
+}
+
+#[test]
+fn backtracking_work_is_bounded_by_value_length_and_no_nested_look_around() {
+    let Ok(compiled) = Pattern::compile("(?=.*x).*") else { panic!("the pattern compiles") };
+    assert!(matches!(compiled.matches(&"x".repeat(5000)), Err(PatternError::TooLong { .. })));
+    assert_eq!(compiled.matches(&"x".repeat(4096)), Ok(true));
+    // A linear pattern has no length bound.
+    assert!(accepts("x+", &"x".repeat(100_000)));
+    for nested in ["(?=(?!a))b", r"(?=(a)\1)aa", "(?<=(?>a))b"] {
+        assert!(matches!(Pattern::compile(nested), Err(PatternError::Unsupported { .. })), "{nested}");
+    }
+    let deep = format!("{}a{}", "(".repeat(41), ")".repeat(41));
+    assert!(matches!(Pattern::compile(&deep), Err(PatternError::Unsupported { .. })));
+    // At the nesting limit, with the look-arounds `\b` and `$` become, the backtracking engine
+    // still takes it.
+    let Ok(deepest) = Pattern::compile(&format!("{}\\ba(?=a)${}", "(".repeat(39), ")".repeat(39))) else {
+        panic!("40 levels compile")
+    };
+    assert_eq!(deepest.matches("a"), Ok(false));
+}
+
+#[test]
+fn a_default_is_checked_even_when_a_value_is_given() {
+    // Heat's Schema.validate checks the default first: "Invalid default".
+    let declarations = "  word: {type: string, default: ABC, constraints: [{allowed_pattern: '[a-z]+'}]}\n";
+    assert_eq!(
+        problems(declarations, &[("word", "abc")]),
+        ["parameter \"word\": invalid default: the value must match the pattern \"[a-z]+\""]
+    );
+    let fine = declared("  word: {type: string, default: xyz, constraints: [{allowed_pattern: '[a-z]+'}]}\n");
+    assert!(resolve_parameters(&fine, &strings(&[("word", "abc")])).is_ok());
 }

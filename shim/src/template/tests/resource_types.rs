@@ -232,14 +232,14 @@ fn multipart_mime_parts() {
     let problems = problems(
         "  mime:
     type: OS::Heat::MultipartMime
-    properties: {parts: [{filename: a.sh}, {config: x, type: multipart}, {config: x, other: 1}]}
+    properties: {parts: [{filename: a.sh}, {config: x, type: mime}, {config: x, other: 1}]}
 ",
     );
     assert_eq!(
         problems,
         [
             "resource mime: property \"parts[0]\": missing required key \"config\"",
-            "resource mime: property \"parts[1]\" key \"type\": \"multipart\" is not one of text",
+            "resource mime: property \"parts[1]\" key \"type\": \"mime\" is not one of text, multipart",
             "resource mime: property \"parts[2]\": unknown key \"other\"",
         ]
     );
