@@ -5,9 +5,23 @@
 #
 #   heat/                    openstack-heat's heat_integrationtests/ (its templates are Python
 #                            strings in the test modules: see embedded/ below)
+#   heat-unit-tests/         the same sdist's heat/tests/, Heat's unit tests (templates as Python
+#                            strings too: the software-config, deployed-server, wait-condition
+#                            and software-component tests)
 #   heat-tempest-plugin/     the whole plugin (scenario templates are standalone .yaml files;
 #                            its functional tests embed theirs as Python strings)
 #   tripleo-heat-templates/  the whole tree (the test picks the templates it runs)
+#   tripleo-heat-templates-mitaka/
+#                            tripleo-heat-templates 2.2.0, the last mitaka release, whole: the
+#                            role templates (puppet/controller.yaml...: MultipartMime parts of
+#                            type multipart, the duplicate NeutronL3HA key), overcloud.yaml and
+#                            the overcloud-resource-registry-puppet.yaml it is deployed with
+#   tripleo-heat-templates-newton/
+#                            tripleo-heat-templates 5.3.13, the last newton release, whole: the
+#                            first *-role.yaml templates and net-config-bond.yaml's look-ahead
+#                            allowed_pattern; its Jinja templates (registry, overcloud.yaml,
+#                            post and per-role config) rendered in place as tripleo-common
+#                            renders them at plan creation (no process-templates.py yet)
 #   tripleo-heat-templates-rendered/
 #                            the same tree with its Jinja templates (*.j2.yaml) rendered by
 #                            TripleO's own tools/process-templates.py, as TripleO deploys it
@@ -41,6 +55,21 @@ fetch heat-tempest-plugin heat-tempest-plugin 3.0.0 heat_tempest_plugin-3.0.0.ta
   1fd7e7beb4027792d69a2dbf6cb629eed52a50eaa88a724cbe6a94a9c2358983
 fetch tripleo-heat-templates tripleo-heat-templates 18.0.0 tripleo-heat-templates-18.0.0.tar.gz \
   09026a2ace181b1a2eeddb941504add4a10429a391bd265b4c04571f131b8b89
+fetch heat-unit-tests openstack-heat 27.0.1 openstack_heat-27.0.1.tar.gz \
+  65eac7175938a3f38e7e4990ebf52aa8641a1d52f4190ea795c5872d014154b6 heat/tests
+
+# tripleo-heat-templates before pike: pip download builds an sdist's metadata, and these setup.py
+# (pbr) leave package discovery to setuptools, which refuses their flat tree since setuptools 61
+# ("Multiple top-level packages discovered"); they are fetched with an older one. PIP_CONSTRAINT
+# reaches pip's isolated build environment; newer pips read PIP_BUILD_CONSTRAINT for it.
+old_setuptools="$corpus/.setuptools-before-61.txt"
+echo 'setuptools<61' >"$old_setuptools"
+PIP_CONSTRAINT=$old_setuptools PIP_BUILD_CONSTRAINT=$old_setuptools \
+  fetch tripleo-heat-templates-mitaka tripleo-heat-templates 2.2.0 tripleo-heat-templates-2.2.0.tar.gz \
+  e8512ada6b562e641b910534408d68afca1e554626698e7fc96e74eaf603edcd
+PIP_CONSTRAINT=$old_setuptools PIP_BUILD_CONSTRAINT=$old_setuptools \
+  fetch tripleo-heat-templates-newton tripleo-heat-templates 5.3.13 tripleo-heat-templates-5.3.13.tar.gz \
+  f052c4accb235e2b9b72c9fba7e96bdf19a44db4b1a5f401709e14aa6066da51
 
 # --- tripleo-heat-templates-rendered/: the tree as TripleO deploys it ------------------------------
 # TripleO's *.j2.yaml are Jinja templates that its own tools/process-templates.py renders (with
@@ -63,22 +92,73 @@ if [ ! -f "$rendered_marker" ]; then
   echo "tests/peers/corpus.sh: tripleo-heat-templates rendered into $rendered" >&2
 fi
 
+# --- newton's Jinja templates, rendered as tripleo-common renders them ----------------------------
+# Newton ships its registry, overcloud.yaml, puppet/post.yaml and the per-role config templates
+# as Jinja only: tripleo-common (actions/templates.py) renders them when the plan is created,
+# each *.j2.yaml with `roles` (roles_data.yaml) into *.yaml, each *.role.j2.yaml once per role
+# with `role` (its name) into <role>-*.yaml, skipping j2_excludes.yaml's names (the role
+# templates newton ships rendered). The same here, into the tree itself (the registry's paths
+# are relative to it), with the heat-venv's pinned jinja2 and PyYAML. Rendering again overwrites
+# the same files (none of them is shipped).
+newton="$corpus/tripleo-heat-templates-newton"
+newton_marker="$newton/.render-done-$( (ls "$newton"/.complete-*; cat "$here/corpus.sh") | sha256sum | cut -c1-16)"
+if [ ! -f "$newton_marker" ]; then
+  "$venv_python" - "$newton" <<'PYTHON'
+import pathlib
+import sys
+
+import jinja2
+import yaml
+
+tree = pathlib.Path(sys.argv[1])
+roles = yaml.safe_load((tree / "roles_data.yaml").read_text(encoding="utf-8"))
+excluded = set(yaml.safe_load((tree / "j2_excludes.yaml").read_text(encoding="utf-8"))["name"])
+rendered = 0
+for source in sorted(tree.rglob("*.j2.yaml")):
+    template = jinja2.Environment().from_string(source.read_text(encoding="utf-8"))
+    if source.name.endswith(".role.j2.yaml"):
+        outputs = [(source.with_name("%s-%s" % (role["name"].lower(),
+                                                source.name.replace(".role.j2.yaml", ".yaml"))),
+                    {"role": role["name"]}) for role in roles]
+    else:
+        outputs = [(source.with_name(source.name.replace(".j2.yaml", ".yaml")), {"roles": roles})]
+    for target, variables in outputs:
+        if target.relative_to(tree).as_posix() not in excluded:
+            target.write_text(template.render(**variables), encoding="utf-8")
+            rendered += 1
+print("tests/peers/corpus.sh: %d of tripleo-heat-templates-newton's Jinja templates rendered"
+      % rendered, file=sys.stderr)
+PYTHON
+  rm -f "$newton"/.render-done-*
+  touch "$newton_marker"
+fi
+
 # --- embedded/: the templates the test modules hold as string literals ----------------------------
 embedded="$corpus/embedded"
 # Remade when either package's version or this script changes.
-embedded_marker="$embedded/.complete-$( (ls "$corpus"/heat/.complete-* "$corpus"/heat-tempest-plugin/.complete-*; \
-  cat "$here/corpus.sh") | sha256sum | cut -c1-16)"
+embedded_marker="$embedded/.complete-$( (ls "$corpus"/heat/.complete-* "$corpus"/heat-unit-tests/.complete-* \
+  "$corpus"/heat-tempest-plugin/.complete-*; cat "$here/corpus.sh") | sha256sum | cut -c1-16)"
 [ -f "$embedded_marker" ] && exit 0
 rm -rf "$embedded"
 mkdir -p "$embedded"
 "$venv_python" - "$corpus" "$embedded" <<'PYTHON'
 import ast
 import pathlib
+import re
 import sys
+import textwrap
 
 corpus, embedded = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 sources = [("heat", corpus / "heat", "heat_integrationtests"),
+           ("heat-unit-tests", corpus / "heat-unit-tests", "heat/tests"),
            ("heat-tempest-plugin", corpus / "heat-tempest-plugin", "heat_tempest_plugin/tests")]
+
+
+def unindented(text):
+    """The template as the test reads it: a literal whose lines are all indented (Heat's unit
+    tests write `'''` then the template at the code's indentation) loses the common indentation,
+    as YAML reads an indented top-level mapping."""
+    return textwrap.dedent(re.sub(r"\A(?:[ \t]*\r?\n)+", "", text)).lstrip()
 
 
 def literals(node, scope):
@@ -91,7 +171,7 @@ def literals(node, scope):
                 and child.value.value.lstrip().startswith("heat_template_version"):
             target = child.targets[0]
             name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "template")
-            yield ".".join(scope + [name]), child.value.value.lstrip()
+            yield ".".join(scope + [name]), unindented(child.value.value)
         else:
             yield from literals(child, scope)
 

@@ -1,9 +1,11 @@
 //! Real Heat templates through `anneal-shim template validate`: every template the corpus rule
 //! picks (tests/tests/corpus_support: software-config templates of openstack-heat's
-//! heat_integrationtests, heat-tempest-plugin and tripleo-heat-templates, fetched from PyPI by
-//! tests/peers/corpus.sh) is validated first unchanged, then with our environment files
-//! (tests/fixtures/corpus/*.yaml: the one-line fixes the shim's refusals name), and classified
-//! as accepted unchanged, accepted with our environment, or rejected with its first problem.
+//! heat_integrationtests and unit tests, heat-tempest-plugin and tripleo-heat-templates 18.0.0,
+//! 5.3.13 (newton) and 2.2.0 (mitaka), fetched from PyPI by tests/peers/corpus.sh) is validated
+//! first unchanged, then with our environment files (tests/fixtures/corpus/*.yaml: the one-line
+//! fixes the shim's refusals name; for mitaka's and newton's templates after the release's own
+//! resource registry, as TripleO deploys them), and classified as accepted unchanged, accepted with our
+//! environment, or rejected with its first problem.
 //!
 //! The outcomes are compared with tests/fixtures/corpus/expected.txt; any difference fails the
 //! test, which prints the whole table, the counts and the rejection reasons grouped. When the
@@ -70,9 +72,24 @@ impl Expected {
     }
 }
 
-/// Our environments for a template: the infrastructure mapping for all, TripleO's stubs for
-/// TripleO's templates, the agent-install stub for heat-tempest-plugin's.
-fn environments(template: &str) -> Vec<String> {
+/// The resource registry a TripleO release deploys its templates with: TripleO's
+/// `OS::TripleO::*` types mapped to the tree's own templates. Mitaka ships it as a plain file;
+/// newton's is Jinja, rendered by tests/peers/corpus.sh as tripleo-common renders it.
+const TRIPLEO_REGISTRIES: &[(&str, &str)] = &[
+    ("tripleo-heat-templates-mitaka/", "tripleo-heat-templates-mitaka/overcloud-resource-registry-puppet.yaml"),
+    ("tripleo-heat-templates-newton/", "tripleo-heat-templates-newton/overcloud-resource-registry-puppet.yaml"),
+];
+
+/// Our environments for a template: the release's own registry for TripleO's (as TripleO
+/// deploys them), then the infrastructure mapping for all, TripleO's stubs for TripleO's
+/// templates, the agent-install stub for heat-tempest-plugin's.
+fn environments(corpus: &Path, template: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    for (tree, registry) in TRIPLEO_REGISTRIES {
+        if template.starts_with(tree) {
+            paths.push(corpus.join(registry));
+        }
+    }
     let mut files = vec!["infrastructure.yaml"];
     if template.starts_with("tripleo-heat-templates") {
         files.push("tripleo.yaml");
@@ -80,7 +97,8 @@ fn environments(template: &str) -> Vec<String> {
     if template.contains("heat-tempest-plugin/") {
         files.push("tempest.yaml");
     }
-    files.into_iter().map(|file| fixtures_dir().join(file).to_string_lossy().into_owned()).collect()
+    paths.extend(files.into_iter().map(|file| fixtures_dir().join(file)));
+    paths.into_iter().map(|path| path.to_string_lossy().into_owned()).collect()
 }
 
 /// `template validate --template FILE [-e ENV]...`: `None` when accepted, else the first
@@ -110,10 +128,28 @@ fn classify(corpus: &Path, template: &str) -> Outcome {
     if validate(corpus, template, &[]).is_none() {
         return Outcome::Unchanged;
     }
-    match validate(corpus, template, &environments(template)) {
+    match validate(corpus, template, &environments(corpus, template)) {
         None => Outcome::WithEnvironment,
         Some(reason) => Outcome::Rejected(reason),
     }
+}
+
+/// `classify` for every template, on as many threads as the machine has cores (each is one or
+/// two `anneal-shim` processes; a few hundred templates).
+fn classify_all(corpus: &Path, templates: &[String]) -> BTreeMap<String, Outcome> {
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
+    let chunk = templates.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = templates
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter().map(|template| (template.clone(), classify(corpus, template))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|worker| worker.join().expect("a classifying thread")).collect()
+    })
 }
 
 fn read_expected(path: &Path) -> BTreeMap<String, Expected> {
@@ -139,8 +175,9 @@ fn expected_text(outcomes: &BTreeMap<String, Outcome>) -> String {
     let mut text = String::from(
         "# What `anneal-shim template validate` makes of each template of the real-template corpus\n\
          # (tests/tests/heat_corpus.rs): PATH (under tests/peers/.cache/corpus) | unchanged |\n\
-         # environment (accepted with tests/fixtures/corpus/*.yaml) | rejected | a substring of the\n\
-         # first problem. Regenerate: ANNEAL_CORPUS_UPDATE=1 cargo nextest run -p anneal-tests --test heat_corpus --no-capture\n",
+         # environment (accepted with tests/fixtures/corpus/*.yaml, after the release's own resource\n\
+         # registry for TripleO mitaka's and newton's) | rejected | a substring of the first problem.\n\
+         # Regenerate: ANNEAL_CORPUS_UPDATE=1 cargo nextest run -p anneal-tests --test heat_corpus --no-capture\n",
     );
     for (template, outcome) in outcomes {
         match outcome {
@@ -209,8 +246,7 @@ fn real_templates_are_accepted_unchanged_or_with_our_environment_or_rejected_as_
     let corpus = corpus_dir();
     let templates = select(&corpus);
     assert!(templates.len() >= 20, "the corpus rule picks the software-config templates: {templates:?}");
-    let outcomes: BTreeMap<String, Outcome> =
-        templates.iter().map(|template| (template.clone(), classify(&corpus, template))).collect();
+    let outcomes = classify_all(&corpus, &templates);
     let table = report(&outcomes);
     println!("{table}");
     let expected_path = fixtures_dir().join(EXPECTED_FILE);

@@ -386,3 +386,77 @@ async fn a_redirect_ends_when_its_source_drops_the_key_also_across_restarts() {
     assert_eq!(elsewhere.requests().len(), after_restart, "the other server is no longer polled");
     agent.stop().await;
 }
+
+/// A deployed-server stack whose servers are not registered: the stack registers a named
+/// server, a nameless one and a ResourceGroup's nameless members (Heat's generated names),
+/// each one's `os_collect_config` (`stack outputs`, the admin's) bootstraps a real agent, the
+/// stack converges, no token reaches the shim's debug log, and deleting the stack revokes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stack_created_servers_bootstrap_agents_from_their_os_collect_config() {
+    let shim = anneal_tests::Shim::start_logging("debug").await;
+    let template = "heat_template_version: 2018-08-31
+resources:
+  named: {type: OS::Heat::DeployedServer, properties: {name: vm-named}}
+  server: {type: OS::Heat::DeployedServer}
+  configured_group:
+    type: OS::Heat::ResourceGroup
+    properties: {count: 2, resource_def: {type: OS::Heat::DeployedServer}}
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, outputs: [{name: result}], config: \"#!/bin/sh\\necho -n done > $heat_outputs_path.result\\n\"}
+  deploy_named: {type: OS::Heat::SoftwareDeployment, properties: {config: {get_resource: config}, server: {get_resource: named}}}
+  deploy_server: {type: OS::Heat::SoftwareDeployment, properties: {config: {get_resource: config}, server: {get_resource: server}}}
+  deploy_group:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties: {config: {get_resource: config}, servers: {get_attr: [configured_group, refs_map]}}
+outputs:
+  named: {value: {get_attr: [named, os_collect_config]}}
+  server: {value: {get_attr: [server, os_collect_config]}}
+  group: {value: {get_attr: [configured_group, os_collect_config]}}
+";
+    let path = shim.write_template("ds.yaml", template);
+    let created = shim.cli(&["stack", "create", "ds", "--template", path.to_str().expect("utf-8")]).await;
+    assert_eq!(created.code, 0, "{created:?}");
+    let outputs = shim.stack_outputs("ds").await;
+    let mut settings = vec![outputs["named"].clone(), outputs["server"].clone()];
+    settings.extend(outputs["group"].as_array().expect("one per member").iter().cloned());
+    assert_eq!(settings.len(), 4, "{outputs:?}");
+    let servers = shim.cli_json(&["server", "list", "--json"]).await;
+    let names: Vec<&str> = servers.as_array().unwrap().iter().map(|row| row["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.contains(&"vm-named") && names.iter().any(|name| name.starts_with("ds-server-")), "{names:?}");
+    assert_eq!(names.iter().filter(|name| name.starts_with("ds-configured_group-")).count(), 2, "{names:?}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut urls = Vec::new();
+    for (index, key) in settings.iter().enumerate() {
+        let url = key["request"]["metadata_url"].as_str().expect("a metadata URL").to_owned();
+        assert!(url.starts_with(&format!("{}/v1/metadata/", shim.url())), "{url}");
+        let (agent, _) = image_agent(&dir.path().join(format!("vm{index}")));
+        let file = write_metadata(&dir.path().join(format!("vm{index}")), &json!({"os-collect-config": key}));
+        let bootstrap = agent_command(&agent, &["bootstrap", "--from-metadata", &file]).await;
+        assert_eq!(bootstrap.code, 0, "{bootstrap:?}");
+        let once = agent_command(&agent, &["once"]).await;
+        assert_eq!(once.code, 0, "{once:?}");
+        assert_eq!(agent.status().await.len(), 1, "its deployment ran");
+        urls.push(url);
+    }
+    let show = shim.settled("ds", Duration::from_secs(30)).await;
+    assert_eq!(show["status"], "CREATE_COMPLETE", "{show}");
+    let log = shim.log_text();
+    let client = anneal_tests::http_client();
+    for url in &urls {
+        let token = url.rsplit('/').next().unwrap();
+        assert!(!log.contains(token), "a created server's token is in the shim's log");
+        let answer = client.get(url).send().await.expect("GET the metadata URL");
+        assert_eq!(answer.status(), 200);
+    }
+
+    shim.cli_ok(&["stack", "delete", "ds", "--wait"]).await;
+    for url in &urls {
+        let answer = client.get(url).send().await.expect("GET the metadata URL");
+        assert_eq!(answer.status(), 404, "revoked with the stack");
+    }
+    let servers = shim.cli_json(&["server", "list", "--json"]).await;
+    assert_eq!(servers, json!([]));
+}

@@ -59,6 +59,9 @@ pub struct Context<'a> {
     /// An evaluation over the budget refuses the whole call (a create or update, whose
     /// request is still open) instead of failing the resource (a signal's, a sweep's).
     pub refuse_over_budget: bool,
+    /// Servers this transaction deleted (a stack's created servers it revoked): after the
+    /// commit, memory forgets their documents, which ends the long-polls held on them.
+    pub revoked_servers: Vec<String>,
 }
 
 /// What one stack's current traversal has used of its limits, as this call sees it.
@@ -217,13 +220,16 @@ pub struct StackScope<'a> {
     stack: &'a StackRow,
     /// The handles whose placeholders the values read carry (see `Context::placed_handles`).
     pub placed: RefCell<BTreeSet<String>>,
+    /// The token ids of the servers whose `os_collect_config` the values read carry (a server
+    /// a stack created): only an answer to the admin renders them (`detail`).
+    pub placed_servers: RefCell<BTreeSet<String>>,
     budget: Option<&'a Budget>,
 }
 
 impl<'a> StackScope<'a> {
     /// The stack's scope with its nodes read through `lookup`, charged to `budget`.
     pub fn new(stack: &'a StackRow, lookup: &'a NodeLookup<'a>, budget: Option<&'a Budget>) -> StackScope<'a> {
-        StackScope { lookup, stack, placed: RefCell::default(), budget }
+        StackScope { lookup, stack, placed: RefCell::default(), placed_servers: RefCell::default(), budget }
     }
 
     fn complete_node(&self, resource: &str) -> Option<Arc<NodeRow>> {
@@ -255,6 +261,9 @@ impl Scope for StackScope<'_> {
             placed.extend(node.record.id.clone());
         }
         placed.extend(node.record.placed_handles.iter().cloned());
+        if attribute == "os_collect_config" {
+            self.placed_servers.borrow_mut().extend(node.record.server_token.clone());
+        }
         let absent = match ResourceType::parse(&node.resource_type) {
             // A group without members answers an empty map for any attribute: Heat's
             // SoftwareDeploymentGroup collects it over no member (ResourceGroup.get_attribute).

@@ -84,8 +84,13 @@ fn outputs(stack: &StackRow, nodes: Vec<NodeRow>, text: &str, context: &OutputCo
         let (value, error) = match output.value.evaluate(&scope) {
             Ok(value) => {
                 // Only the handles this output reads: supplied values never render a token.
-                let placed: Vec<String> =
-                    scope.placed.borrow().iter().map(|id| secrets::placed(Purpose::Handle, id)).collect();
+                let handles = scope.placed.borrow();
+                let servers = scope.placed_servers.borrow();
+                let placed: Vec<String> = handles
+                    .iter()
+                    .map(|id| secrets::placed(Purpose::Handle, id))
+                    .chain(servers.iter().map(|id| secrets::placed(Purpose::Server, id)))
+                    .collect();
                 let rendered = context.key.render_at(&value.to_string(), &placed, Some(context.public_url));
                 (serde_json::from_str(&rendered).unwrap_or(value), None)
             }

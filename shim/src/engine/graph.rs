@@ -74,6 +74,14 @@ pub(crate) fn detail(
     let attributes = match node.resource_type.rsplit("::").next() {
         // Their attributes are credentials: a handle's URL and curl command carry its token.
         Some("WaitConditionHandle" | "RandomString") => Value::String(MASK.into()),
+        // A server the stack created: its agent settings carry the server's token.
+        Some("DeployedServer") if node.record.server_token.is_some() => {
+            let mut attributes = tails(&node.attributes);
+            if let Some(settings) = attributes.get_mut("os_collect_config") {
+                *settings = Value::String(MASK.into());
+            }
+            attributes
+        }
         // Computed from a hidden value: each one masked, its name kept.
         _ if masks.attributes => match &node.attributes {
             Value::Object(map) => {

@@ -62,6 +62,8 @@ mod budget_tests;
 #[cfg(test)]
 mod conditions_tests;
 #[cfg(test)]
+mod created_server_tests;
+#[cfg(test)]
 mod deployment_output_tests;
 #[cfg(test)]
 mod document_tests;

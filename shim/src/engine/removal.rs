@@ -1,7 +1,7 @@
 //! Removing a server (`Service::remove_server`): refused while a stack still deploys to it, a
 //! published deployment, an entry in its document, or a deployment not yet activated whose
 //! `server` (or a group's `servers`) names it; otherwise the row goes, and with it the token
-//! hash, in one transaction. After the commit, `Engine::forget_server` drops what memory holds
+//! hash, in one transaction. After the commit, `Engine::forget_server` (transact) drops what memory holds
 //! for it: dropping the cached document's watch sender ends the long-polls its agent holds.
 
 use std::collections::BTreeSet;
@@ -10,8 +10,7 @@ use serde_json::Value;
 
 use super::context::Context;
 use super::error::EngineError;
-use super::transact::Engine;
-use crate::store::{NodeRow, StackRow, Store};
+use crate::store::{NodeRow, StackRow};
 use crate::template::{Expr, ResourceType};
 
 /// The transaction of a removal: 404 for an unknown server, 409 naming the stacks that use it.
@@ -69,17 +68,4 @@ fn names_server(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow, server:
         }
     }
     false
-}
-
-impl<S: Store> Engine<S> {
-    /// Drops what memory holds for a server: its cached document (dropping the watch sender
-    /// ends the long-polls held on it) and its last poll time.
-    pub(super) fn forget_server(&self, name: &str) {
-        if let Ok(mut documents) = self.inner.documents.lock() {
-            documents.remove(name);
-        }
-        if let Ok(mut seen) = self.inner.last_seen.lock() {
-            seen.remove(name);
-        }
-    }
 }

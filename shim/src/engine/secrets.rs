@@ -43,6 +43,9 @@ impl std::fmt::Debug for TokenKey {
 pub enum Purpose {
     Signal,
     Handle,
+    /// The token of a server a stack created (an `OS::Heat::DeployedServer` that was not
+    /// registered): its id is the one the creating node's record keeps.
+    Server,
 }
 
 impl Purpose {
@@ -50,6 +53,7 @@ impl Purpose {
         match self {
             Purpose::Signal => "signal",
             Purpose::Handle => "handle",
+            Purpose::Server => "server",
         }
     }
 }
@@ -151,9 +155,8 @@ pub fn neutralise(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// `signal:<id>@@...` → (purpose, id, bytes consumed including the suffix).
 fn parse_placeholder(text: &str) -> Option<(Purpose, &str, usize)> {
-    let (purpose, label) = [(Purpose::Signal, "signal:"), (Purpose::Handle, "handle:")]
-        .into_iter()
-        .find(|(_, label)| text.starts_with(label))?;
+    let labels = [(Purpose::Signal, "signal:"), (Purpose::Handle, "handle:"), (Purpose::Server, "server:")];
+    let (purpose, label) = labels.into_iter().find(|(_, label)| text.starts_with(label))?;
     let body = &text[label.len()..];
     let end = body.find(PLACEHOLDER_SUFFIX)?;
     let id = &body[..end];

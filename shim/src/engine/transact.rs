@@ -162,7 +162,7 @@ impl<S: Store> Engine<S> {
     ) -> Result<T, EngineError> {
         let inner = &self.inner;
         let started = std::time::Instant::now();
-        let (value, published, continued, stacks) = inner.store.transaction(|tx| {
+        let (value, published, continued, stacks, revoked) = inner.store.transaction(|tx| {
             let mut ctx = Context {
                 tx,
                 key: &inner.key,
@@ -177,19 +177,36 @@ impl<S: Store> Engine<S> {
                 usage: BTreeMap::new(),
                 published: BTreeMap::new(),
                 refuse_over_budget: false,
+                revoked_servers: Vec::new(),
             };
             let value = work(&mut ctx)?;
             ctx.write_usage()?;
             let published = publish_documents(&mut ctx, &inner.documents)?;
-            Ok::<_, EngineError>((value, published, ctx.continued, ctx.tx.changed_stacks()))
+            let revoked = std::mem::take(&mut ctx.revoked_servers);
+            Ok::<_, EngineError>((value, published, ctx.continued, ctx.tx.changed_stacks(), revoked))
         })?;
         inner.metrics.transaction(started.elapsed());
         self.announce(published);
+        for server in &revoked {
+            self.forget_server(server);
+        }
         inner.stack_watchers.changed(&stacks);
         if continued {
             inner.continuation.notify_one();
         }
         Ok(value)
+    }
+
+    /// Drops what memory holds for a server that is gone (removed, or revoked by its stack):
+    /// its cached document (dropping the watch sender ends the long-polls held on it) and its
+    /// last poll time.
+    pub(super) fn forget_server(&self, name: &str) {
+        if let Ok(mut documents) = self.inner.documents.lock() {
+            documents.remove(name);
+        }
+        if let Ok(mut seen) = self.inner.last_seen.lock() {
+            seen.remove(name);
+        }
     }
 
     /// Runs a lookup with `Store::read` on the blocking pool: no write transaction, no group commit.

@@ -203,6 +203,11 @@ pub struct NodeRecord {
     /// each one before writing it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_existing: Option<Vec<String>>,
+    /// An `OS::Heat::DeployedServer` that created its server (none was registered under the
+    /// name): the id its token is derived from (`secrets::Purpose::Server`). Deleting the node
+    /// revokes that server; `None` when it bound to a server registered before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_token: Option<String>,
 }
 
 fn is_zero(value: &u64) -> bool {

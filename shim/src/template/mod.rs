@@ -55,7 +55,10 @@ pub use parameters::resolve_parameters;
 pub use pipeline::{Checked, MAX_PROBLEMS, Request as CheckRequest, Servers, check_template};
 pub use policy::{Batching, Policies, resolve_deletion_policy};
 pub use provider::{GROUP_TYPE, NestedDefinition, NestedKind, is_template_name};
-pub use servers::{AddressError, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes};
+pub use servers::{
+    AddressError, MAX_GENERATED_SERVER_NAME, SERVER_ATTRIBUTES, ServerAddresses, check_server_attributes,
+    generated_server_name, is_valid_server_name,
+};
 pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resources};
 pub use stored::text as flattened_text;
 pub use structured::substitute_inputs;

@@ -48,17 +48,6 @@ pub(super) fn check(context: &Context, name: &str, resource: &Resource, problems
     if resource.kind == ResourceType::Value {
         value_of_type(context, (name, resource), &partials, problems);
     }
-    if resource.kind == ResourceType::DeployedServer && resource.property("name").is_none() {
-        let checked = Checked {
-            context,
-            resource: name,
-            prefix: name,
-            expr: &Expr::Literal(Value::Null),
-            partial: &Partial::Unknown,
-            hidden: false,
-        };
-        checked.server_name(&Value::String(name.to_owned()), problems);
-    }
 }
 
 /// OS::Heat::Value: a `value` known before creation must be of its `type` (Heat validates the
@@ -134,9 +123,19 @@ impl Checked<'_> {
                 self.reference(|kind| *kind == ResourceType::WaitConditionHandle, "handle", problems)
             }
             ("server", _) => self.server(problems),
+            // A name no server is registered under is the server the stack creates (as Heat's
+            // DeployedServer creates its identity); it must be a name a server can have.
             ("name", ResourceType::DeployedServer) => {
-                if let Some(server) = self.partial.known() {
-                    self.server_name(server, problems);
+                if let Some(Value::String(name)) = self.partial.known()
+                    && !name.is_empty()
+                    && !(self.context.is_registered_server)(name)
+                    && !super::servers::is_valid_server_name(name)
+                {
+                    let shown = if self.hidden { "(hidden)".to_owned() } else { format!("{name:?}") };
+                    problems.push(format!(
+                        "resource {}: server name {shown} must be 1-64 characters of [A-Za-z0-9._-] not starting with '.'",
+                        self.resource
+                    ));
                 }
             }
             ("servers", _) => {

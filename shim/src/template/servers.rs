@@ -21,6 +21,38 @@ use super::{ResourceType, Template};
 pub const SERVER_ATTRIBUTES: &[&str] =
     &["name", "networks", "addresses", "first_address", "accessIPv4", "accessIPv6", "os_collect_config"];
 
+/// The longest name Heat gives a server it names (`max_server_name_length`, whose default and
+/// maximum is 53: heat.common.config, heat.engine.resources.server_base.BaseServer).
+pub const MAX_GENERATED_SERVER_NAME: usize = 53;
+
+/// Whether `name` may name a server (`server add`'s rule): 1 to 64 characters of
+/// `[A-Za-z0-9._-]`, not starting with `.`.
+pub fn is_valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._-".contains(&byte))
+        && !name.starts_with('.')
+}
+
+/// The name Heat gives a DeployedServer without a `name` (BaseServer._server_name →
+/// Resource.physical_resource_name): `<stack name>-<resource name>-<short id>`, reduced to
+/// `MAX_GENERATED_SERVER_NAME` characters as Resource.reduce_physical_resource_name reduces it
+/// (the first two characters, `-`, then the end). Characters a server name cannot hold become
+/// `-`, so the name is always a valid one.
+pub fn generated_server_name(stack_name: &str, resource_name: &str, short_id: &str) -> String {
+    let full = format!("{}-{resource_name}-{short_id}", stack_name.trim_end_matches('*'));
+    let name: String = full
+        .chars()
+        .map(|character| if character.is_ascii_alphanumeric() || "._-".contains(character) { character } else { '-' })
+        .collect();
+    let limit = MAX_GENERATED_SERVER_NAME;
+    if name.len() <= limit {
+        return name;
+    }
+    // ASCII only by now: byte offsets are character offsets.
+    format!("{}-{}", &name[..2], &name[name.len() - (limit - 3)..])
+}
+
 /// At most this many networks, and addresses in all, per server: a registration, not a dump.
 pub const MAX_SERVER_ADDRESSES: usize = 64;
 /// The longest network name (Neutron's limit).
@@ -197,6 +229,17 @@ fn check_expression(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_names_follow_heats_physical_resource_name() {
+        assert_eq!(generated_server_name("overcloud", "server", "abcdefghijkl"), "overcloud-server-abcdefghijkl");
+        // Heat's reduction: the first two characters, '-', the last 50.
+        let long = generated_server_name("overcloud-Controller-x2kq4wzdyvk5-0-ab3ghtbn3ihk", "server", "mnopqrstuvwx");
+        assert_eq!(long.len(), MAX_GENERATED_SERVER_NAME);
+        assert_eq!(long, "ov-er-x2kq4wzdyvk5-0-ab3ghtbn3ihk-server-mnopqrstuvwx");
+        assert!(is_valid_server_name(&generated_server_name("s", "a b/c", "x")));
+        assert_eq!(generated_server_name("s", "a b", "x"), "s-a-b-x");
+    }
 
     fn registered() -> ServerAddresses {
         let networks = BTreeMap::from([

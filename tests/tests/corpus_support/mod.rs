@@ -37,25 +37,36 @@ pub struct Source {
     pub excluded: &'static [&'static str],
 }
 
-/// heat_integrationtests and heat-tempest-plugin's functional tests hold their templates as
-/// Python strings (corpus.sh writes them out under embedded/); the plugin's scenario templates
-/// are files. TripleO: the whole tree as its process-templates.py renders it (the Jinja
-/// templates, such as extraconfig/all_nodes/swap.j2.yaml, become HOT files), so that
-/// extraconfig/, puppet/extraconfig/, deployed-server/, ci/ and the top-level
+/// heat_integrationtests, Heat's unit tests (heat/tests) and heat-tempest-plugin's functional
+/// tests hold their templates as Python strings (corpus.sh writes them out under embedded/); the
+/// plugin's scenario templates are files. TripleO: the whole tree as its process-templates.py
+/// renders it (the Jinja templates, such as extraconfig/all_nodes/swap.j2.yaml, become HOT
+/// files), so that extraconfig/, puppet/extraconfig/, deployed-server/, ci/ and the top-level
 /// config-download-*.yaml are all seen; tools/ is left out: its nic_config_convert_samples are
 /// inputs of a conversion script's tests whose get_file paths point where the originals lived,
-/// so Heat cannot load them either.
+/// so Heat cannot load them either. The mitaka and newton trees are whole as released (no Jinja
+/// yet in mitaka; newton's is rendered by tripleo-common at deploy time, so only its plain
+/// templates are run).
 pub const SOURCES: &[Source] = &[
     Source { root: "embedded/heat/heat_integrationtests", excluded: &[] },
+    Source { root: "embedded/heat-unit-tests/heat/tests", excluded: &[] },
     Source { root: "embedded/heat-tempest-plugin/heat_tempest_plugin/tests", excluded: &[] },
     Source { root: "heat-tempest-plugin/heat_tempest_plugin/tests/scenario/templates", excluded: &[] },
     Source { root: "tripleo-heat-templates-rendered", excluded: &["tools", "releasenotes", "zuul.d"] },
+    Source { root: "tripleo-heat-templates-mitaka", excluded: &["tools"] },
+    Source { root: "tripleo-heat-templates-newton", excluded: &["tools", "releasenotes", "zuul.d"] },
 ];
 
 /// The corpus dir, after checking that corpus.sh finished (its markers are there).
 pub fn corpus_dir() -> PathBuf {
-    let cache =
-        anneal_tests::peers::cache(&["corpus/heat", "corpus/heat-tempest-plugin", "corpus/tripleo-heat-templates"]);
+    let cache = anneal_tests::peers::cache(&[
+        "corpus/heat",
+        "corpus/heat-unit-tests",
+        "corpus/heat-tempest-plugin",
+        "corpus/tripleo-heat-templates",
+        "corpus/tripleo-heat-templates-mitaka",
+        "corpus/tripleo-heat-templates-newton",
+    ]);
     let corpus = cache.join("corpus");
     let embedded = std::fs::read_dir(corpus.join("embedded"))
         .map(|entries| entries.flatten().any(|entry| entry.file_name().to_string_lossy().starts_with(".complete-")));

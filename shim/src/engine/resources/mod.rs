@@ -7,6 +7,7 @@ pub mod batches;
 pub mod config;
 pub mod deployment;
 pub mod group;
+pub mod server;
 pub mod value;
 pub mod wait;
 
@@ -65,9 +66,7 @@ fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Resu
         }
         ResourceType::None => value::activate_value(ctx, stack, node, &properties, false).map(Activation::from),
         ResourceType::Value => value::activate_value(ctx, stack, node, &properties, true).map(Activation::from),
-        ResourceType::DeployedServer => {
-            value::activate_deployed_server(ctx, stack, node, &properties).map(Activation::from)
-        }
+        ResourceType::DeployedServer => server::activate(ctx, stack, node, &properties).map(Activation::from),
         ResourceType::RandomString => {
             value::activate_random_string(ctx, stack, node, &properties).map(Activation::from)
         }

@@ -1,4 +1,4 @@
-//! The resources that only compute or bind: `OS::Heat::DeployedServer` (a registered server), `OS::Heat::None` (completes at once, every attribute
+//! The resources that only compute: `OS::Heat::None` (completes at once, every attribute
 //! null), `OS::Heat::Value` (its `value` property as its `value` attribute) and
 //! `OS::Heat::RandomString` (a secret generated once, kept across updates that leave its
 //! properties unchanged, as heat.engine.resources.openstack.heat.random_string).
@@ -13,10 +13,7 @@ use crate::engine::context::Context;
 use crate::engine::error::EngineError;
 use crate::engine::hidden::{Hidden, refused_as};
 use crate::engine::node::{self, Released};
-use crate::engine::secrets::BASE_URL;
-use crate::model::AGENT_TOKEN_PATH;
 use crate::store::{NodeRecord, NodeRow, StackRow};
-use crate::template::ServerAddresses;
 
 /// `OS::Heat::None` and `OS::Heat::Value`: complete at once.
 pub fn activate_value(
@@ -54,44 +51,6 @@ fn property_hidden(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow, prop
         return false;
     };
     Hidden::new(&mut *ctx.tx, stack).stored(stored).unwrap_or(true)
-}
-
-/// `OS::Heat::DeployedServer`: binds to the registered server its `name` property (else the
-/// resource name) names; fails when that server is not registered. Its id, what a deployment's
-/// `server: {get_resource: ...}` receives, is the server name.
-pub fn activate_deployed_server(
-    ctx: &mut Context<'_>,
-    stack: &StackRow,
-    mut node: NodeRow,
-    properties: &Map<String, Value>,
-) -> Result<Released, EngineError> {
-    let server = match properties.get("name") {
-        Some(Value::String(name)) if !name.is_empty() => name.clone(),
-        _ => node.name.clone(),
-    };
-    let Some(row) = ctx.tx.server(&server)? else {
-        let reason = format!("server \"{server}\" is not registered (anneal-shim server add {server})");
-        return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing);
-    };
-    let mut attributes = ServerAddresses::from_stored(&row.addresses).attributes(&server);
-    attributes.insert("os_collect_config".to_owned(), os_collect_config(&server));
-    node.record = NodeRecord { id: Some(server.clone()), ..NodeRecord::default() };
-    node.attributes = Value::Object(attributes);
-    node::complete(ctx, stack, node, "state changed")
-}
-
-/// The `os_collect_config` attribute: the `os-collect-config` settings Heat's BaseServer writes
-/// (`collectors` and one section per collector), here for the `request` collector pointed at the
-/// server's metadata URL, plus the `token_file` `server add` has the agent read its bearer token
-/// from. No credential: the shim keeps only a hash of the server's token (docs/templates.md).
-fn os_collect_config(server: &str) -> Value {
-    json!({
-        "collectors": ["request", "local"],
-        "request": {
-            "metadata_url": format!("{BASE_URL}/v1/servers/{server}/metadata"),
-            "token_file": AGENT_TOKEN_PATH,
-        },
-    })
 }
 
 /// `OS::Heat::RandomString`: generates its value unless the previous one was generated from

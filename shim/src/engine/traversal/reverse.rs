@@ -12,6 +12,7 @@ use crate::engine::deadlines::Deadline;
 use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released, status};
 use crate::engine::resources::deployment::{self, config_of};
+use crate::engine::resources::server;
 use crate::store::{Action, NodeRow, NodeState, StackRow, State};
 use crate::template::Policies;
 
@@ -167,7 +168,9 @@ fn withdraw(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result<(
     if let (true, Some(hash)) = (node::is_deployment(node), &node.signal_token_hash) {
         ctx.tx.retire_signal_hash(hash, &stack.name, &node.name)?;
     }
-    Ok(())
+    // A server the stack created goes with the resource that created it (Heat's
+    // DeployedServer deletes the credentials it made).
+    server::revoke(ctx, stack, node)
 }
 
 /// Publishes the DELETE action of a deployment that ran and whose actions include DELETE

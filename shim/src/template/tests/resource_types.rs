@@ -85,17 +85,18 @@ fn deployed_servers_bind_registered_servers() {
     ));
     let deploy = plan.nodes.iter().find(|node| node.name == "deploy").unwrap();
     assert_eq!(deploy.depends_on, ["config", "db"]);
+    // Unregistered names are the servers the stack creates; only a name no server can have is refused.
     let problems = problems(
         "  web7: {type: OS::Heat::DeployedServer}
   named: {type: OS::Heat::DeployedServer, properties: {name: db3, metadata: {a: 1}}}
+  bad: {type: OS::Heat::DeployedServer, properties: {name: \"no/slash\"}}
   address: {type: OS::Heat::Value, properties: {value: {get_attr: [named, console_urls]}}}
 ",
     );
     assert_eq!(
         problems,
         [
-            "resource web7: server \"web7\" is not registered (anneal-shim server add web7)",
-            "resource named: server \"db3\" is not registered (anneal-shim server add db3)",
+            "resource bad: server name \"no/slash\" must be 1-64 characters of [A-Za-z0-9._-] not starting with '.'",
             "resource address: property \"value\": get_attr: resource \"named\" (OS::Heat::DeployedServer) has no \
              attribute \"console_urls\"",
         ]
