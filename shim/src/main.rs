@@ -46,6 +46,7 @@ fn main() -> ExitCode {
             retention,
             max_resources_per_stack,
             max_deployment_bytes_per_stack,
+            stack_action_timeout_secs,
         } => {
             let environment_token = std::env::var("ANNEAL_TOKEN").ok();
             let tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
@@ -59,6 +60,7 @@ fn main() -> ExitCode {
                 retention,
                 max_resources: max_resources_per_stack,
                 max_deployment_bytes: max_deployment_bytes_per_stack,
+                stack_action_timeout: stack_action_timeout_secs,
             };
             runtime.block_on(serve::serve(args))
         }
@@ -108,4 +110,32 @@ async fn client_main(command: ClientCommand) -> ExitCode {
 fn fail(code: u8, error: &dyn std::error::Error) -> ExitCode {
     eprintln!("anneal-shim: {}", error_chain(error));
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use anneal_shim::engine::StackActionTimeout;
+    use clap::Parser;
+
+    use super::*;
+
+    /// `serve`'s --stack-action-timeout-secs as clap reads it.
+    fn stack_action_timeout(flags: &[&str]) -> Result<StackActionTimeout, clap::Error> {
+        let arguments = ["anneal-shim", "serve"].into_iter().chain(flags.iter().copied());
+        match Cli::try_parse_from(arguments)?.command {
+            Command::Serve { stack_action_timeout_secs, .. } => Ok(stack_action_timeout_secs),
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_takes_a_stack_action_timeout_of_at_least_one_second() {
+        assert_eq!(stack_action_timeout(&[]).unwrap(), StackActionTimeout::default(), "Heat's 3600");
+        let set = stack_action_timeout(&["--stack-action-timeout-secs", "60"]).unwrap();
+        assert_eq!(set, StackActionTimeout::from_secs(60).unwrap());
+        for refused in ["0", "-1", "1h"] {
+            let error = stack_action_timeout(&["--stack-action-timeout-secs", refused]).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{refused}: {error}");
+        }
+    }
 }

@@ -119,6 +119,26 @@ pub struct StackRequest {
     pub environment_files: Vec<String>,
 }
 
+/// `GET /v1/stacks/{name}/template`: the template text the stack runs, as stored. It is the
+/// text `stack create`/`update` sent, byte for byte, unless the request had an environment or
+/// `files` (`-e`, `get_file`), in which case it is the template they resolved as JSON
+/// (`resource_registry` types and `get_file` contents in place): either way a template
+/// `stack update` takes back (docs/http-api.md, "Stacks").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackTemplate {
+    pub template: String,
+}
+
+/// `GET /v1/stacks/{name}/environment`: the environment the stack runs with, as a Heat
+/// environment. anneal-shim keeps the values in effect, not the environment as sent: every
+/// declared parameter with its value (given, from `parameter_defaults` or the template's
+/// default), hidden ones as `******` as Heat's `get_environment` masks them; the
+/// `resource_registry` is already applied to the stored template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackEnvironment {
+    pub parameters: BTreeMap<String, Value>,
+}
+
 /// A stack or resource status: `<ACTION>_<STATE>` as Heat spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
@@ -340,6 +360,12 @@ pub trait Service: Send + Sync + 'static {
     /// `?resolve_outputs=false`: what `--wait` polls.
     fn show_stack_unresolved(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
     fn stack_events(&self, name: &str) -> impl Future<Output = Result<Vec<Event>, ServiceError>> + Send;
+    /// The stack's stored template (`NotFound` for an unknown stack, and for one with nested
+    /// stacks or resource groups: only their expanded form is kept).
+    fn stack_template(&self, name: &str) -> impl Future<Output = Result<StackTemplate, ServiceError>> + Send;
+    /// The parameter values the stack runs with, hidden ones masked (`NotFound` for an unknown
+    /// stack).
+    fn stack_environment(&self, name: &str) -> impl Future<Output = Result<StackEnvironment, ServiceError>> + Send;
     /// The counters and histograms the HTTP layer and the engine update.
     fn metrics(&self) -> &crate::metrics::Metrics;
     /// The store's counts for the `/metrics` gauges.

@@ -13,7 +13,7 @@ use anneal_runtime::cancel_on_signal;
 use anneal_shim::api::tls::{self, TlsFiles};
 use anneal_shim::api::{self, ApiConfig, ConnectionLimits, MIN_OPEN_FILES};
 use anneal_shim::client::cli::RetentionArgs;
-use anneal_shim::engine::{self, Engine, EngineConfig, MaxDeploymentBytes, TokenKey};
+use anneal_shim::engine::{self, Engine, EngineConfig, MaxDeploymentBytes, StackActionTimeout, TokenKey};
 use anneal_shim::store::{self, DatabaseUrl, HistoryRetention, PgStore, SqliteStore, Store};
 use anneal_shim::template::MaxResources;
 use anneal_shim::token;
@@ -37,6 +37,8 @@ pub struct ServeArgs {
     pub max_resources: MaxResources,
     /// `--max-deployment-bytes-per-stack`.
     pub max_deployment_bytes: MaxDeploymentBytes,
+    /// `--stack-action-timeout-secs` (Heat's stack_action_timeout).
+    pub stack_action_timeout: StackActionTimeout,
 }
 
 /// The store and the secrets every request is checked with, however the backend keeps them.
@@ -180,6 +182,7 @@ async fn run<S: Store>(opened: Opened<S>, args: ServeArgs) -> ExitCode {
             replica_urls,
             max_resources: args.max_resources,
             max_deployment_bytes: args.max_deployment_bytes,
+            stack_action_timeout: args.stack_action_timeout,
             ..EngineConfig::new(public_url.clone())
         },
     );

@@ -390,3 +390,110 @@ fn serve_refuses_a_database_a_newer_release_migrated() {
     let kept: u32 = connection.query_row("SELECT MAX(version) FROM schema_version", [], |row| row.get(0)).unwrap();
     assert_eq!(kept, newer, "left as it was");
 }
+
+const HIDDEN_TEMPLATE: &str = r##"heat_template_version: 2018-08-31
+# Comments and layout survive: `stack template` prints the text as sent.
+parameters:
+  db_password: {type: string, hidden: true}
+  greeting: {type: string, default: hello}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      config: {str_replace: {template: "#!/bin/sh\necho GREETING PASSWORD\n", params: {GREETING: {get_param: greeting}, PASSWORD: {get_param: db_password}}}}
+  deploy:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: config}, server: db1}
+"##;
+
+/// Runs the CLI and expects exit 0; answers stdout.
+async fn cli_ok(shim: &Shim, dir: &Path, args: &[&str]) -> String {
+    let (code, stdout, stderr) = cli(shim, dir, args).await;
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    stdout
+}
+
+async fn stack_status(shim: &Shim, dir: &Path, name: &str) -> Value {
+    serde_json::from_str::<Value>(&cli_ok(shim, dir, &["stack", "show", name, "--json"]).await).unwrap()["status"]
+        .clone()
+}
+
+/// `stack template` prints the stored template (byte for byte as sent, or resolved by the
+/// environment as JSON), `stack environment` the values in effect with the hidden one masked;
+/// both read back into an update that changes nothing. Unknown stacks: 404, exit 1.
+#[tokio::test]
+async fn stack_template_and_environment_read_back_into_an_update_that_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let shim = Shim::start(root).await;
+    let db = Agent::register(&shim, root, "db1").await;
+    std::fs::write(root.join("t.yaml"), HIDDEN_TEMPLATE).unwrap();
+    let template = root.join("t.yaml");
+    let template = template.to_str().unwrap();
+    let params = ["--param", "db_password=s3cret", "--param", "greeting=hi"];
+    cli_ok(&shim, root, &[&["stack", "create", "s", "--template", template][..], &params].concat()).await;
+    let deployments = db.deployments(&shim).await;
+    db.signal(&shim, &deployments[0], json!({"deploy_status_code": 0})).await;
+    assert_eq!(stack_status(&shim, root, "s").await, "CREATE_COMPLETE");
+
+    let printed = cli_ok(&shim, root, &["stack", "template", "s"]).await;
+    assert_eq!(printed, HIDDEN_TEMPLATE, "the text as sent, byte for byte");
+    let environment: Value = serde_json::from_str(&cli_ok(&shim, root, &["stack", "environment", "s"]).await).unwrap();
+    assert_eq!(environment, json!({"parameters": {"db_password": "******", "greeting": "hi"}}));
+    let token = std::fs::read_to_string(root.join("admin.token")).unwrap();
+    let http = reqwest::Client::new();
+    let raw = http.get(format!("{}/v1/stacks/s/environment", shim.url)).bearer_auth(token.trim()).send().await.unwrap();
+    assert!(!raw.text().await.unwrap().contains("s3cret"), "the API never answers the hidden value");
+    let api = http.get(format!("{}/v1/stacks/s/template", shim.url)).bearer_auth(token.trim()).send().await.unwrap();
+    let api: Value = serde_json::from_str(&api.text().await.unwrap()).unwrap();
+    assert_eq!(api, json!({"template": HIDDEN_TEMPLATE}));
+
+    // The printed template, with the hidden value given again, updates to no change.
+    std::fs::write(root.join("back.yaml"), &printed).unwrap();
+    let back = root.join("back.yaml");
+    let update = ["stack", "update", "s", "--template", back.to_str().unwrap()];
+    cli_ok(&shim, root, &[&update[..], &params].concat()).await;
+    assert_eq!(stack_status(&shim, root, "s").await, "UPDATE_COMPLETE", "nothing to run: complete at once");
+    assert_eq!(db.deployments(&shim).await, deployments, "the same deployment, not published again");
+
+    // With an environment (`-e`) the template it resolved is stored, as JSON: it updates too,
+    // and the environment's hidden value is masked as well.
+    let registry = "resource_registry:\n  My::Config: OS::Heat::SoftwareConfig\nparameters: {db_password: x}\n";
+    std::fs::write(root.join("registry.yaml"), registry).unwrap();
+    let aliased = HIDDEN_TEMPLATE.replace("OS::Heat::SoftwareConfig", "My::Config").replace("db1", "app1");
+    std::fs::write(root.join("aliased.yaml"), &aliased).unwrap();
+    let app = Agent::register(&shim, root, "app1").await;
+    let (aliased, registry) = (root.join("aliased.yaml"), root.join("registry.yaml"));
+    let (aliased, registry) = (aliased.to_str().unwrap(), registry.to_str().unwrap());
+    cli_ok(&shim, root, &["stack", "create", "a", "--template", aliased, "-e", registry]).await;
+    let app_deployments = app.deployments(&shim).await;
+    app.signal(&shim, &app_deployments[0], json!({"deploy_status_code": 0})).await;
+    let environment: Value = serde_json::from_str(&cli_ok(&shim, root, &["stack", "environment", "a"]).await).unwrap();
+    assert_eq!(environment, json!({"parameters": {"db_password": "******", "greeting": "hello"}}));
+    let resolved = cli_ok(&shim, root, &["stack", "template", "a"]).await;
+    let resolved_json: Value = serde_json::from_str(&resolved).expect("the resolved template is JSON");
+    assert_eq!(resolved_json["resources"]["config"]["type"], "OS::Heat::SoftwareConfig");
+    std::fs::write(root.join("resolved.json"), &resolved).unwrap();
+    let resolved = root.join("resolved.json");
+    let update = ["stack", "update", "a", "--template", resolved.to_str().unwrap(), "--param", "db_password=x"];
+    cli_ok(&shim, root, &update).await;
+    assert_eq!(stack_status(&shim, root, "a").await, "UPDATE_COMPLETE");
+    assert_eq!(app.deployments(&shim).await, app_deployments);
+
+    // Nested stacks and resource groups are kept only expanded: refused, never the expansion.
+    let group = "heat_template_version: 2018-08-31\nresources:\n  g:\n    type: OS::Heat::ResourceGroup\n    \
+                 properties: {count: 1, resource_def: {type: OS::Heat::SoftwareConfig, properties: {config: x}}}\n";
+    std::fs::write(root.join("group.yaml"), group).unwrap();
+    cli_ok(&shim, root, &["stack", "create", "g", "--template", root.join("group.yaml").to_str().unwrap()]).await;
+    let (code, stdout, stderr) = cli(&shim, root, &["stack", "template", "g"]).await;
+    assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
+    assert!(stderr.contains("expanded"), "{stderr}");
+
+    for command in ["template", "environment"] {
+        let (code, stdout, stderr) = cli(&shim, root, &["stack", command, "nosuch"]).await;
+        assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
+        assert!(stderr.contains("stack nosuch not found"), "{stderr}");
+    }
+    shim.stop().await;
+}

@@ -1,5 +1,5 @@
-//! Admin routes for stacks: create (201), list, show, update (202), delete (202) and events
-//! (paged as Heat's API: `?limit=&marker=&sort_dir=`). The engine validates templates and names;
+//! Admin routes for stacks: create (201), list, show, update (202), delete (202), events
+//! (paged as Heat's API: `?limit=&marker=&sort_dir=`) and the stored template and environment. The engine validates templates and names;
 //! this layer only checks that the body's name agrees with the URL.
 
 use axum::Json;
@@ -12,7 +12,7 @@ use super::extract::JsonBody;
 use super::{ApiError, AppState};
 use serde::Deserialize;
 
-use crate::model::{Event, Service, StackDetail, StackRequest, StackSummary};
+use crate::model::{Event, Service, StackDetail, StackEnvironment, StackRequest, StackSummary, StackTemplate};
 
 /// `POST /v1/stacks`: the body must name the stack.
 pub(super) async fn create<S: Service>(
@@ -77,6 +77,27 @@ pub(super) async fn graph<S: Service>(
 ) -> Result<Json<crate::graph::StackGraph>, ApiError> {
     let Path(name) = path?;
     Ok(Json(state.service.stack_graph(&name).await?))
+}
+
+/// `GET /v1/stacks/{name}/template`: the stored template (Heat's `get_template`).
+pub(super) async fn template<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<StackTemplate>, ApiError> {
+    let Path(name) = path?;
+    Ok(Json(state.service.stack_template(&name).await?))
+}
+
+/// `GET /v1/stacks/{name}/environment`: the parameter values in effect, hidden ones masked
+/// (Heat's `get_environment`).
+pub(super) async fn environment<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<StackEnvironment>, ApiError> {
+    let Path(name) = path?;
+    Ok(Json(state.service.stack_environment(&name).await?))
 }
 
 /// `PUT /v1/stacks/{name}`: the body's name, if any, must be the path's; the engine always

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// `--log-format`: the one type both binaries share (see anneal-runtime).
 pub use anneal_runtime::LogFormat;
 
-use crate::engine::MaxDeploymentBytes;
+use crate::engine::{MaxDeploymentBytes, StackActionTimeout};
 use crate::template::MaxResources;
 
 /// Where the client looks for the API when neither `--url` nor `ANNEAL_URL` says.
@@ -71,6 +71,10 @@ pub enum Command {
         /// default; -1 for no limit.
         #[arg(long, value_name = "BYTES", default_value = "134217728", allow_negative_numbers = true)]
         max_deployment_bytes_per_stack: MaxDeploymentBytes,
+        /// How long a stack create or update given no --timeout, and any stack delete, may take
+        /// before the stack fails (Heat's stack_action_timeout), in seconds; at least 1.
+        #[arg(long, value_name = "SECS", default_value_t = StackActionTimeout::default())]
+        stack_action_timeout_secs: StackActionTimeout,
     },
     /// Register servers and print their agent configuration.
     Server {
@@ -148,6 +152,12 @@ pub enum StackCommand {
     /// Draw a stack's component graph: Graphviz DOT (render it with `dot -Tsvg`), a
     /// self-contained SVG, or the API's JSON.
     Graph(StackGraphArgs),
+    /// Print the template the stack runs, as stored: the text sent, or the template the
+    /// environment resolved, as JSON; `stack update --template` takes it back.
+    Template(StackReadArgs),
+    /// Print the parameter values the stack runs with as a Heat environment (JSON; hidden
+    /// values as `******`).
+    Environment(StackReadArgs),
 }
 
 /// How much history `serve` keeps (see docs/http-api.md, "Retention"); 0 keeps everything.
@@ -351,7 +361,11 @@ impl ClientCommand {
             ClientCommand::Stack(StackCommand::Create(args) | StackCommand::Update(args)) => &args.connection,
             ClientCommand::Stack(StackCommand::Delete(args)) => &args.connection,
             ClientCommand::Stack(
-                StackCommand::Show(args) | StackCommand::Events(args) | StackCommand::Outputs(args),
+                StackCommand::Show(args)
+                | StackCommand::Events(args)
+                | StackCommand::Outputs(args)
+                | StackCommand::Template(args)
+                | StackCommand::Environment(args),
             ) => &args.connection,
             ClientCommand::Stack(StackCommand::Graph(args)) => &args.connection,
         }

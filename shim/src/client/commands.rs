@@ -21,7 +21,7 @@ use super::{ClientContext, ClientError, ExitStatus, files, formats, render, writ
 use crate::graph::StackGraph;
 use crate::model::{
     Action, AddServer, Event, RotateToken, RotatedCredentials, ServerCredentials, ServerSummary, StackDetail,
-    StackOutput, StackRequest, StackSummary,
+    StackEnvironment, StackOutput, StackRequest, StackSummary, StackTemplate,
 };
 
 /// `run` with the `--wait` poll interval as a parameter (tests poll faster).
@@ -48,6 +48,8 @@ pub(crate) async fn execute(
         ClientCommand::Stack(StackCommand::Events(args)) => stack_events(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Outputs(args)) => stack_outputs(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Graph(args)) => stack_graph(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Template(args)) => stack_template(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Environment(args)) => stack_environment(&args, context, out).await,
     }
 }
 
@@ -290,6 +292,35 @@ async fn stack_outputs(
     let text =
         if args.json { pretty(&outputs) } else { render::outputs(&decode::<Vec<StackOutput>>(outputs, "stacks")?) };
     write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+/// `GET /v1/stacks/{name}/template`: the text exactly as stored (no newline added), so that
+/// `stack template web > t.yaml` gives back the file that was sent.
+async fn stack_template(
+    args: &StackReadArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "stacks", &args.name, "template"]).await?;
+    let text = match args.json {
+        true => pretty(&value),
+        false => decode::<StackTemplate>(value, "stacks/{name}/template")?.template,
+    };
+    write(out, &text)?;
+    Ok(ExitStatus::Success)
+}
+
+/// `GET /v1/stacks/{name}/environment`: already a Heat environment, printed as JSON (which an
+/// environment file may be) with or without `--json`.
+async fn stack_environment(
+    args: &StackReadArgs,
+    context: &ClientContext,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let value = AdminClient::new(context)?.get(&["v1", "stacks", &args.name, "environment"]).await?;
+    let environment = decode::<StackEnvironment>(value, "stacks/{name}/environment")?;
+    write(out, &pretty(&to_value(&environment)))?;
     Ok(ExitStatus::Success)
 }
 

@@ -46,7 +46,7 @@ mod tests;
 
 pub use context::{http_date, now_millis, rfc3339};
 pub use error::EngineError;
-pub use limits::{MAX_DEPLOYMENT_BYTES, MaxDeploymentBytes};
+pub use limits::{MAX_DEPLOYMENT_BYTES, MaxDeploymentBytes, StackActionTimeout};
 /// A deployment group's batches, for the differential tests against Heat's planner.
 #[doc(hidden)]
 pub use resources::batches::{Target as BatchTarget, create_batches, rolling_batches};
@@ -85,6 +85,8 @@ mod remove_tests;
 mod security_tests;
 #[cfg(test)]
 mod server_tests;
+#[cfg(test)]
+mod stack_timeout_tests;
 #[cfg(test)]
 mod value_tests;
 #[cfg(test)]

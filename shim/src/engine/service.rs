@@ -18,7 +18,8 @@ use super::traversal::reverse;
 use super::{removal, signals};
 use crate::model::{
     AddServer, Event, MAX_TOKEN_GRACE_SECS, MetadataDocument, RotatedCredentials, ServerCredentials, ServerSummary,
-    Service, ServiceError, SignalAck, StackDetail, StackRequest, StackSummary, TokenOwner, WaitConditionSignal,
+    Service, ServiceError, SignalAck, StackDetail, StackEnvironment, StackRequest, StackSummary, StackTemplate,
+    TokenOwner, WaitConditionSignal,
 };
 use crate::store::{ServerRow, Store, StoreError};
 use crate::template::{self, Constraint, SERVER_CONSTRAINTS, Template};
@@ -493,5 +494,39 @@ impl<S: Store> Service for Engine<S> {
     ) -> Result<Option<SignalAck>, ServiceError> {
         let token_text = token_text.to_string();
         Ok(self.transact(move |ctx| signals::apply_wait_signal(ctx, &token_text, signal)).await?)
+    }
+
+    async fn stack_template(&self, name: &str) -> Result<StackTemplate, ServiceError> {
+        let key = name.to_string();
+        let text = self.read(move |tx| tx.stack_template(&key)).await?;
+        let text = text.ok_or_else(|| ServiceError::NotFound { what: format!("stack {name}") })?;
+        if crate::template::is_flattened(&text) {
+            // The expanded form quotes the values nested hidden parameters were given, and is no
+            // template a user could send back: never served.
+            let message = format!(
+                "stack {name} keeps only the expanded form of its nested stacks and resource groups, not the \
+                 template as sent, so it cannot be printed"
+            );
+            return Err(ServiceError::InUse { message });
+        }
+        Ok(StackTemplate { template: text })
+    }
+
+    async fn stack_environment(&self, name: &str) -> Result<StackEnvironment, ServiceError> {
+        let key = name.to_string();
+        let stack = self.read(move |tx| tx.stack(&key)).await?;
+        let stack = stack.ok_or_else(|| ServiceError::NotFound { what: format!("stack {name}") })?;
+        let values = stack.parameters.as_object().cloned().unwrap_or_default();
+        // As `stack show` lists them (`detail`): the pseudo parameters are the engine's, and a
+        // hidden value is masked as Heat's `get_environment` masks it.
+        let parameters = values
+            .into_iter()
+            .filter(|(parameter, _)| !parameter.starts_with("OS::"))
+            .map(|(parameter, value)| match stack.hidden_parameters.contains(&parameter) {
+                true => (parameter, json!("******")),
+                false => (parameter, value),
+            })
+            .collect();
+        Ok(StackEnvironment { parameters })
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::context::{Context, now_millis};
 use super::document::{self, Rendered};
 use super::error::EngineError;
-use super::limits::{Limits, MaxDeploymentBytes};
+use super::limits::{Limits, MaxDeploymentBytes, StackActionTimeout};
 use super::secrets::TokenKey;
 use super::stack_watchers::StackWatchers;
 use crate::model::MetadataDocument;
@@ -40,6 +40,9 @@ pub struct EngineConfig {
     pub release_bytes: usize,
     /// The most bytes a stack's deployments may publish to servers' documents.
     pub max_deployment_bytes: MaxDeploymentBytes,
+    /// How long a create or update without a timeout of its own, and a delete, may take
+    /// (Heat's stack_action_timeout; tests lower it).
+    pub stack_action_timeout: StackActionTimeout,
 }
 
 /// Members of a deployment group written per transaction: 150-350 ms of store work on the
@@ -65,6 +68,7 @@ impl EngineConfig {
             evaluation_budget: EVALUATION_BUDGET,
             release_bytes: RELEASE_BYTES,
             max_deployment_bytes: MaxDeploymentBytes::default(),
+            stack_action_timeout: StackActionTimeout::default(),
         }
     }
 }
@@ -124,6 +128,7 @@ impl<S: Store> Engine<S> {
                 evaluation_budget: config.evaluation_budget,
                 max_resources: config.max_resources,
                 max_deployment_bytes: config.max_deployment_bytes,
+                stack_action_timeout: config.stack_action_timeout,
             },
             continuation: tokio::sync::Notify::new(),
             documents: Mutex::default(),

@@ -60,7 +60,7 @@ pub use servers::{
     generated_server_name, is_valid_server_name,
 };
 pub use snippet::{SnippetResource, evaluate_snippet, evaluate_snippet_with_resources};
-pub use stored::text as flattened_text;
+pub use stored::{is_flattened, text as flattened_text};
 pub use structured::substitute_inputs;
 pub use validate::{Plan, PlanNode, apply_conditions, validate};
 pub use value_type::{hidden_refusal, parameter_placeholder, value_as_type};

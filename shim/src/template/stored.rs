@@ -23,6 +23,12 @@ pub fn text(template: &Template) -> String {
     json!({"heat_template_version": template.version, MARKER: outputs}).to_string()
 }
 
+/// Whether stored `text` is the flattened form (not a template a user sent).
+pub fn is_flattened(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+        && serde_json::from_str::<Value>(text).is_ok_and(|value| value.get(MARKER).is_some())
+}
+
 /// The stored flattened form, if `root` is one.
 pub fn read(root: &Node) -> Option<Result<Template, TemplateError>> {
     let Body::Mapping(entries) = &root.body else { return None };

@@ -331,6 +331,16 @@ impl Service for FakeService {
     }
 
     /// One event; stack `many` has seven, ids 1 to 7, for paging.
+    async fn stack_template(&self, name: &str) -> Result<StackTemplate, ServiceError> {
+        scripted(name)?;
+        Ok(StackTemplate { template: "heat_template_version: 2018-08-31\n".to_string() })
+    }
+
+    async fn stack_environment(&self, name: &str) -> Result<StackEnvironment, ServiceError> {
+        scripted(name)?;
+        Ok(StackEnvironment { parameters: BTreeMap::from([("password".to_string(), Value::from("******"))]) })
+    }
+
     async fn stack_events(&self, name: &str) -> Result<Vec<Event>, ServiceError> {
         scripted(name)?;
         let count = if name == "many" { 7 } else { 1 };

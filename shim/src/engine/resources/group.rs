@@ -17,6 +17,7 @@ use super::deployment::deployment_actions;
 use crate::engine::context::Context;
 use crate::engine::deadlines::Deadline;
 use crate::engine::error::EngineError;
+use crate::engine::limits::StackActionTimeout;
 use crate::engine::node::{self, Released, status};
 use crate::store::{Action, NodeRecord, NodeRow, NodeState, StackRow, State};
 use crate::template::{Policies, ResourceType};
@@ -99,7 +100,8 @@ fn expand(
         }
     }
     let targets = targets(ctx, stack, &group, &members, &keys)?;
-    let (mut batches, pause_millis) = match plan(stack, &group, &members, &keys, &targets) {
+    let timeout = timeout_millis(stack, ctx.limits.stack_action_timeout);
+    let (mut batches, pause_millis) = match plan(timeout, &group, &members, &keys, &targets) {
         Ok(plan) => plan,
         Err(reason) => {
             node::fail(ctx, stack, group, &reason)?;
@@ -146,9 +148,9 @@ fn expand(
 /// update policy applies: `batch_create` when the group is created, `rolling_update` when an
 /// update changes the group's properties. Members that do not change join the first batch
 /// (they complete at once, unchanged). Err: Heat's refusal of a plan whose pauses alone reach
-/// the stack's timeout.
+/// the stack's timeout (`timeout_millis`).
 fn plan(
-    stack: &StackRow,
+    timeout_millis: u64,
     group: &NodeRow,
     members: &Members,
     keys: &[String],
@@ -171,7 +173,7 @@ fn plan(
         _ => return Ok((vec![keys.to_vec()], 0)),
     };
     let pauses = batching.pause_millis.saturating_mul(batches.len().saturating_sub(1) as u64);
-    if pauses >= timeout_millis(stack) {
+    if pauses >= timeout_millis {
         return Err("The current update policy will result in stack update timeout.".into());
     }
     Ok((batches, batching.pause_millis))
@@ -200,10 +202,11 @@ fn targets(
     Ok(targets)
 }
 
-/// The stack's timeout for this traversal; without one, Heat's default (`stack_action_timeout`,
-/// an hour), which Heat's check of an update policy uses.
-fn timeout_millis(stack: &StackRow) -> u64 {
-    stack.deadline.map_or(3_600_000, |deadline| deadline.saturating_sub(stack.updated_at))
+/// The stack's timeout for this traversal, which Heat's check of an update policy uses. Every
+/// traversal has a deadline (its own timeout or `stack_action_timeout`); one stored by an older
+/// shim without a deadline gets the default too, as Heat's `Stack.timeout_secs` does.
+fn timeout_millis(stack: &StackRow, default: StackActionTimeout) -> u64 {
+    stack.deadline.map_or(default.millis(), |deadline| deadline.saturating_sub(stack.updated_at))
 }
 
 /// A batch completed (or was empty): pause before the next one, release it, or finish.

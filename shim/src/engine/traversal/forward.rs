@@ -50,7 +50,8 @@ pub fn create(
         generation: 1,
         // One count more than the nodes, held until every root was activated (see `start`).
         pending: checked.plan.nodes.len() as i64 + 1,
-        deadline: request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000))),
+        // Without a timeout of its own, Heat's default (`Stack.timeout_secs`).
+        deadline: Some(ctx.limits.stack_action_timeout.due_at(ctx.now, request.timeout_secs)),
         created_at: ctx.now,
         updated_at: ctx.now,
         evaluated_bytes: checked.expansion_bytes as u64,
@@ -83,7 +84,7 @@ pub fn update(
     stack.parameters = json!(checked.parameters);
     stack.hidden_parameters = checked.template.hidden_parameters();
     stack.pending = checked.plan.nodes.len() as i64 + 1;
-    stack.deadline = request.timeout_secs.map(|secs| ctx.now.saturating_add(secs.saturating_mul(1000)));
+    stack.deadline = Some(ctx.limits.stack_action_timeout.due_at(ctx.now, request.timeout_secs));
     stack.updated_at = ctx.now;
     // A new traversal: the budget spent again from the nested stacks' copies, the resources
     // counted again (groups add their members when they expand).

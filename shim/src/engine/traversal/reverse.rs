@@ -16,9 +16,6 @@ use crate::engine::resources::server;
 use crate::store::{Action, NodeRow, NodeState, StackRow, State};
 use crate::template::Policies;
 
-/// How long a delete may wait for its DELETE actions (Heat's default stack action timeout).
-const DELETE_TIMEOUT_MILLIS: u64 = 3_600_000;
-
 /// Whether a delete runs the DELETE actions of its deployments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DeleteActions {
@@ -52,7 +49,9 @@ pub fn delete(ctx: &mut Context<'_>, name: &str) -> Result<StackRow, EngineError
     // One count held while publishing, so DELETE actions that finish at once (NO_SIGNAL)
     // cannot finish the stack before every one has been published.
     stack.pending = 1;
-    stack.deadline = Some(ctx.now.saturating_add(DELETE_TIMEOUT_MILLIS));
+    // The default (stack_action_timeout): Heat would use the stack's own timeout_mins, but a
+    // stack keeps no timeout of its own past the traversal it was given for.
+    stack.deadline = Some(ctx.limits.stack_action_timeout.due_at(ctx.now, None));
     stack.updated_at = ctx.now;
     // A new traversal: its evaluations (the DELETE actions' inputs) have the whole budget.
     stack.evaluated_bytes = 0;
