@@ -115,6 +115,15 @@ impl Context<'_> {
         value
     }
 
+    /// Charges `value`, which a resource produced without an expression (a MultipartMime's
+    /// message), to the stack's evaluation budget as an evaluation's result is charged.
+    pub fn charge(&mut self, stack: &StackRow, value: &Value) -> Result<(), EvalError> {
+        let usage = usage_of(&mut self.usage, stack, self.limits.evaluation_budget);
+        usage.budget.charge_value(value)?;
+        usage.changed = true;
+        Ok(())
+    }
+
     /// Evaluates a node's stored properties into a JSON object; `placed_handles` then holds
     /// the handles placed in them.
     pub fn evaluate_properties(

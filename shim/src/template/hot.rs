@@ -96,6 +96,8 @@ pub struct Parsed {
     /// Every structural problem (environment application included), each with its line.
     pub problems: Vec<String>,
     pub incomplete: Incomplete,
+    /// What the text was accepted with (`yaml::Document::warnings`: keys written twice).
+    pub warnings: Vec<String>,
 }
 
 /// `parse_template_in` that goes on past structural problems, so that the rest of the template
@@ -109,7 +111,9 @@ pub fn parse_collecting(
     if text.len() > limit {
         return Err(TemplateError::TooLarge { size: text.len(), limit });
     }
-    let mut root = yaml::parse(text)?;
+    let document = yaml::parse_with_warnings(text)?;
+    let warnings = document.warnings();
+    let mut root = document.root;
     let mut problems = environment::apply(&mut root, environment, files);
     let (mut template, found, incomplete) = from_tree_collecting(&root);
     let echoes = refused_mapping_echoes(&root, environment);
@@ -117,7 +121,7 @@ pub fn parse_collecting(
     environment::apply_parameter_defaults(&mut template, environment);
     let changed = !environment.is_empty() || !files.is_empty();
     let resolved = changed.then(|| root.to_value().to_string());
-    Ok(Parsed { template, resolved, root, problems, incomplete })
+    Ok(Parsed { template, resolved, root, problems, incomplete, warnings })
 }
 
 /// The unknown-type problems that only repeat a refused `resource_registry` entry (the type it

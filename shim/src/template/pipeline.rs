@@ -18,7 +18,7 @@ use super::hot::{Parsed, parse_collecting};
 use super::nested::MaxResources;
 use super::servers::{ServerAddresses, check_server_attributes};
 use super::validate::{Plan, apply_conditions, validate_incomplete};
-use super::yaml::{self, Body, Node};
+use super::yaml::{Body, Node};
 use super::{Template, nested, parameter_placeholder, resolve_parameters};
 
 /// Most problems reported for one template; the rest are counted ("... and N more problems").
@@ -82,7 +82,7 @@ pub struct Checked {
 
 /// Checks a template; every problem found, located and sorted, when it does not pass.
 pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
-    let Parsed { template: parsed, resolved, root, mut problems, mut incomplete } =
+    let Parsed { template: parsed, resolved, root, mut problems, mut incomplete, warnings } =
         parse_collecting(request.text, request.environment, request.files).map_err(|error| error.problems())?;
     problems.splice(0..0, request.environment_problems);
     let texts = (request.texts)(&parsed);
@@ -140,7 +140,7 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
             resolved,
             resources,
             expansion_bytes,
-            warnings: text_warnings(request.text),
+            warnings,
         }),
         validated => {
             problems.extend(validated.err().unwrap_or_default());
@@ -148,12 +148,6 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
             Err(report(&root, problems))
         }
     }
-}
-
-/// The warnings of a template text that parses (`Checked::warnings`). The text is read again
-/// for them: `parse_collecting` keeps only the tree.
-fn text_warnings(text: &str) -> Vec<String> {
-    yaml::parse_with_warnings(text).map(|document| document.warnings()).unwrap_or_default()
 }
 
 /// The members of the deployment groups whose `servers` parameters alone determine (a nested

@@ -11,7 +11,7 @@ use crate::engine::error::EngineError;
 use crate::engine::mime::{self, MAX_MESSAGE_BYTES, ParamError, Part, SpliceError};
 use crate::engine::node::{self, Released};
 use crate::store::{NodeRecord, NodeRow, StackRow};
-use crate::template::{EvalError, Expr, ResourceType, render};
+use crate::template::{EvalError, ResourceType, render};
 
 /// Why a MultipartMime has no message.
 #[derive(Debug, Error)]
@@ -100,11 +100,9 @@ fn multipart_message(
     if message.len() > MAX_MESSAGE_BYTES {
         return Err(MessageError::TooLarge);
     }
-    // `Context::evaluate` charges what it produces; a literal produces the message itself.
-    ctx.evaluate(stack, &Expr::Literal(Value::String(message))).map_err(|error| match error {
-        EvalError::OverBudget { .. } => MessageError::OverBudget(error),
-        other => MessageError::Engine(EngineError::Invalid { message: other.to_string() }),
-    })
+    let message = Value::String(message);
+    ctx.charge(stack, &message).map_err(MessageError::OverBudget)?;
+    Ok(message)
 }
 
 /// The id and text of each config the node depends on. Only the node's own dependencies are
