@@ -117,6 +117,11 @@ pub struct StackRequest {
     /// ignores it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environment_files: Vec<String>,
+    /// Heat's `disable_rollback`: false rolls a failed create or update back (docs/day-two.md).
+    /// Absent: true on create (Heat's default), the stack's own setting
+    /// on update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_rollback: Option<bool>,
 }
 
 /// `GET /v1/stacks/{name}/template`: the template text the stack runs, as stored. It is the
@@ -148,6 +153,10 @@ pub enum Action {
     Update,
     #[serde(rename = "DELETE")]
     Delete,
+    /// A stack's convergence back to what it ran before a failed create or update (a stack
+    /// action only; its resources take CREATE, UPDATE and DELETE actions).
+    #[serde(rename = "ROLLBACK")]
+    Rollback,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,7 +170,7 @@ pub enum State {
 }
 
 impl Action {
-    pub const ALL: [Action; 3] = [Action::Create, Action::Update, Action::Delete];
+    pub const ALL: [Action; 4] = [Action::Create, Action::Update, Action::Delete, Action::Rollback];
 
     /// Heat's spelling, e.g. `CREATE`.
     pub fn as_str(self) -> &'static str {
@@ -169,6 +178,7 @@ impl Action {
             Action::Create => "CREATE",
             Action::Update => "UPDATE",
             Action::Delete => "DELETE",
+            Action::Rollback => "ROLLBACK",
         }
     }
 
@@ -215,6 +225,16 @@ pub struct StackSummary {
     pub status_reason: String,
     pub created_at: String,
     pub updated_at: String,
+    /// Heat's `disable_rollback`. Absent from an older shim's answer: true, Heat's default.
+    #[serde(default = "default_true")]
+    pub disable_rollback: bool,
+    /// The stack failed and its rollback is about to start (`stack update --wait` waits on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback_due: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -354,6 +374,15 @@ pub trait Service: Send + Sync + 'static {
         request: StackRequest,
     ) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
     fn delete_stack(&self, name: &str) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
+    /// Heat's cancel: stops a create or update in progress (nothing new is published; running
+    /// deployments finish and their signals are taken), then rolls it back, or with
+    /// `rollback` false leaves it FAILED ("Stack UPDATE cancelled"). `InUse` when nothing the
+    /// cancel applies to is in progress.
+    fn cancel_stack(
+        &self,
+        name: &str,
+        rollback: bool,
+    ) -> impl Future<Output = Result<StackSummary, ServiceError>> + Send;
     fn list_stacks(&self) -> impl Future<Output = Result<Vec<StackSummary>, ServiceError>> + Send;
     fn show_stack(&self, name: &str) -> impl Future<Output = Result<StackDetail, ServiceError>> + Send;
     /// `show_stack` without evaluating the outputs (`outputs` empty), as Heat's

@@ -354,6 +354,7 @@ fn routes() -> Vec<Route> {
     let (stacks, stack, events) = ("/v1/stacks", "/v1/stacks/{name}", "/v1/stacks/{name}/events");
     let graph = "/v1/stacks/{name}/graph";
     let (template, environment) = ("/v1/stacks/{name}/template", "/v1/stacks/{name}/environment");
+    let (cancel, cancel_body) = ("/v1/stacks/{name}/cancel", json!({"rollback": true}).to_string());
     let (signals, waitconditions) = ("/v1/signals/{token}", "/v1/waitconditions/{token}");
     let (rotate, rotation) = ("/v1/servers/{name}/token", json!({"grace_secs": 60}).to_string());
     let ui_login = json!({"token": "not-the-admin-token"}).to_string();
@@ -385,6 +386,7 @@ fn routes() -> Vec<Route> {
         route("GET", template, "/v1/stacks/nosuch/template", None, Access::Admin, 404),
         route("GET", environment, "/v1/stacks/scratch/environment", None, Access::Admin, 200),
         route("GET", environment, "/v1/stacks/nosuch/environment", None, Access::Admin, 404),
+        route("POST", cancel, "/v1/stacks/nosuch/cancel", Some(&cancel_body), Access::Admin, 404),
         route("GET", "/metrics", "/metrics", None, Access::Metrics, 200),
         route("GET", "/ui/", "/ui/", None, Access::Public, 200),
         route("GET", "/ui/stacks/{name}", "/ui/stacks/access", None, Access::Public, 200),

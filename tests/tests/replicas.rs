@@ -5,6 +5,7 @@
 //! them) and fail over between them; each deployment runs exactly once (the scripts' runs log).
 
 mod replicas_support;
+mod seed_case;
 
 use std::time::Duration;
 
@@ -117,6 +118,17 @@ async fn a_stack_update_racing_signals_on_other_replicas_completes_once() {
     let counts = runs(&log);
     assert_eq!(counts.len(), 10, "the chain and the extra deployment: {counts:?}");
     assert!(counts.values().all(|count| *count == 1), "each deployment ran exactly once: {counts:?}");
+}
+
+/// The convergence seed case (see `seed_case`) on three replicas: the rollout runs on the
+/// replicas' sweepers, the second update goes to another replica than the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_update_on_another_replica_keeps_the_rollout_and_changes_the_other_role_at_once() {
+    let cluster = Cluster::start(3).await;
+    let log = cluster.replicas[0].dir().join("roles.log");
+    let settings = AgentSettings::default().hook_env("ANNEAL_TEST_LOG", &log.display().to_string());
+    let fleet = Fleet::start_across(&cluster.shims(), &seed_case::SERVERS, &settings).await;
+    seed_case::run(&cluster.replicas[0], &cluster.replicas[2], &log, || fleet.logs()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,10 @@
 //! only after the previous one finished and the pause passed. The agents' script records the
 //! start and end time of each run.
 
+mod seed_case;
+
 use std::path::Path;
+use std::time::Duration;
 
 use anneal_tests::{AgentSettings, Fleet, Shim};
 
@@ -101,4 +104,126 @@ async fn batches_run_one_after_another_in_heats_order() {
     }
     let show = shim.cli_json(&["stack", "show", STACK, "--json"]).await;
     assert_eq!(show["status"], "UPDATE_COMPLETE", "{show}");
+}
+
+/// A rolling update whose second batch fails on vm2, with rollback: vm2's script fails for the
+/// message "bad"; each run that gets past that logs `<server> <action> <message>`.
+const ROLLBACK_TEMPLATE: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  message: {type: string}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: message}]
+      config: |
+        #!/bin/sh
+        if [ "$message" = bad ] && [ "$deploy_server_id" = vm2 ]; then exit 3; fi
+        sleep 0.3
+        echo "$deploy_server_id $deploy_action $message" >> "$ANNEAL_TEST_LOG"
+  group:
+    type: OS::Heat::SoftwareDeploymentGroup
+    update_policy:
+      rolling_update: {max_batch_size: 1, pause_time: 1}
+    properties:
+      config: {get_resource: config}
+      servers: {a: vm1, b: vm2, c: vm3}
+      input_values: {message: {get_param: message}}
+"##;
+
+/// The logged runs, `<server> <action> <message>`, in order.
+fn logged(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// The last message each server's runs logged.
+fn last_messages(log: &Path) -> Vec<(String, String)> {
+    let mut last = std::collections::BTreeMap::new();
+    for line in logged(log) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        last.insert(fields[0].to_string(), fields[2].to_string());
+    }
+    last.into_iter().collect()
+}
+
+async fn start_rolling(shim: &Shim, log: &Path) -> (Fleet, String) {
+    let settings = AgentSettings::default().hook_env("ANNEAL_TEST_LOG", &log.display().to_string());
+    let fleet = Fleet::start(shim, &["vm1", "vm2", "vm3"], &settings).await;
+    let template = shim.write_template("rollback.yaml", ROLLBACK_TEMPLATE);
+    let template = template.to_str().expect("a UTF-8 path").to_string();
+    let create = ["stack", "create", STACK, "--template", &template, "--param", "message=one", "--enable-rollback"];
+    let output = shim.cli(&[&create[..], &["--wait", "--timeout", "60"]].concat()).await;
+    assert_eq!(output.code, 0, "stack create --wait: {output:?}\n{}", fleet.logs());
+    (fleet, template)
+}
+
+/// The failure rolls the group back in its own batches; a shim killed (SIGKILL) mid-rollback
+/// finishes it after its restart; every server's last run is the previous config, and the
+/// member the update never reached ran nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_rolling_update_rolls_back_across_a_shim_crash_to_the_previous_config() {
+    let mut shim = Shim::start().await;
+    let log = shim.dir().join("runs.log");
+    let (fleet, template) = start_rolling(&shim, &log).await;
+    shim.cli_ok(&["stack", "update", STACK, "--template", &template, "--param", "message=bad"]).await;
+    anneal_tests::wait_until(Duration::from_secs(30), "the rollback starts", || async {
+        (shim.stack_status(STACK).await == "ROLLBACK_IN_PROGRESS").then_some(())
+    })
+    .await;
+    shim.crash().await;
+    shim.start_again().await;
+    let show = shim.settled(STACK, Duration::from_secs(45)).await;
+    assert_eq!(show["status"], "ROLLBACK_COMPLETE", "{show}\n{}", fleet.logs());
+    let expected =
+        [("vm1", "one"), ("vm2", "one"), ("vm3", "one")].map(|(server, message)| (server.into(), message.into()));
+    assert_eq!(last_messages(&log), expected, "{:#?}", logged(&log));
+    let vm1_runs = logged(&log).into_iter().filter(|line| line.starts_with("vm1 ")).count();
+    assert_eq!(vm1_runs, 1, "vm1 was never reached: its create only: {:#?}", logged(&log));
+    assert!(logged(&log).contains(&"vm3 UPDATE bad".to_string()), "vm3 ran the update first: {:#?}", logged(&log));
+}
+
+/// `stack cancel --wait` during the pause after the first batch: nothing further is published,
+/// the batch that ran is rolled back, and the update's own `--wait` ends with exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_mid_rollout_publishes_nothing_further_and_rolls_back() {
+    let shim = Shim::start().await;
+    let log = shim.dir().join("runs.log");
+    let (fleet, template) = start_rolling(&shim, &log).await;
+    let update = ["stack", "update", STACK, "--template", &template, "--param", "message=two", "--wait"];
+    let cancel = async {
+        anneal_tests::wait_until(Duration::from_secs(30), "vm3 runs the update", || async {
+            logged(&log).contains(&"vm3 UPDATE two".to_string()).then_some(())
+        })
+        .await;
+        shim.cli(&["stack", "cancel", STACK, "--wait", "--timeout", "45"]).await
+    };
+    let update = [&update[..], &["--timeout", "60"]].concat();
+    let (updated, cancelled) = tokio::join!(shim.cli(&update), cancel);
+    assert_eq!(cancelled.code, 0, "stack cancel --wait: {cancelled:?}\n{}", fleet.logs());
+    assert_eq!(updated.code, 1, "the update did not complete: {updated:?}");
+    assert_eq!(shim.stack_status(STACK).await, "ROLLBACK_COMPLETE");
+    let twos: Vec<String> = logged(&log).into_iter().filter(|line| line.ends_with(" two")).collect();
+    assert_eq!(twos, ["vm3 UPDATE two"], "nothing after the cancel: {:#?}", logged(&log));
+    let expected =
+        [("vm1", "one"), ("vm2", "one"), ("vm3", "one")].map(|(server, message)| (server.into(), message.into()));
+    assert_eq!(last_messages(&log), expected);
+
+    let again = shim.cli(&["stack", "cancel", STACK]).await;
+    assert_eq!(again.code, 1, "{again:?}");
+    assert!(
+        again.stderr.contains("is ROLLBACK_COMPLETE: only a CREATE or UPDATE in progress can be cancelled"),
+        "{again:?}"
+    );
+}
+
+/// The convergence seed case on one shim (see `seed_case`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_update_during_a_rollout_keeps_its_batches_and_changes_the_other_role_at_once() {
+    let shim = Shim::start().await;
+    let log = shim.dir().join("roles.log");
+    let settings = AgentSettings::default().hook_env("ANNEAL_TEST_LOG", &log.display().to_string());
+    let fleet = Fleet::start(&shim, &seed_case::SERVERS, &settings).await;
+    seed_case::run(&shim, &shim, &log, || fleet.logs()).await;
 }

@@ -1,4 +1,4 @@
-//! Admin routes for stacks: create (201), list, show, update (202), delete (202), events
+//! Admin routes for stacks: create (201), list, show, update (202), delete (202), cancel (202), events
 //! (paged as Heat's API: `?limit=&marker=&sort_dir=`) and the stored template and environment. The engine validates templates and names;
 //! this layer only checks that the body's name agrees with the URL.
 
@@ -114,6 +114,31 @@ pub(super) async fn update<S: Service>(
     }
     request.name = Some(name.clone());
     let summary = state.service.update_stack(&name, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(summary)))
+}
+
+/// `POST /v1/stacks/{name}/cancel`'s body: `{"rollback": false}` stops without rolling back.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CancelRequest {
+    #[serde(default = "roll_back_by_default")]
+    rollback: bool,
+}
+
+fn roll_back_by_default() -> bool {
+    true
+}
+
+/// `POST /v1/stacks/{name}/cancel` (202): Heat's `cancel_update` (and with `rollback: false`,
+/// `cancel_without_rollback`); 409 when no create or update is in progress.
+pub(super) async fn cancel<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(request): JsonBody<CancelRequest>,
+) -> Result<(StatusCode, Json<StackSummary>), ApiError> {
+    let Path(name) = path?;
+    let summary = state.service.cancel_stack(&name, request.rollback).await?;
     Ok((StatusCode::ACCEPTED, Json(summary)))
 }
 

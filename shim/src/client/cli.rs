@@ -136,11 +136,15 @@ pub enum ServerCommand {
 #[derive(Debug, Subcommand)]
 pub enum StackCommand {
     /// Create a stack from a HOT template.
-    Create(StackWriteArgs),
+    Create(StackCreateArgs),
     /// Update a stack with a new template and parameters.
-    Update(StackWriteArgs),
+    Update(StackUpdateArgs),
     /// Delete a stack.
     Delete(StackDeleteArgs),
+    /// Cancel a create or update in progress: nothing new is published (running deployments
+    /// finish), then the stack rolls back to what it ran before, or with --no-rollback stays
+    /// FAILED.
+    Cancel(StackCancelArgs),
     /// Show a stack: its resources with status and reason, then its outputs.
     Show(StackReadArgs),
     /// List stacks.
@@ -274,6 +278,64 @@ pub struct StackWriteArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct StackCreateArgs {
+    #[command(flatten)]
+    pub write: StackWriteArgs,
+    /// Roll the stack back when the create fails (delete what it created) and keep that for
+    /// its updates (Heat's disable_rollback false); without it a failure stays FAILED.
+    #[arg(long)]
+    pub enable_rollback: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StackUpdateArgs {
+    #[command(flatten)]
+    pub write: StackWriteArgs,
+    /// Whether a failed update (and later ones) rolls back to the stack's previous template,
+    /// environment and parameters; keep: as the stack has it.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = RollbackMode::Keep)]
+    pub rollback: RollbackMode,
+}
+
+/// `stack update --rollback`, as openstackclient spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RollbackMode {
+    Enabled,
+    Disabled,
+    Keep,
+}
+
+impl RollbackMode {
+    /// The request's `disable_rollback` (absent: the stack's own setting).
+    pub fn disable_rollback(self) -> Option<bool> {
+        match self {
+            RollbackMode::Enabled => Some(false),
+            RollbackMode::Disabled => Some(true),
+            RollbackMode::Keep => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StackCancelArgs {
+    pub name: String,
+    /// Stop without rolling back: the stack stays <ACTION>_FAILED "Stack <ACTION> cancelled".
+    #[arg(long)]
+    pub no_rollback: bool,
+    /// Wait until the rollback is ROLLBACK_COMPLETE (exit 0) or ROLLBACK_FAILED (exit 1).
+    #[arg(long, conflicts_with = "no_rollback")]
+    pub wait: bool,
+    /// Give up waiting after this long (exit 1).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// Print the API's JSON (with --wait: the final stack).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct StackDeleteArgs {
     pub name: String,
     /// Wait until the stack is gone (exit 0) or its delete FAILED (exit 1), showing progress.
@@ -358,8 +420,10 @@ impl ClientCommand {
             ClientCommand::Server(ServerCommand::List(args)) | ClientCommand::Stack(StackCommand::List(args)) => {
                 &args.connection
             }
-            ClientCommand::Stack(StackCommand::Create(args) | StackCommand::Update(args)) => &args.connection,
+            ClientCommand::Stack(StackCommand::Create(args)) => &args.write.connection,
+            ClientCommand::Stack(StackCommand::Update(args)) => &args.write.connection,
             ClientCommand::Stack(StackCommand::Delete(args)) => &args.connection,
+            ClientCommand::Stack(StackCommand::Cancel(args)) => &args.connection,
             ClientCommand::Stack(
                 StackCommand::Show(args)
                 | StackCommand::Events(args)
@@ -445,7 +509,9 @@ mod tests {
             "http://h:1",
         ])
         .unwrap();
-        let Command::Stack { command: StackCommand::Create(args) } = cli.command else { panic!("not create") };
+        let Command::Stack { command: StackCommand::Create(create) } = cli.command else { panic!("not create") };
+        assert!(!create.enable_rollback, "Heat's default: no rollback");
+        let args = create.write;
         assert_eq!(args.name, "web");
         assert_eq!(args.template, PathBuf::from("t.yaml"));
         let names: Vec<_> = args.params.iter().map(|param| (param.name.as_str(), param.value.as_str())).collect();

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::cli::{
     AgentConfigFormat, ClientCommand, GraphFormat, ListArgs, Param, ServerAddArgs, ServerCommand, ServerDeleteArgs,
-    ServerRotateTokenArgs, StackCommand, StackDeleteArgs, StackGraphArgs, StackReadArgs, StackWriteArgs,
+    ServerRotateTokenArgs, StackCancelArgs, StackCommand, StackDeleteArgs, StackGraphArgs, StackReadArgs,
+    StackWriteArgs,
 };
 use super::http::AdminClient;
 use super::wait::{WaitRequest, wait_for_stack};
@@ -37,11 +38,14 @@ pub(crate) async fn execute(
         ClientCommand::Server(ServerCommand::Delete(args)) => server_delete(&args, context, out).await,
         ClientCommand::Server(ServerCommand::RotateToken(args)) => server_rotate_token(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Create(args)) => {
-            stack_write(&args, Action::Create, context, interval, out).await
+            let disable_rollback = Some(!args.enable_rollback);
+            stack_write(&args.write, Action::Create, disable_rollback, context, interval, out).await
         }
         ClientCommand::Stack(StackCommand::Update(args)) => {
-            stack_write(&args, Action::Update, context, interval, out).await
+            let disable_rollback = args.rollback.disable_rollback();
+            stack_write(&args.write, Action::Update, disable_rollback, context, interval, out).await
         }
+        ClientCommand::Stack(StackCommand::Cancel(args)) => stack_cancel(&args, context, interval, out).await,
         ClientCommand::Stack(StackCommand::Delete(args)) => stack_delete(&args, context, interval, out).await,
         ClientCommand::Stack(StackCommand::Show(args)) => stack_show(&args, context, out).await,
         ClientCommand::Stack(StackCommand::List(args)) => stack_list(&args, context, out).await,
@@ -129,11 +133,12 @@ async fn server_delete(
 async fn stack_write(
     args: &StackWriteArgs,
     action: Action,
+    disable_rollback: Option<bool>,
     context: &ClientContext,
     interval: Duration,
     out: &mut dyn Write,
 ) -> Result<ExitStatus, ClientError> {
-    let request = stack_request(args, action)?;
+    let request = StackRequest { disable_rollback, ..stack_request(args, action)? };
     if args.dry_run {
         write(out, &pretty(&to_value(&request)))?;
         return Ok(ExitStatus::Success);
@@ -142,23 +147,45 @@ async fn stack_write(
     let body = to_value(&request);
     let value = match action {
         Action::Update => client.request(Method::PUT, &["v1", "stacks", &args.name], Some(&body)).await?,
-        Action::Create | Action::Delete => client.request(Method::POST, &["v1", "stacks"], Some(&body)).await?,
+        _ => client.request(Method::POST, &["v1", "stacks"], Some(&body)).await?,
     };
-    if !args.wait {
+    let follow = Follow { stack: &args.name, action, wait: args.wait, timeout: args.timeout, json: args.json };
+    answer_or_wait(&client, value, &follow, interval, out).await
+}
+
+/// What a stack command that started an action prints next.
+struct Follow<'a> {
+    stack: &'a str,
+    action: Action,
+    wait: bool,
+    timeout: Option<u64>,
+    json: bool,
+}
+
+/// The API's answer (a stack summary) as one line or JSON; with `wait`, the wait for `action`
+/// to end instead (`wait_for_stack`).
+async fn answer_or_wait(
+    client: &AdminClient,
+    value: Value,
+    follow: &Follow<'_>,
+    interval: Duration,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    if !follow.wait {
         let text =
-            if args.json { pretty(&value) } else { render::stack_line(&decode::<StackSummary>(value, "stacks")?) };
+            if follow.json { pretty(&value) } else { render::stack_line(&decode::<StackSummary>(value, "stacks")?) };
         write(out, &text)?;
         return Ok(ExitStatus::Success);
     }
     let wait = WaitRequest {
-        stack: &args.name,
-        action,
-        timeout: args.timeout.map(Duration::from_secs),
+        stack: follow.stack,
+        action: follow.action,
+        timeout: follow.timeout.map(Duration::from_secs),
         interval,
-        json: args.json,
+        json: follow.json,
         live: std::io::stderr().is_terminal(),
     };
-    wait_for_stack(&client, &wait, out).await
+    wait_for_stack(client, &wait, out).await
 }
 
 /// The request body: the template file's text and the parameters (each name at most once).
@@ -173,6 +200,7 @@ pub(crate) fn stack_request(args: &StackWriteArgs, action: Action) -> Result<Sta
         environment: assembled.environment,
         files: assembled.files,
         environment_files: assembled.environment_files,
+        disable_rollback: None,
     })
 }
 
@@ -185,6 +213,21 @@ pub(crate) fn parameter_map(params: &[Param]) -> Result<BTreeMap<String, String>
         }
     }
     Ok(parameters)
+}
+
+/// `POST /v1/stacks/{name}/cancel` (202); with --wait, until the rollback ends.
+async fn stack_cancel(
+    args: &StackCancelArgs,
+    context: &ClientContext,
+    interval: Duration,
+    out: &mut dyn Write,
+) -> Result<ExitStatus, ClientError> {
+    let client = AdminClient::new(context)?;
+    let body = serde_json::json!({"rollback": !args.no_rollback});
+    let value = client.request(Method::POST, &["v1", "stacks", &args.name, "cancel"], Some(&body)).await?;
+    let follow =
+        Follow { stack: &args.name, action: Action::Rollback, wait: args.wait, timeout: args.timeout, json: args.json };
+    answer_or_wait(&client, value, &follow, interval, out).await
 }
 
 async fn stack_delete(

@@ -144,6 +144,8 @@ mod tests {
             status_reason: String::new(),
             created_at: String::new(),
             updated_at: String::new(),
+            disable_rollback: true,
+            rollback_due: false,
         };
         let detail = StackDetail {
             summary: stack,

@@ -13,7 +13,7 @@ use super::http::AdminClient;
 use super::live::LiveLine;
 use super::render;
 use super::{ClientError, ExitStatus, write};
-use crate::model::{Action, StackDetail};
+use crate::model::{Action, StackDetail, StackSummary};
 
 /// How long the server may stay unreachable (or answer 5xx) before the wait gives up.
 const OUTAGE_LIMIT: Duration = Duration::from_secs(60);
@@ -62,7 +62,7 @@ pub(crate) async fn wait_for_stack(
                     live.update(&detail, started.elapsed());
                 }
                 last = Some(value);
-                match standing(&detail.summary.status, request.action) {
+                match standing(&detail.summary, request.action) {
                     Standing::InProgress => {}
                     Standing::Complete => {
                         live.finish();
@@ -156,9 +156,12 @@ fn print_json(value: Option<&Value>, out: &mut dyn Write) -> Result<(), ClientEr
     Ok(())
 }
 
-/// `CREATE_COMPLETE` while waiting for CREATE is Complete; any status of another action
-/// (the previous one, still shown right after an update was accepted) is InProgress.
-fn standing(status: &str, action: Action) -> Standing {
+/// `CREATE_COMPLETE` while waiting for CREATE is Complete. A create or update that failed
+/// with its rollback due goes on (its rollback follows), and the rollback's end is the end of
+/// the wait: FAILED, the create or update did not complete. Any status of another action (the
+/// previous one, still shown right after an update was accepted) is InProgress.
+fn standing(summary: &StackSummary, action: Action) -> Standing {
+    let status = summary.status.as_str();
     let (prefix, standing) = if let Some(prefix) = status.strip_suffix("_COMPLETE") {
         (prefix, Standing::Complete)
     } else if let Some(prefix) = status.strip_suffix("_FAILED") {
@@ -166,14 +169,16 @@ fn standing(status: &str, action: Action) -> Standing {
     } else {
         return Standing::InProgress;
     };
-    if prefix == action_name(action) { standing } else { Standing::InProgress }
-}
-
-fn action_name(action: Action) -> &'static str {
-    match action {
-        Action::Create => "CREATE",
-        Action::Update => "UPDATE",
-        Action::Delete => "DELETE",
+    let rolls_back = matches!(action, Action::Create | Action::Update);
+    if prefix == action.as_str() {
+        match standing {
+            Standing::Failed if rolls_back && summary.rollback_due => Standing::InProgress,
+            other => other,
+        }
+    } else if rolls_back && prefix == Action::Rollback.as_str() {
+        Standing::Failed
+    } else {
+        Standing::InProgress
     }
 }
 
@@ -200,7 +205,7 @@ impl Progress {
         let stack_changed = self.stack_status.as_deref() != Some(summary.status.as_str());
         let stack_line =
             render::progress_line(&summary.updated_at, &summary.name, &summary.status, &summary.status_reason);
-        let stack_is_final = standing(&summary.status, action) != Standing::InProgress;
+        let stack_is_final = standing(summary, action) != Standing::InProgress;
         let mut text = String::new();
         if stack_changed && !stack_is_final {
             text.push_str(&stack_line);
@@ -243,14 +248,44 @@ fn now_rfc3339() -> String {
 mod tests {
     use super::*;
 
+    fn stack(status: &str, rollback_due: bool) -> StackSummary {
+        StackSummary {
+            name: "s".into(),
+            id: "id".into(),
+            status: status.into(),
+            status_reason: String::new(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            disable_rollback: !rollback_due,
+            rollback_due,
+        }
+    }
+
+    fn of(status: &str, action: Action) -> Standing {
+        standing(&stack(status, false), action)
+    }
+
     #[test]
     fn standing_follows_the_action() {
-        assert_eq!(standing("CREATE_IN_PROGRESS", Action::Create), Standing::InProgress);
-        assert_eq!(standing("CREATE_COMPLETE", Action::Create), Standing::Complete);
-        assert_eq!(standing("CREATE_FAILED", Action::Create), Standing::Failed);
-        assert_eq!(standing("CREATE_COMPLETE", Action::Update), Standing::InProgress);
-        assert_eq!(standing("UPDATE_FAILED", Action::Update), Standing::Failed);
-        assert_eq!(standing("DELETE_FAILED", Action::Delete), Standing::Failed);
+        assert_eq!(of("CREATE_IN_PROGRESS", Action::Create), Standing::InProgress);
+        assert_eq!(of("CREATE_COMPLETE", Action::Create), Standing::Complete);
+        assert_eq!(of("CREATE_FAILED", Action::Create), Standing::Failed);
+        assert_eq!(of("CREATE_COMPLETE", Action::Update), Standing::InProgress);
+        assert_eq!(of("UPDATE_FAILED", Action::Update), Standing::Failed);
+        assert_eq!(of("DELETE_FAILED", Action::Delete), Standing::Failed);
+    }
+
+    #[test]
+    fn a_failure_whose_rollback_is_due_waits_for_the_rollback() {
+        assert_eq!(standing(&stack("UPDATE_FAILED", true), Action::Update), Standing::InProgress);
+        assert_eq!(of("ROLLBACK_IN_PROGRESS", Action::Update), Standing::InProgress);
+        assert_eq!(of("ROLLBACK_COMPLETE", Action::Update), Standing::Failed, "the update did not complete");
+        assert_eq!(of("ROLLBACK_FAILED", Action::Create), Standing::Failed);
+        // `stack cancel --wait` waits for the rollback itself.
+        assert_eq!(of("ROLLBACK_COMPLETE", Action::Rollback), Standing::Complete);
+        assert_eq!(of("ROLLBACK_FAILED", Action::Rollback), Standing::Failed);
+        assert_eq!(of("UPDATE_FAILED", Action::Rollback), Standing::InProgress);
+        assert_eq!(of("ROLLBACK_COMPLETE", Action::Delete), Standing::InProgress);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::context::{StackScope, remaining_budget, rfc3339};
 use super::node::status;
 use super::secrets::{self, Purpose, TokenKey};
 use crate::model::{ResourceSummary, StackDetail, StackOutput, StackSummary};
-use crate::store::{NodeRow, NodeState, StackRow};
+use crate::store::{NodeRow, NodeState, Rollback, StackRow};
 use crate::template::{self, EvalError};
 
 /// What the outputs of a detail are evaluated with.
@@ -33,6 +33,8 @@ pub fn summary(stack: &StackRow) -> StackSummary {
         status_reason: stack.status_reason.clone(),
         created_at: rfc3339(stack.created_at),
         updated_at: rfc3339(stack.updated_at),
+        disable_rollback: stack.rollback.disabled(),
+        rollback_due: stack.rollback == Rollback::Due,
     }
 }
 

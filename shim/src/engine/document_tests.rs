@@ -12,7 +12,8 @@ use super::secrets::TokenKey;
 use super::tests::{deployments, engine_at, input, register, request, signal_token};
 use crate::model::Service;
 use crate::store::{
-    Action, EntryRow, EntryText, NodeRecord, NodeRow, NodeState, ServerRow, SqliteStore, StackRow, State, Store,
+    Action, EntryRow, EntryText, NodeRecord, NodeRow, NodeState, Rollback, ServerRow, SqliteStore, StackRow, State,
+    Store,
 };
 
 fn entry(node: &str, sort_key: &str, text: &str) -> EntryRow {
@@ -42,6 +43,7 @@ fn stack_row() -> StackRow {
         updated_at: 1,
         evaluated_bytes: 0,
         resource_count: 0,
+        rollback: Rollback::Disabled,
     }
 }
 

@@ -29,8 +29,10 @@ mod node;
 mod published;
 mod removal;
 pub mod replication;
+mod requests;
 mod resources;
 pub mod retention;
+mod rollback;
 mod secrets;
 mod service;
 mod sessions;
@@ -81,6 +83,10 @@ mod regression_tests;
 mod release_tests;
 #[cfg(test)]
 mod remove_tests;
+#[cfg(test)]
+mod rollback_tests;
+#[cfg(test)]
+mod rollout_tests;
 #[cfg(test)]
 mod security_tests;
 #[cfg(test)]

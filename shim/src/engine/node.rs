@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::context::{Context, new_uuid};
 use super::deadlines::Deadline;
 use super::error::EngineError;
-use crate::store::{Action, NodeRow, NodeState, RunOutcome, StackRow, State};
+use crate::store::{Action, NodeRow, NodeState, Rollback, RunOutcome, StackRow, State};
 use crate::template::{Expr, ResourceType};
 
 /// What a node's completion made possible.
@@ -30,6 +30,11 @@ pub enum Released {
 /// A status as Heat spells it: `<ACTION>_<STATE>`.
 pub fn status(action: Action, state: impl Display) -> String {
     format!("{action}_{state}")
+}
+
+/// A deployment whose published run has not reported yet (of this or an earlier traversal).
+pub fn is_running(node: &NodeRow) -> bool {
+    node.state == NodeState::InProgress && node.record.outcome.is_none() && node.derived_config_id.is_some()
 }
 
 /// The node's resource type; `None` for a type this build does not know.
@@ -174,17 +179,55 @@ pub fn fail_over_limit(
     fail(ctx, stack, node, reason)
 }
 
-/// Fails the stack's traversal `generation` if it is still the one in progress.
+/// What follows a failed traversal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// A rollback when the stack has it enabled (a failure).
+    AsConfigured,
+    /// A rollback whatever the setting (a cancel).
+    RollBack,
+    /// None (a cancel without rollback).
+    Stop,
+}
+
+/// Fails the stack's traversal `generation` if it is still the one in progress; a rollback
+/// follows when the stack has it enabled (see `fail_stack_then`).
 pub fn fail_stack(ctx: &mut Context<'_>, name: &str, generation: u64, reason: &str) -> Result<(), EngineError> {
+    fail_stack_then(ctx, name, generation, reason, AfterFailure::AsConfigured)
+}
+
+/// Fails the stack's traversal `generation` if it is still the one in progress. A failed create
+/// or update whose rollback `after` asks for is marked due: its deadline row, due now, makes
+/// the sweeper start it (`rollback`), in this process or, after a crash, the next.
+pub fn fail_stack_then(
+    ctx: &mut Context<'_>,
+    name: &str,
+    generation: u64,
+    reason: &str,
+    after: AfterFailure,
+) -> Result<(), EngineError> {
     let Some(mut stack) = ctx.tx.stack(name)? else { return Ok(()) };
     if stack.state != State::InProgress || stack.generation != generation {
         return Ok(());
     }
+    let roll_back = matches!(stack.action, Action::Create | Action::Update)
+        && match after {
+            AfterFailure::AsConfigured => stack.rollback != Rollback::Disabled,
+            AfterFailure::RollBack => true,
+            AfterFailure::Stop => false,
+        };
     stack.state = State::Failed;
     stack.status_reason = reason.to_string();
     stack.updated_at = ctx.now;
+    if roll_back {
+        stack.rollback = Rollback::Due;
+    }
     ctx.tx.update_stack(&stack)?;
     Deadline::of_stack(&stack).clear(ctx)?;
+    if roll_back {
+        Deadline::of_stack(&stack).set(ctx, ctx.now)?;
+        ctx.continued = true;
+    }
     ctx.event(name, name, &status(stack.action, State::Failed), reason)
 }
 

@@ -10,10 +10,10 @@ use tokio::sync::watch;
 use super::context::{self, Context, now_millis, rfc3339};
 use super::detail::{self, OutputContext, summary};
 use super::error::EngineError;
-use super::node::status;
-use super::secrets;
+use super::node::{self, AfterFailure, status};
+use super::requests;
 use super::transact::Engine;
-use super::traversal::forward::{self, Checked};
+use super::traversal::forward;
 use super::traversal::reverse;
 use super::{removal, signals};
 use crate::model::{
@@ -21,79 +21,9 @@ use crate::model::{
     Service, ServiceError, SignalAck, StackDetail, StackEnvironment, StackRequest, StackSummary, StackTemplate,
     TokenOwner, WaitConditionSignal,
 };
-use crate::store::{ServerRow, Store, StoreError};
+use crate::store::{Action, Rollback, ServerRow, StackRow, State, Store, StoreError};
 use crate::template::{self, Constraint, SERVER_CONSTRAINTS, Template};
 use crate::token;
-
-/// Parses and validates a stack request against the registered servers, every problem of the
-/// template together (`template::check_template`); the pseudo parameters (`OS::stack_name`,
-/// `OS::stack_id`, `OS::project_id`) are added to the resolved ones.
-fn check(ctx: &mut Context<'_>, request: &StackRequest, name: &str, stack_id: &str) -> Result<Checked, EngineError> {
-    template::check_files(&request.files).map_err(|problems| EngineError::Template { problems })?;
-    let (environment, given, environment_problems) = request_environment(request)?;
-    // Supplied text never carries a token placeholder into stored values (see `secrets`).
-    let texts = |parsed: &Template| -> BTreeMap<String, String> {
-        template::parameter_texts(parsed, &environment, &given)
-            .iter()
-            .map(|(name, value)| (name.clone(), secrets::neutralise(value).into_owned()))
-            .collect()
-    };
-    let servers: BTreeMap<String, template::ServerAddresses> = ctx
-        .tx
-        .servers()?
-        .into_iter()
-        .map(|server| (server.name, template::ServerAddresses::from_stored(&server.addresses)))
-        .collect();
-    let lookup = |server: &str| servers.get(server).cloned();
-    let pseudo =
-        [("OS::stack_name", json!(name)), ("OS::stack_id", json!(stack_id)), ("OS::project_id", json!("anneal"))];
-    let checked = template::check_template(template::CheckRequest {
-        text: &request.template,
-        environment: &environment,
-        environment_problems,
-        files: &request.files,
-        texts: &texts,
-        pseudo: &pseudo,
-        servers: template::Servers::Registered(&lookup),
-        max_resources: ctx.limits.max_resources,
-        evaluation_budget: ctx.limits.evaluation_budget,
-    })
-    .map_err(|problems| EngineError::Template { problems })?;
-    // Nested stacks and resource groups became ordinary resources; conditions are decided
-    // (docs/templates.md, "Conditions").
-    let stored_template = match checked.expanded.is_some() {
-        true => template::flattened_text(&checked.template),
-        false => checked.resolved.unwrap_or_else(|| request.template.clone()),
-    };
-    Ok(Checked {
-        template: checked.template,
-        parameters: checked.parameters,
-        plan: checked.plan,
-        resources: checked.resources,
-        expansion_bytes: checked.expansion_bytes,
-        stored_template,
-    })
-}
-
-/// What `request_environment` gives.
-type RequestEnvironment = (template::Environment, BTreeMap<String, String>, Vec<String>);
-
-/// The request's environment, the parameter values given beside it and the environment's
-/// problems (reported with the template's). With `environment_files`, as Heat: the merged
-/// `environment` is ignored and the files are merged onto the request's `parameters`, so a
-/// file's parameter wins over the request's own.
-fn request_environment(request: &StackRequest) -> Result<RequestEnvironment, EngineError> {
-    if request.environment_files.is_empty() {
-        let (environment, problems) = template::Environment::from_value_collecting(&request.environment);
-        return Ok((environment, request.parameters.clone(), problems));
-    }
-    let types = template::parameter_types(&request.template, &request.files);
-    let merged =
-        template::merge_environment_files(&request.environment_files, &request.files, &request.parameters, &types)
-            .map_err(|problem| EngineError::Template { problems: vec![problem] })?;
-    let (environment, problems) = template::Environment::from_value_collecting(&Value::Object(merged));
-    Ok((environment, BTreeMap::new(), problems))
-}
 
 /// A custom constraint the shim cannot check (anything but a server one) is accepted with a
 /// warning event on the stack, naming the parameter and the constraint.
@@ -109,6 +39,27 @@ fn warn_unchecked_constraints(ctx: &mut Context<'_>, stack: &str, template: &Tem
         }
     }
     Ok(())
+}
+
+/// Heat's cancel of a create or update in progress (see `Service::cancel_stack`). Heat takes a
+/// cancel with rollback only for an UPDATE; anneal also rolls a CREATE back (it deletes what
+/// the create made, as a failed create with rollback does).
+fn cancel(ctx: &mut Context<'_>, name: &str, rollback: bool) -> Result<StackRow, EngineError> {
+    let Some(stack) = ctx.tx.stack(name)? else {
+        return Err(EngineError::NotFound { what: format!("stack {name}") });
+    };
+    if stack.state != State::InProgress || !matches!(stack.action, Action::Create | Action::Update) {
+        return Err(EngineError::InUse {
+            message: format!(
+                "stack {name} is {}: only a CREATE or UPDATE in progress can be cancelled",
+                status(stack.action, stack.state)
+            ),
+        });
+    }
+    let reason = format!("Stack {} cancelled", stack.action);
+    let after = if rollback { AfterFailure::RollBack } else { AfterFailure::Stop };
+    node::fail_stack_then(ctx, name, stack.generation, &reason, after)?;
+    Ok(ctx.tx.stack(name)?.unwrap_or(stack))
 }
 
 fn valid_name(kind: &str, name: &str) -> Result<(), EngineError> {
@@ -295,10 +246,14 @@ impl<S: Store> Service for Engine<S> {
             .transact(move |ctx| {
                 ctx.refuse_over_budget = true;
                 let stack_id = context::new_uuid();
-                let checked = check(ctx, &request, &name, &stack_id)?;
+                let checked = requests::check(ctx, &request, &name, &stack_id)?;
+                // Stored with the setting in effect, so a rollback knows what to return to.
+                let request =
+                    StackRequest { disable_rollback: Some(request.disable_rollback.unwrap_or(true)), ..request };
                 let stack = forward::create(ctx, &name, &stack_id, &request, &checked)?;
+                requests::record(ctx, &name, &request, false)?;
                 warn_unchecked_constraints(ctx, &name, &checked.template)?;
-                Ok(stack)
+                Ok(ctx.tx.stack(&name)?.unwrap_or(stack))
             })
             .await?;
         Ok(summary(&stack))
@@ -317,7 +272,7 @@ impl<S: Store> Service for Engine<S> {
                 let Some(existing) = ctx.tx.stack(&name)? else {
                     return Err(EngineError::NotFound { what: format!("stack {name}") });
                 };
-                let checked = check(ctx, &request, &name, &existing.id)?;
+                let checked = requests::check(ctx, &request, &name, &existing.id)?;
                 let empty = serde_json::Map::new();
                 let old = existing.parameters.as_object().unwrap_or(&empty);
                 let changed = checked.template.immutable_changes(old, &checked.parameters);
@@ -329,7 +284,11 @@ impl<S: Store> Service for Engine<S> {
                     );
                     return Err(EngineError::Template { problems: vec![problem] });
                 }
-                forward::update(ctx, &name, &request, &checked)
+                let disable_rollback = request.disable_rollback.unwrap_or(existing.rollback == Rollback::Disabled);
+                let request = StackRequest { disable_rollback: Some(disable_rollback), ..request };
+                forward::update(ctx, &name, &request, &checked, Action::Update)?;
+                requests::record(ctx, &name, &request, true)?;
+                Ok(ctx.tx.stack(&name)?.unwrap_or(existing))
             })
             .await?;
         Ok(summary(&stack))
@@ -338,6 +297,12 @@ impl<S: Store> Service for Engine<S> {
     async fn delete_stack(&self, name: &str) -> Result<StackSummary, ServiceError> {
         let name = name.to_string();
         Ok(summary(&self.transact(move |ctx| reverse::delete(ctx, &name)).await?))
+    }
+
+    async fn cancel_stack(&self, name: &str, rollback: bool) -> Result<StackSummary, ServiceError> {
+        let name = name.to_string();
+        let stack = self.transact(move |ctx| cancel(ctx, &name, rollback)).await?;
+        Ok(summary(&stack))
     }
 
     async fn list_stacks(&self) -> Result<Vec<StackSummary>, ServiceError> {
@@ -498,18 +463,34 @@ impl<S: Store> Service for Engine<S> {
 
     async fn stack_template(&self, name: &str) -> Result<StackTemplate, ServiceError> {
         let key = name.to_string();
-        let text = self.read(move |tx| tx.stack_template(&key)).await?;
+        let (text, sent) = self
+            .read(move |tx| {
+                let text = tx.stack_template(&key)?;
+                let sent = if text.as_deref().is_some_and(crate::template::is_flattened) {
+                    tx.stack_requests(&key)?.current
+                } else {
+                    None
+                };
+                Ok::<_, StoreError>((text, sent))
+            })
+            .await?;
         let text = text.ok_or_else(|| ServiceError::NotFound { what: format!("stack {name}") })?;
-        if crate::template::is_flattened(&text) {
-            // The expanded form quotes the values nested hidden parameters were given, and is no
-            // template a user could send back: never served.
-            let message = format!(
-                "stack {name} keeps only the expanded form of its nested stacks and resource groups, not the \
-                 template as sent, so it cannot be printed"
-            );
-            return Err(ServiceError::InUse { message });
+        if !crate::template::is_flattened(&text) {
+            return Ok(StackTemplate { template: text });
         }
-        Ok(StackTemplate { template: text })
+        // The expanded form quotes the values nested hidden parameters were given, and is no
+        // template a user could send back: the template as sent is served instead (its nested
+        // templates are the `files` it was sent with).
+        let sent: Option<StackRequest> = sent.and_then(|sent| serde_json::from_str(&sent).ok());
+        match sent {
+            Some(request) => Ok(StackTemplate { template: request.template }),
+            None => Err(ServiceError::InUse {
+                message: format!(
+                    "stack {name} keeps only the expanded form of its nested stacks and resource groups (it was \
+                     last created or updated by anneal-shim 0.2.0 or earlier), so it cannot be printed"
+                ),
+            }),
+        }
     }
 
     async fn stack_environment(&self, name: &str) -> Result<StackEnvironment, ServiceError> {

@@ -2,7 +2,8 @@
 //! pause between batches, a large group's queued members) is a stored row (see `deadlines`),
 //! and this loop fails whatever is still in progress when its row falls due, or releases the
 //! group's next batch or next chunk of members. Because the deadlines live in the store, a
-//! restarted shim enforces them all the same. A commit that queued members wakes it at once.
+//! restarted shim enforces them all the same. A commit that queued members, or failed a
+//! traversal whose rollback is due, wakes it at once; it starts that rollback (`rollback`).
 
 use std::time::Duration;
 
@@ -13,9 +14,10 @@ use super::deadlines::Deadline;
 use super::error::EngineError;
 use super::node;
 use super::resources::{Activation, group};
+use super::rollback;
 use super::transact::Engine;
 use super::traversal::forward;
-use crate::store::{NodeState, StackRow, Store};
+use crate::store::{NodeState, Rollback, StackRow, Store};
 
 /// How often the sweeper looks for due deadlines.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
@@ -82,6 +84,8 @@ fn fire(ctx: &mut Context<'_>, deadline: &Deadline) -> Result<(), EngineError> {
         return Ok(());
     }
     match deadline {
+        // A failed traversal's row, due at once: its rollback starts.
+        Deadline::Stack { .. } if stack.rollback == Rollback::Due => rollback::start_due(ctx, &stack),
         Deadline::Stack { .. } => {
             let reason = format!("Timed out: stack {} did not complete in time", stack.action);
             node::fail_stack(ctx, &stack.name, stack.generation, &reason)

@@ -17,7 +17,7 @@ use indexmap::IndexMap;
 
 use crate::store::{
     DeadlineRow, EntryRow, EntryText, EventRow, HistoryPruned, HistoryRetention, NodeRow, NodeState, ServerRow,
-    StackRow, StoreError, Tx, UiSessionRow, WaitSignalRow,
+    StackRow, StoreError, StoredRequests, Tx, UiSessionRow, WaitSignalRow,
 };
 
 /// At most this many node rows (and as many server rows) are kept; past it the map starts
@@ -255,6 +255,12 @@ impl<T: Tx> Tx for RowCache<T> {
     }
     fn set_stack_template(&mut self, name: &str, template: &str) -> Result<(), StoreError> {
         self.backend.set_stack_template(name, template)
+    }
+    fn stack_requests(&mut self, name: &str) -> Result<StoredRequests, StoreError> {
+        self.backend.stack_requests(name)
+    }
+    fn set_stack_requests(&mut self, name: &str, requests: &StoredRequests) -> Result<(), StoreError> {
+        self.backend.set_stack_requests(name, requests)
     }
     fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError> {
         // The listing is read from the backend: it must hold every count first.

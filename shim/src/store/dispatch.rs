@@ -104,6 +104,19 @@ macro_rules! impl_tx {
             fn set_stack_template(&mut self, name: &str, template: &str) -> Result<(), $crate::store::StoreError> {
                 stacks::set_template(self, name, template)
             }
+            fn stack_requests(
+                &mut self,
+                name: &str,
+            ) -> Result<$crate::store::StoredRequests, $crate::store::StoreError> {
+                stacks::requests(self, name)
+            }
+            fn set_stack_requests(
+                &mut self,
+                name: &str,
+                requests: &$crate::store::StoredRequests,
+            ) -> Result<(), $crate::store::StoreError> {
+                stacks::set_requests(self, name, requests)
+            }
             fn stacks(&mut self) -> Result<Vec<$crate::store::StackRow>, $crate::store::StoreError> {
                 stacks::all(self)
             }

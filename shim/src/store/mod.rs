@@ -64,6 +64,66 @@ impl fmt::Display for NodeState {
     }
 }
 
+/// What a failed create or update of the stack does (Heat's `disable_rollback`, plus the
+/// moment between the failure and the rollback's start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rollback {
+    /// `disable_rollback: true` (Heat's default): a failure stays FAILED.
+    Disabled,
+    /// A failure starts a rollback.
+    Enabled,
+    /// The current traversal failed (or was cancelled) and its rollback is due: the sweeper
+    /// starts it (the stack's deadline row for that generation, due at once, wakes it).
+    Due,
+}
+
+impl Rollback {
+    pub const ALL: [Rollback; 3] = [Rollback::Disabled, Rollback::Enabled, Rollback::Due];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rollback::Disabled => "disabled",
+            Rollback::Enabled => "enabled",
+            Rollback::Due => "due",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Rollback> {
+        Rollback::ALL.into_iter().find(|rollback| rollback.as_str() == text)
+    }
+
+    /// The setting a request's `disable_rollback` names.
+    pub fn from_disable(disable_rollback: bool) -> Rollback {
+        if disable_rollback { Rollback::Disabled } else { Rollback::Enabled }
+    }
+
+    /// Heat's `disable_rollback` for this setting.
+    pub fn disabled(self) -> bool {
+        self == Rollback::Disabled
+    }
+}
+
+/// The create or update requests of a stack as sent (the API's JSON body, `model::StackRequest`),
+/// kept beside its template: `current` started its current traversal, `previous` the one before
+/// (what a rollback converges back to). Both `None` for a stack stored before schema 11 (SQLite)
+/// or 5 (PostgreSQL).
+#[derive(Clone, Default, PartialEq)]
+pub struct StoredRequests {
+    pub current: Option<String>,
+    pub previous: Option<String>,
+}
+
+impl fmt::Debug for StoredRequests {
+    /// Only the sizes: a request carries parameter values, hidden ones among them.
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("StoredRequests")
+            .field("current_bytes", &self.current.as_ref().map(String::len))
+            .field("previous_bytes", &self.previous.as_ref().map(String::len))
+            .finish()
+    }
+}
+
 /// A registered server and its current metadata document.
 #[derive(Clone, PartialEq)]
 pub struct ServerRow {
@@ -103,6 +163,7 @@ pub struct StackRow {
     /// The current traversal's resources, deployment group members included once their group
     /// expanded (counted against max_resources_per_stack).
     pub resource_count: u64,
+    pub rollback: Rollback,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -195,6 +256,10 @@ pub struct NodeRecord {
     pub batches: Vec<Vec<String>>,
     #[serde(skip_serializing_if = "is_zero")]
     pub pause_millis: u64,
+    /// A deployment group pausing between batches: when the pause ends (unix milliseconds). An
+    /// update during the pause keeps what is left of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_until: Option<u64>,
     /// A deployment group: the member keys of the batch being released that are not written
     /// yet; the sweeper writes them a chunk per transaction (see engine/resources/group.rs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -487,6 +552,9 @@ pub trait Tx {
     fn stack(&mut self, name: &str) -> Result<Option<StackRow>, StoreError>;
     fn stack_template(&mut self, name: &str) -> Result<Option<String>, StoreError>;
     fn set_stack_template(&mut self, name: &str, template: &str) -> Result<(), StoreError>;
+    /// The requests the stack's current traversal and the one before it were started with.
+    fn stack_requests(&mut self, name: &str) -> Result<StoredRequests, StoreError>;
+    fn set_stack_requests(&mut self, name: &str, requests: &StoredRequests) -> Result<(), StoreError>;
     /// Ordered by name.
     fn stacks(&mut self) -> Result<Vec<StackRow>, StoreError>;
     /// Rewrites every column except `name` (the key) and `created_at`.
@@ -670,6 +738,7 @@ impl fmt::Debug for StackRow {
             .field("updated_at", &self.updated_at)
             .field("evaluated_bytes", &self.evaluated_bytes)
             .field("resource_count", &self.resource_count)
+            .field("rollback", &self.rollback)
             .finish()
     }
 }

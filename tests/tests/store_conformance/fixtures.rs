@@ -2,8 +2,8 @@
 //! check writes first) and the helpers every check uses to run a transaction.
 
 use anneal_shim::store::{
-    Action, DeadlineRow, EntryRow, NodeRecord, NodeRow, NodeState, ServerRow, StackRow, State, Store, StoreError, Tx,
-    WaitSignalRow,
+    Action, DeadlineRow, EntryRow, NodeRecord, NodeRow, NodeState, Rollback, ServerRow, StackRow, State, Store,
+    StoreError, Tx, WaitSignalRow,
 };
 use serde_json::json;
 
@@ -39,6 +39,7 @@ pub fn stack_row(name: &str) -> StackRow {
         updated_at: 1_000,
         evaluated_bytes: 4_096,
         resource_count: 3,
+        rollback: Rollback::Enabled,
     }
 }
 

@@ -2,7 +2,9 @@
 //! write a signal goes through, the lookup by signal token and the readiness counter; edges; and
 //! the cascade of `delete_stack` over everything a stack owns.
 
-use anneal_shim::store::{Action, NodeRecord, NodeRow, NodeState, RunOutcome, StackRow, State, Store, StoreError};
+use anneal_shim::store::{
+    Action, NodeRecord, NodeRow, NodeState, Rollback, RunOutcome, StackRow, State, Store, StoreError, StoredRequests,
+};
 use serde_json::json;
 
 use crate::fixtures::{TEMPLATE, deadline, entry_row, node_row, run, stack_row, wait_signal, with_stack};
@@ -43,6 +45,7 @@ fn stacks_insert_read_list_update_and_pending<S: Store>(store: &S) {
         deadline: None,
         created_at: 4_000,
         updated_at: 5_000,
+        rollback: Rollback::Due,
         ..stack_row("alpha")
     };
     run(store, |tx| tx.update_stack(&updated));
@@ -56,6 +59,18 @@ fn stacks_insert_read_list_update_and_pending<S: Store>(store: &S) {
     assert!(matches!(missing_template, Err(StoreError::NotFound { kind: "stack", .. })), "{missing_template:?}");
     let missing = store.transaction(|tx| tx.update_stack(&stack_row("nope")));
     assert!(matches!(missing, Err(StoreError::NotFound { kind: "stack", .. })), "{missing:?}");
+
+    // The requests beside the template: none at first, then both, then the previous dropped.
+    assert_eq!(run(store, |tx| tx.stack_requests("alpha")), StoredRequests::default());
+    let both = StoredRequests { current: Some("{\"template\": \"b\"}".into()), previous: Some("{}".into()) };
+    run(store, |tx| tx.set_stack_requests("alpha", &both));
+    assert_eq!(run(store, |tx| tx.stack_requests("alpha")), both);
+    let only_current = StoredRequests { previous: None, ..both };
+    run(store, |tx| tx.set_stack_requests("alpha", &only_current));
+    assert_eq!(run(store, |tx| tx.stack_requests("alpha")), only_current);
+    assert_eq!(run(store, |tx| tx.stack_requests("nope")), StoredRequests::default());
+    let missing_requests = store.transaction(|tx| tx.set_stack_requests("nope", &only_current));
+    assert!(matches!(missing_requests, Err(StoreError::NotFound { kind: "stack", .. })), "{missing_requests:?}");
 
     assert_eq!(run(store, |tx| tx.add_pending("alpha", 3)), 7);
     assert_eq!(run(store, |tx| tx.add_pending("alpha", -7)), 0);

@@ -6,7 +6,9 @@
 use std::sync::Barrier;
 use std::thread;
 
-use anneal_shim::store::{POSTGRES_NODE_BY_SIGNAL_HASH, PgStore, StackRow, Store, StoreError, UiSessionRow};
+use anneal_shim::store::{
+    POSTGRES_NODE_BY_SIGNAL_HASH, PgStore, Rollback, StackRow, Store, StoreError, StoredRequests, UiSessionRow,
+};
 use anneal_tests::Postgres;
 
 use crate::DATABASE;
@@ -67,10 +69,12 @@ fn opening_with_a_newer_build_upgrades_the_previous_schema_and_keeps_its_rows() 
     assert_eq!(recorded_versions(&postgres), every_version());
     let after = run(&upgraded, |tx| Ok((tx.servers()?, tx.nodes("app")?, tx.events("app")?)));
     assert_eq!(after, before, "the rows written under v1 are all there");
-    let stored = StackRow { evaluated_bytes: 0, resource_count: 0, ..stack_row("app") };
-    assert_eq!(run(&upgraded, |tx| tx.stacks()), [stored], "a stack stored before v3 has used none of its limits");
+    // Before v3 it had used none of its limits; before v5 it had Heat's default, no rollback.
+    let stored = StackRow { evaluated_bytes: 0, resource_count: 0, rollback: Rollback::Disabled, ..stack_row("app") };
+    assert_eq!(run(&upgraded, |tx| tx.stacks()), [stored], "a stack stored before v3 and v5");
     run(&upgraded, |tx| {
         assert_eq!(tx.stack_template("app")?.as_deref(), Some(TEMPLATE));
+        assert_eq!(tx.stack_requests("app")?, StoredRequests::default(), "no request stored before v5");
         assert_eq!(tx.entries("web1")?.len(), 1);
         assert_eq!(tx.wait_signals("app", "handle")?, [wait_signal("app", "handle", "1", 1)]);
         assert_eq!(tx.due_deadlines(10, 10)?, [deadline("app", None, 1, 10)]);

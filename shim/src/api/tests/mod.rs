@@ -141,6 +141,8 @@ fn summary(name: &str, status: &str) -> StackSummary {
         status_reason: String::new(),
         created_at: "2026-11-21T05:00:00Z".to_string(),
         updated_at: "2026-11-21T05:00:00Z".to_string(),
+        disable_rollback: true,
+        rollback_due: false,
     }
 }
 
@@ -261,6 +263,11 @@ impl Service for FakeService {
     async fn delete_stack(&self, name: &str) -> Result<StackSummary, ServiceError> {
         scripted(name)?;
         Ok(summary(name, "DELETE_IN_PROGRESS"))
+    }
+
+    async fn cancel_stack(&self, name: &str, rollback: bool) -> Result<StackSummary, ServiceError> {
+        scripted(name)?;
+        Ok(summary(name, if rollback { "UPDATE_FAILED" } else { "CREATE_FAILED" }))
     }
 
     async fn list_stacks(&self) -> Result<Vec<StackSummary>, ServiceError> {

@@ -20,7 +20,7 @@ async fn create_posts_the_template_parameters_and_timeout() {
         .and(header("content-type", "application/json"))
         .and(body_json(json!({
             "name": "web", "template": TEMPLATE,
-            "parameters": {"server": "web1", "url": "http://x/?a=b"}, "timeout_secs": 600,
+            "parameters": {"server": "web1", "url": "http://x/?a=b"}, "timeout_secs": 600, "disable_rollback": true,
         })))
         .respond_with(ResponseTemplate::new(201).set_body_json(summary("web", "CREATE_IN_PROGRESS", "")))
         .expect(1)
@@ -51,7 +51,7 @@ async fn create_json_prints_the_api_answer() {
     let template = write_file(dir.path(), "web.yaml", TEMPLATE);
     Mock::given(method("POST"))
         .and(path("/v1/stacks"))
-        .and(body_json(json!({"name": "web", "template": TEMPLATE, "parameters": {}})))
+        .and(body_json(json!({"name": "web", "template": TEMPLATE, "parameters": {}, "disable_rollback": true})))
         .respond_with(ResponseTemplate::new(201).set_body_json(summary("web", "CREATE_IN_PROGRESS", "")))
         .expect(1)
         .mount(&server)

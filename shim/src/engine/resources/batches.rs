@@ -70,6 +70,25 @@ pub fn rolling_batches(targets: &[Target], size: u64) -> Vec<Vec<String>> {
     batches
 }
 
+/// A rolling update that takes over from an unfinished one (an update during a rollout, which
+/// Heat has no answer for): the members whose definition changes, `size` at a time (new members
+/// first, then the highest index first, as Heat orders them), every batch after a pause.
+/// `running` members still run a run of the earlier update: they count against the first
+/// batch. With `pause_first` (the earlier rollout was pausing) the first batch changes nothing,
+/// so what is left of the pause comes first. Members that do not change are in no batch; no
+/// batch after the first is empty.
+pub fn resumed_batches(targets: &[Target], running: usize, size: u64, pause_first: bool) -> Vec<Vec<String>> {
+    let size = usize::try_from(size.max(1)).unwrap_or(usize::MAX);
+    let created = targets.iter().filter(|target| !target.exists);
+    let updated = targets.iter().rev().filter(|target| target.exists && target.changed);
+    let ordered: Vec<String> = created.chain(updated).map(|target| target.key.clone()).collect();
+    let room = if pause_first { 0 } else { size.saturating_sub(running) };
+    let (first, rest) = ordered.split_at(room.min(ordered.len()));
+    let mut batches = vec![first.to_vec()];
+    batches.extend(rest.chunks(size).map(<[String]>::to_vec));
+    batches
+}
+
 /// ResourceGroup._get_batches with `min_in_service` 0: each step's (capacity, number of new
 /// definitions). Bounded: every step brings at least one member up to date or resizes.
 fn steps(target: i64, mut current: i64, size: i64) -> Vec<(i64, i64)> {
@@ -121,6 +140,27 @@ mod tests {
         let empty: Vec<String> = Vec::new();
         assert_eq!(plan, vec![vec!["b".to_string()], empty.clone(), empty.clone()], "three steps, as Heat counts them");
         assert_eq!(rolling_batches(&targets(&[("a", true, false)]), 1), vec![empty]);
+    }
+
+    #[test]
+    fn a_resumed_rollout_counts_running_members_and_keeps_the_pause() {
+        let spec = [("a", true, true), ("b", true, true), ("c", true, false), ("d", false, true)];
+        // c is done; d is new (first), then b, a; one member running takes the first slot of two.
+        assert_eq!(resumed_batches(&targets(&spec), 1, 2, false), vec![vec!["d"], vec!["b", "a"]]);
+        assert_eq!(resumed_batches(&targets(&spec), 0, 1, false), vec![vec!["d"], vec!["b"], vec!["a"]]);
+        // Pausing: the first batch changes nothing.
+        let empty: Vec<String> = Vec::new();
+        assert_eq!(
+            resumed_batches(&targets(&spec), 0, 2, true),
+            vec![empty.clone(), vec!["d".into(), "b".into()], vec!["a".into()]]
+        );
+        // A batch of two running fills the first batch.
+        assert_eq!(
+            resumed_batches(&targets(&spec), 2, 2, false),
+            vec![empty, vec!["d".into(), "b".into()], vec!["a".into()]]
+        );
+        let done = [("a", true, false)];
+        assert_eq!(resumed_batches(&targets(&done), 0, 1, true), vec![Vec::<String>::new()]);
     }
 
     #[test]

@@ -99,9 +99,10 @@ fn expand(
             removed.push(node);
         }
     }
-    let targets = targets(ctx, stack, &group, &members, &keys)?;
+    let (targets, running) = targets(ctx, stack, &group, &members, &keys)?;
     let timeout = timeout_millis(stack, ctx.limits.stack_action_timeout);
-    let (mut batches, pause_millis) = match plan(timeout, &group, &members, &keys, &targets) {
+    let rollout = Rollout::of(ctx.now, &group, running);
+    let (mut batches, pause_millis) = match plan(timeout, &group, &members, &keys, &targets, rollout) {
         Ok(plan) => plan,
         Err(reason) => {
             node::fail(ctx, stack, group, &reason)?;
@@ -131,6 +132,11 @@ fn expand(
     group.record.applied = Some(members.group_applied());
     group.record.batches = batches;
     group.record.pause_millis = pause_millis;
+    // What is left of an earlier rollout's pause comes before the next batch (`between_batches`).
+    group.record.pause_until = match rollout {
+        Rollout::Pausing { until } => Some(until),
+        _ => None,
+    };
     group.status_reason = format!("deploying to {} server(s)", keys.len());
     group.state = NodeState::Init;
     group.updated_at = ctx.now;
@@ -144,29 +150,61 @@ fn expand(
     Ok(Activation::Expanded { members: released, removed })
 }
 
+/// Where the group's previous rollout stood when this traversal expands it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rollout {
+    /// Finished (or never started): Heat's batches.
+    Settled,
+    /// Batches of an earlier update were left, `running` members still run theirs: the rest of
+    /// the work is planned afresh from each member's state (`batches::resumed_batches`).
+    Unfinished { running: usize },
+    /// As `Unfinished`, in a pause between batches that ends at `until`.
+    Pausing { until: u64 },
+}
+
+impl Rollout {
+    fn of(now: u64, group: &NodeRow, running: usize) -> Rollout {
+        let left = !group.record.batches.is_empty() || !group.record.queued.is_empty();
+        match group.record.pause_until {
+            Some(until) if until > now && left => Rollout::Pausing { until },
+            _ if left || running > 0 => Rollout::Unfinished { running },
+            _ => Rollout::Settled,
+        }
+    }
+}
+
 /// The batches of member keys and the pause between them. One batch of every member unless an
 /// update policy applies: `batch_create` when the group is created, `rolling_update` when an
-/// update changes the group's properties. Members that do not change join the first batch
-/// (they complete at once, unchanged). Err: Heat's refusal of a plan whose pauses alone reach
-/// the stack's timeout (`timeout_millis`).
+/// update changes the group's properties, or when an update comes during an unfinished rollout
+/// (`rollout`). Members that do not change join the first batch (they complete at once,
+/// unchanged; one still running waits for its run). Err: Heat's refusal of a plan whose pauses
+/// alone reach the stack's timeout (`timeout_millis`).
 fn plan(
     timeout_millis: u64,
     group: &NodeRow,
     members: &Members,
     keys: &[String],
     targets: &[batches::Target],
+    rollout: Rollout,
 ) -> Result<(Vec<Vec<String>>, u64), String> {
     let policies = Policies::from_json(group.definition.get("policies"));
     let changed = group.record.applied.as_ref() != Some(&members.group_applied());
-    let (batches, batching) = match (group.action, policies.batch_create, policies.rolling_update) {
-        (Action::Create, Some(batching), _) => (batches::create_batches(keys, batching.max_batch_size), batching),
-        (Action::Update, _, Some(batching)) if changed => {
+    let (batches, batching) = match (group.action, policies.batch_create, policies.rolling_update, rollout) {
+        (Action::Create, Some(batching), _, _) => (batches::create_batches(keys, batching.max_batch_size), batching),
+        (Action::Update, _, Some(batching), Rollout::Unfinished { .. } | Rollout::Pausing { .. }) => {
+            let (running, pause_first) = match rollout {
+                Rollout::Unfinished { running } => (running, false),
+                _ => (0, true),
+            };
+            let mut plan = batches::resumed_batches(targets, running, batching.max_batch_size, pause_first);
+            plan[0].extend(unchanged_members(targets));
+            (plan, batching)
+        }
+        (Action::Update, _, Some(batching), Rollout::Settled) if changed => {
             let mut plan = batches::rolling_batches(targets, batching.max_batch_size);
-            let unchanged =
-                targets.iter().filter(|target| target.exists && !target.changed).map(|target| target.key.clone());
             match plan.first_mut() {
-                Some(first) => first.extend(unchanged),
-                None => plan.push(unchanged.collect()),
+                Some(first) => first.extend(unchanged_members(targets)),
+                None => plan.push(unchanged_members(targets).collect()),
             }
             (plan, batching)
         }
@@ -179,27 +217,35 @@ fn plan(
     Ok((batches, batching.pause_millis))
 }
 
+/// The members that exist and do not change.
+fn unchanged_members(targets: &[batches::Target]) -> impl Iterator<Item = String> + '_ {
+    targets.iter().filter(|target| target.exists && !target.changed).map(|target| target.key.clone())
+}
+
 /// For a rolling update: each member after the update, whether it is a member already and
-/// whether its definition changes (the one it last ran against the one it would get now).
+/// whether its definition changes (the one it last ran against the one it would get now); and
+/// how many members still run a run of an earlier traversal.
 fn targets(
     ctx: &mut Context<'_>,
     stack: &StackRow,
     group: &NodeRow,
     members: &Members,
     keys: &[String],
-) -> Result<Vec<batches::Target>, EngineError> {
+) -> Result<(Vec<batches::Target>, usize), EngineError> {
     let rolling = Policies::from_json(group.definition.get("policies")).rolling_update.is_some();
     if !rolling || group.action != Action::Update {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     let mut targets = Vec::new();
+    let mut running = 0;
     for key in keys {
         let name = member_name(&group.name, key);
         let existing = if group.record.members.contains(&name) { ctx.tx.node(&stack.name, &name)? } else { None };
         let changed = existing.as_ref().is_none_or(|node| !members.unchanged(key, node.definition.get("applied")));
+        running += usize::from(existing.as_ref().is_some_and(node::is_running));
         targets.push(batches::Target { key: key.clone(), exists: existing.is_some(), changed });
     }
-    Ok(targets)
+    Ok((targets, running))
 }
 
 /// The stack's timeout for this traversal, which Heat's check of an update policy uses. Every
@@ -222,12 +268,15 @@ fn between_batches(
     if group.record.pause_millis == 0 {
         return next_batch(ctx, stack, group, properties);
     }
-    let due_at = ctx.now.saturating_add(group.record.pause_millis);
+    // An update during an earlier rollout's pause keeps what was left of it.
+    let left_over = group.record.pause_until.filter(|until| *until > ctx.now);
+    let due_at = left_over.unwrap_or_else(|| ctx.now.saturating_add(group.record.pause_millis));
+    group.record.pause_until = Some(due_at);
     Deadline::of_batch_pause(stack, &group.name).set(ctx, due_at)?;
     group.state = NodeState::InProgress;
     group.status_reason = format!(
         "pausing {} s before the next batch ({} to go)",
-        group.record.pause_millis as f64 / 1000.0,
+        due_at.saturating_sub(ctx.now) as f64 / 1000.0,
         group.record.batches.len()
     );
     group.updated_at = ctx.now;
@@ -267,6 +316,7 @@ fn next_batch(
     properties: &Map<String, Value>,
 ) -> Result<Activation, EngineError> {
     let members = Members::new(ctx, stack, &group, properties)?;
+    group.record.pause_until = None;
     let batch = members.present(group.record.batches.remove(0));
     if batch.is_empty() {
         return between_batches(ctx, stack, group, properties);

@@ -15,7 +15,7 @@ use crate::engine::error::EngineError;
 use crate::engine::node::{self, Released, status};
 use crate::engine::resources::{self, Activation, group};
 use crate::model::StackRequest;
-use crate::store::{Action, NodeRecord, NodeRow, NodeState, StackRow, State};
+use crate::store::{Action, NodeRecord, NodeRow, NodeState, Rollback, StackRow, State};
 use crate::template::{Plan, Policies, Resource, Template, resolve_deletion_policy};
 
 /// A template that parsed and validated, with its resolved parameters.
@@ -56,6 +56,8 @@ pub fn create(
         updated_at: ctx.now,
         evaluated_bytes: checked.expansion_bytes as u64,
         resource_count: checked.resources as u64,
+        // Heat's default: a failed create stays failed.
+        rollback: Rollback::from_disable(request.disable_rollback.unwrap_or(true)),
     };
     if !ctx.tx.insert_stack(&stack, &checked.stored_template)? {
         return Err(EngineError::Conflict { what: format!("stack {name}") });
@@ -65,11 +67,15 @@ pub fn create(
     start(ctx, &stack, ready)
 }
 
+/// Starts a new traversal toward `checked`: an update (`action` UPDATE) or a rollback
+/// (ROLLBACK, see `rollback`). `request.disable_rollback` is the stack's setting from now on
+/// (absent: unchanged).
 pub fn update(
     ctx: &mut Context<'_>,
     name: &str,
     request: &StackRequest,
     checked: &Checked,
+    action: Action,
 ) -> Result<StackRow, EngineError> {
     let Some(mut stack) = ctx.tx.stack(name)? else {
         return Err(EngineError::NotFound { what: format!("stack {name}") });
@@ -78,9 +84,11 @@ pub fn update(
         return Err(EngineError::Invalid { message: format!("stack {name} is being deleted") });
     }
     stack.generation += 1;
-    stack.action = Action::Update;
+    stack.action = action;
     stack.state = State::InProgress;
-    stack.status_reason = "Stack UPDATE started".into();
+    stack.status_reason = format!("Stack {action} started");
+    // A rollback that was due is superseded by this traversal.
+    stack.rollback = Rollback::from_disable(request.disable_rollback.unwrap_or(stack.rollback == Rollback::Disabled));
     stack.parameters = json!(checked.parameters);
     stack.hidden_parameters = checked.template.hidden_parameters();
     stack.pending = checked.plan.nodes.len() as i64 + 1;
@@ -92,7 +100,7 @@ pub fn update(
     stack.resource_count = checked.resources as u64;
     ctx.tx.update_stack(&stack)?;
     ctx.tx.set_stack_template(name, &checked.stored_template)?;
-    ctx.event(name, name, &status(Action::Update, State::InProgress), "Stack UPDATE started")?;
+    ctx.event(name, name, &status(action, State::InProgress), &stack.status_reason)?;
     let existing: BTreeMap<String, NodeRow> =
         ctx.tx.nodes(name)?.into_iter().map(|node| (node.name.clone(), node)).collect();
     let kept: BTreeSet<&str> = checked.plan.nodes.iter().map(|node| node.name.as_str()).collect();

@@ -21,7 +21,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 2, sql: SHARED_SECRETS_V2 },
     Migration { version: 3, sql: STACK_USAGE_V3 },
     Migration { version: 4, sql: UI_SESSIONS_V4 },
+    Migration { version: 5, sql: ROLLBACK_V5 },
 ];
+
+/// SQLite's version 11: the stack's rollback setting and its requests as sent.
+const ROLLBACK_V5: &str = "
+ALTER TABLE stacks ADD COLUMN rollback TEXT NOT NULL DEFAULT 'disabled'
+    CHECK (rollback IN ('disabled', 'enabled', 'due'));
+ALTER TABLE stack_templates ADD COLUMN request TEXT, ADD COLUMN previous_request TEXT;
+";
 
 /// The advisory lock migrations hold (any number unique to anneal: "anneal-m").
 const MIGRATION_LOCK: i64 = 0x616e_6e65_616c_2d6d;

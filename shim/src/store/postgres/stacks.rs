@@ -4,17 +4,17 @@
 use postgres::Row;
 
 use super::access::{
-    PgTx, action_column, column, free_text, json_column, optional_unsigned_column, signed, state_column, to_json_text,
-    unsigned_column,
+    PgTx, action_column, column, enum_column, free_text, json_column, optional_unsigned_column, signed, state_column,
+    to_json_text, unsigned_column,
 };
-use crate::store::{StackRow, StoreError};
+use crate::store::{Rollback, StackRow, StoreError, StoredRequests};
 
 /// `SELECT <the StackRow columns> FROM stacks <tail>` as one literal.
 macro_rules! select_stacks {
     ($tail:literal) => {
         concat!(
             "SELECT id, name, action, state, status_reason, parameters, hidden_parameters, generation, ",
-            "pending, deadline, created_at, updated_at, evaluated_bytes, resource_count FROM stacks ",
+            "pending, deadline, created_at, updated_at, evaluated_bytes, resource_count, rollback FROM stacks ",
             $tail
         )
     };
@@ -38,8 +38,8 @@ pub(super) fn insert(tx: &mut PgTx<'_, '_>, row: &StackRow, template: &str) -> R
     let changed = tx.execute(
         "insert a stack",
         "INSERT INTO stacks (id, name, action, state, status_reason, parameters, hidden_parameters,
-             generation, pending, deadline, created_at, updated_at, evaluated_bytes, resource_count)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (name) DO NOTHING",
+             generation, pending, deadline, created_at, updated_at, evaluated_bytes, resource_count, rollback)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (name) DO NOTHING",
         &[
             &row.id,
             &row.name,
@@ -55,6 +55,7 @@ pub(super) fn insert(tx: &mut PgTx<'_, '_>, row: &StackRow, template: &str) -> R
             &signed(row.updated_at)?,
             &signed(row.evaluated_bytes)?,
             &signed(row.resource_count)?,
+            &row.rollback.as_str(),
         ],
     )?;
     if changed == 1 {
@@ -82,7 +83,7 @@ pub(super) fn update(tx: &mut PgTx<'_, '_>, row: &StackRow) -> Result<(), StoreE
         "update a stack",
         "UPDATE stacks SET id = $1, action = $3, state = $4, status_reason = $5, parameters = $6,
              hidden_parameters = $7, generation = $8, pending = $9, deadline = $10, updated_at = $11,
-             evaluated_bytes = $12, resource_count = $13
+             evaluated_bytes = $12, resource_count = $13, rollback = $14
          WHERE name = $2",
         &[
             &row.id,
@@ -98,6 +99,7 @@ pub(super) fn update(tx: &mut PgTx<'_, '_>, row: &StackRow) -> Result<(), StoreE
             &signed(row.updated_at)?,
             &signed(row.evaluated_bytes)?,
             &signed(row.resource_count)?,
+            &row.rollback.as_str(),
         ],
     )?;
     if changed == 0 {
@@ -121,6 +123,31 @@ pub(super) fn set_template(tx: &mut PgTx<'_, '_>, name: &str, template: &str) ->
         "replace a stack's template",
         "UPDATE stack_templates SET template = $2 WHERE stack = $1",
         &[&name, &free_text(template)],
+    )?;
+    if changed == 0 {
+        return Err(StoreError::NotFound { kind: "stack", key: name.to_owned() });
+    }
+    Ok(())
+}
+
+/// The requests beside the template (schema 5); none for a stack stored before.
+pub(super) fn requests(tx: &mut PgTx<'_, '_>, name: &str) -> Result<StoredRequests, StoreError> {
+    let found = tx.query_optional(
+        "read a stack's requests",
+        "SELECT request, previous_request FROM stack_templates WHERE stack = $1",
+        &[&name],
+        |row| Ok(StoredRequests { current: column(row, 0)?, previous: column(row, 1)? }),
+    )?;
+    Ok(found.unwrap_or_default())
+}
+
+pub(super) fn set_requests(tx: &mut PgTx<'_, '_>, name: &str, requests: &StoredRequests) -> Result<(), StoreError> {
+    let current = requests.current.as_deref().map(free_text);
+    let previous = requests.previous.as_deref().map(free_text);
+    let changed = tx.execute(
+        "replace a stack's requests",
+        "UPDATE stack_templates SET request = $2, previous_request = $3 WHERE stack = $1",
+        &[&name, &current, &previous],
     )?;
     if changed == 0 {
         return Err(StoreError::NotFound { kind: "stack", key: name.to_owned() });
@@ -161,5 +188,6 @@ fn stack_from_row(row: &Row) -> Result<StackRow, StoreError> {
         updated_at: unsigned_column(row, 11)?,
         evaluated_bytes: unsigned_column(row, 12)?,
         resource_count: unsigned_column(row, 13)?,
+        rollback: enum_column(row, 14, Rollback::parse)?,
     })
 }

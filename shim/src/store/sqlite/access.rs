@@ -9,7 +9,7 @@ use rusqlite::{CachedStatement, Connection, Params, Row, StatementStatus, ToSql}
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::store::{Action, NodeState, State, StoreError};
+use crate::store::{Action, NodeState, Rollback, State, StoreError};
 
 /// What the store counts of the statements it runs (instrumentation for tests and benchmarks).
 #[derive(Debug, Default)]
@@ -163,4 +163,4 @@ macro_rules! text_enum_column {
     )*};
 }
 
-text_enum_column!(Action, State, NodeState);
+text_enum_column!(Action, State, NodeState, Rollback);

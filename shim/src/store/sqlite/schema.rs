@@ -26,7 +26,20 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 8, sql: SERVER_ADDRESSES_V8 },
     Migration { version: 9, sql: STACK_USAGE_V9 },
     Migration { version: 10, sql: UI_SESSIONS_V10 },
+    Migration { version: 11, sql: ROLLBACK_V11 },
 ];
+
+/// Rollback: the stack's setting (Heat's `disable_rollback`; a stack stored before has Heat's
+/// default, disabled) and the requests it was created and updated with, as sent, beside its
+/// template (the current one and the one before it, what a rollback converges back to, and
+/// what `stack template` prints). A stack stored before has none: it cannot roll back an
+/// update until it is updated once more.
+const ROLLBACK_V11: &str = "
+ALTER TABLE stacks ADD COLUMN rollback TEXT NOT NULL DEFAULT 'disabled'
+    CHECK (rollback IN ('disabled', 'enabled', 'due'));
+ALTER TABLE stack_templates ADD COLUMN request TEXT;
+ALTER TABLE stack_templates ADD COLUMN previous_request TEXT;
+";
 
 /// What a stack's current traversal has used of its limits: the bytes its evaluations produced
 /// (the evaluation budget, docs/templates.md "Limits") and its resources with group members

@@ -3,14 +3,14 @@
 use rusqlite::{Row, params};
 
 use super::access::{SqliteTx, Unsigned, column, json_column, optional_unsigned_column, to_json_text, unsigned_column};
-use crate::store::{StackRow, StoreError};
+use crate::store::{StackRow, StoreError, StoredRequests};
 
 /// `SELECT <the StackRow columns> FROM stacks <tail>` as one literal: no allocation per call.
 macro_rules! select_stacks {
     ($tail:literal) => {
         concat!(
             "SELECT id, name, action, state, status_reason, parameters, hidden_parameters, generation, ",
-            "pending, deadline, created_at, updated_at, evaluated_bytes, resource_count FROM stacks ",
+            "pending, deadline, created_at, updated_at, evaluated_bytes, resource_count, rollback FROM stacks ",
             $tail
         )
     };
@@ -34,8 +34,8 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow, template: &str) -> Resul
     let changed = tx.execute(
         "insert a stack",
         "INSERT INTO stacks (id, name, action, state, status_reason, template, parameters, hidden_parameters,
-             generation, pending, deadline, created_at, updated_at, evaluated_bytes, resource_count)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT (name) DO NOTHING",
+             generation, pending, deadline, created_at, updated_at, evaluated_bytes, resource_count, rollback)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT (name) DO NOTHING",
         params![
             row.id,
             row.name,
@@ -51,7 +51,8 @@ pub(super) fn insert(tx: &SqliteTx<'_>, row: &StackRow, template: &str) -> Resul
             Unsigned(row.created_at),
             Unsigned(row.updated_at),
             Unsigned(row.evaluated_bytes),
-            Unsigned(row.resource_count)
+            Unsigned(row.resource_count),
+            row.rollback
         ],
     )?;
     if changed == 1 {
@@ -79,7 +80,7 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError
         "update a stack",
         "UPDATE stacks SET id = ?1, action = ?3, state = ?4, status_reason = ?5, parameters = ?6,
              hidden_parameters = ?7, generation = ?8, pending = ?9, deadline = ?10, updated_at = ?11,
-             evaluated_bytes = ?12, resource_count = ?13
+             evaluated_bytes = ?12, resource_count = ?13, rollback = ?14
          WHERE name = ?2",
         params![
             row.id,
@@ -94,7 +95,8 @@ pub(super) fn update(tx: &SqliteTx<'_>, row: &StackRow) -> Result<(), StoreError
             row.deadline.map(Unsigned),
             Unsigned(row.updated_at),
             Unsigned(row.evaluated_bytes),
-            Unsigned(row.resource_count)
+            Unsigned(row.resource_count),
+            row.rollback
         ],
     )?;
     if changed == 0 {
@@ -118,6 +120,29 @@ pub(super) fn set_template(tx: &SqliteTx<'_>, name: &str, template: &str) -> Res
         "replace a stack's template",
         "UPDATE stack_templates SET template = ?2 WHERE stack = ?1",
         params![name, template],
+    )?;
+    if changed == 0 {
+        return Err(StoreError::NotFound { kind: "stack", key: name.to_owned() });
+    }
+    Ok(())
+}
+
+/// The requests beside the template (schema 11); none for a stack stored before.
+pub(super) fn requests(tx: &SqliteTx<'_>, name: &str) -> Result<StoredRequests, StoreError> {
+    let found = tx.query_optional(
+        "read a stack's requests",
+        "SELECT request, previous_request FROM stack_templates WHERE stack = ?1",
+        [name],
+        |row| Ok(StoredRequests { current: column(row, 0)?, previous: column(row, 1)? }),
+    )?;
+    Ok(found.unwrap_or_default())
+}
+
+pub(super) fn set_requests(tx: &SqliteTx<'_>, name: &str, requests: &StoredRequests) -> Result<(), StoreError> {
+    let changed = tx.execute(
+        "replace a stack's requests",
+        "UPDATE stack_templates SET request = ?2, previous_request = ?3 WHERE stack = ?1",
+        params![name, requests.current, requests.previous],
     )?;
     if changed == 0 {
         return Err(StoreError::NotFound { kind: "stack", key: name.to_owned() });
@@ -158,5 +183,6 @@ fn stack_from_row(row: &Row<'_>) -> Result<StackRow, StoreError> {
         updated_at: unsigned_column(row, 11)?,
         evaluated_bytes: unsigned_column(row, 12)?,
         resource_count: unsigned_column(row, 13)?,
+        rollback: column(row, 14)?,
     })
 }

@@ -162,15 +162,17 @@ fn version_10_adds_ui_sessions_and_changes_no_earlier_table() {
     let directory = tempfile::tempdir().unwrap();
     let path = database_path(directory.path());
     let older = open_before(&path, 10);
-    run(&older, |tx| {
-        tx.insert_server(&super::server_row("web1"))?;
-        tx.insert_stack(&super::stack_row("app"), "heat_template_version: 2018-08-31")
-    });
+    run(&older, |tx| tx.insert_server(&super::server_row("web1")));
     drop(older);
+    insert_stack_before_11(&path, "app");
     let definitions = || {
         let connection = raw_connection(&path);
         let mut statement = connection
-            .prepare("SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'ui_sessions%' ORDER BY name")
+            // Version 11 adds columns to these two (its own test checks it changes nothing else).
+            .prepare(
+                "SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'ui_sessions%' \
+                 AND name NOT IN ('stacks', 'stack_templates') ORDER BY name",
+            )
             .unwrap();
         let rows = statement.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?)));
         rows.unwrap().map(Result::unwrap).collect::<Vec<_>>()
@@ -185,4 +187,48 @@ fn version_10_adds_ui_sessions_and_changes_no_earlier_table() {
     let session = UiSessionRow { key: "k".repeat(64), created_at: 1, expires_at: 2 };
     assert!(run(&store, |tx| tx.insert_ui_session(&session)));
     assert_eq!(run(&store, |tx| tx.ui_session(&session.key)), Some(session));
+}
+
+/// A stack row as a build before version 11 wrote it (no rollback setting, no requests).
+fn insert_stack_before_11(path: &std::path::Path, name: &str) {
+    raw_connection(path)
+        .execute_batch(&format!(
+            "INSERT INTO stacks (id, name, action, state, status_reason, template, parameters, hidden_parameters,
+                 generation, pending, deadline, created_at, updated_at, evaluated_bytes, resource_count)
+             VALUES ('id-{name}', '{name}', 'UPDATE', 'COMPLETE', '', '', '{{}}', '[]', 2, 0, NULL, 1, 2, 0, 1);
+             INSERT INTO stack_templates (stack, template) VALUES ('{name}', 'heat_template_version: 2018-08-31');"
+        ))
+        .unwrap();
+}
+
+/// Version 11 gives existing stacks Heat's default (no rollback) and no stored requests (so
+/// an update's rollback has nothing to return to until the stack is updated again), and
+/// changes no other table.
+#[test]
+fn version_11_gives_existing_stacks_no_rollback_and_no_requests() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = database_path(directory.path());
+    drop(open_before(&path, 11));
+    insert_stack_before_11(&path, "app");
+    let definitions = || {
+        let connection = raw_connection(&path);
+        let mut statement = connection
+            .prepare(
+                "SELECT name, sql FROM sqlite_master WHERE name NOT IN ('stacks', 'stack_templates') ORDER BY name",
+            )
+            .unwrap();
+        let rows = statement.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?)));
+        rows.unwrap().map(Result::unwrap).collect::<Vec<_>>()
+    };
+    let before = definitions();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(schema_versions(&path)[..11], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert_eq!(definitions(), before, "no other table or index changed");
+    let stack = run(&store, |tx| tx.stack("app")).unwrap();
+    assert_eq!((stack.rollback, stack.generation), (Rollback::Disabled, 2));
+    assert_eq!(run(&store, |tx| tx.stack_requests("app")), StoredRequests::default());
+    assert_eq!(run(&store, |tx| tx.stack_template("app")).as_deref(), Some("heat_template_version: 2018-08-31"));
+    // A value outside the set is refused by the column's check.
+    let refused = raw_connection(&path).execute("UPDATE stacks SET rollback = 'sometimes'", []);
+    assert!(refused.is_err(), "{refused:?}");
 }

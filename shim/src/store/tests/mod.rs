@@ -48,6 +48,7 @@ pub(super) fn stack_row(name: &str) -> StackRow {
         updated_at: 1_000,
         evaluated_bytes: 4_096,
         resource_count: 3,
+        rollback: Rollback::Enabled,
     }
 }
 
