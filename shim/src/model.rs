@@ -97,7 +97,8 @@ pub struct StackRequest {
     /// Only on create; must match the path on update (or be absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// The HOT template text (YAML or JSON).
+    /// The HOT template text (YAML or JSON). Required, but for an update with `existing`.
+    #[serde(default)]
     pub template: String,
     /// Parameter values as given on the command line (`--param K=V`).
     #[serde(default)]
@@ -122,6 +123,11 @@ pub struct StackRequest {
     /// on update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_rollback: Option<bool>,
+    /// Update only (Heat's PATCH, `stack update --existing`): the stack's stored request is the
+    /// base; what this one gives (template, environment, files, parameters, timeout, rollback)
+    /// replaces or adds to it. Never stored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub existing: bool,
 }
 
 /// `GET /v1/stacks/{name}/template`: the template text the stack runs, as stored. It is the

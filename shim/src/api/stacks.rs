@@ -23,6 +23,12 @@ pub(super) async fn create<S: Service>(
     if request.name.as_deref().is_none_or(str::is_empty) {
         return Err(ApiError::bad_request("stack name is required: the body needs \"name\""));
     }
+    if request.existing {
+        return Err(ApiError::bad_request("\"existing\" is for an update: a create has nothing stored to reuse"));
+    }
+    if request.template.is_empty() {
+        return Err(ApiError::bad_request("missing field `template`: a create needs the template text"));
+    }
     let summary = state.service.create_stack(request).await?;
     Ok((StatusCode::CREATED, Json(summary)))
 }
@@ -111,6 +117,12 @@ pub(super) async fn update<S: Service>(
     let Path(name) = path?;
     if let Some(named) = request.name.as_deref().filter(|named| *named != name) {
         return Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}")));
+    }
+    if request.template.is_empty() && !request.existing {
+        return Err(ApiError::bad_request(
+            "missing field `template`: an update needs the template text, or \"existing\": true to reuse the \
+             stack's stored one",
+        ));
     }
     request.name = Some(name.clone());
     let summary = state.service.update_stack(&name, request).await?;

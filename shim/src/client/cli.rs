@@ -252,9 +252,9 @@ pub struct ListArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StackWriteArgs {
     pub name: String,
-    /// The HOT template (YAML or JSON).
+    /// The HOT template (YAML or JSON); required but with `stack update --existing`.
     #[arg(long, value_name = "FILE")]
-    pub template: PathBuf,
+    pub template: Option<PathBuf>,
     /// A Heat environment file; repeatable, later ones win (merged as python-heatclient does).
     #[arg(short = 'e', long = "environment", value_name = "ENV")]
     pub environments: Vec<PathBuf>,
@@ -278,6 +278,7 @@ pub struct StackWriteArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("template", |template| template.required(true)))]
 pub struct StackCreateArgs {
     #[command(flatten)]
     pub write: StackWriteArgs,
@@ -288,6 +289,7 @@ pub struct StackCreateArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("template", |template| template.required_unless_present("existing")))]
 pub struct StackUpdateArgs {
     #[command(flatten)]
     pub write: StackWriteArgs,
@@ -295,6 +297,11 @@ pub struct StackUpdateArgs {
     /// environment and parameters; keep: as the stack has it.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = RollbackMode::Keep)]
     pub rollback: RollbackMode,
+    /// Start from the stack's stored template, environment, files and parameters (Heat's
+    /// `--existing`): --param values are added to the stored ones, --template replaces it.
+    /// Without anything else it re-runs exactly the deployments that failed.
+    #[arg(long)]
+    pub existing: bool,
 }
 
 /// `stack update --rollback`, as openstackclient spells it.
@@ -513,7 +520,7 @@ mod tests {
         assert!(!create.enable_rollback, "Heat's default: no rollback");
         let args = create.write;
         assert_eq!(args.name, "web");
-        assert_eq!(args.template, PathBuf::from("t.yaml"));
+        assert_eq!(args.template, Some(PathBuf::from("t.yaml")));
         let names: Vec<_> = args.params.iter().map(|param| (param.name.as_str(), param.value.as_str())).collect();
         assert_eq!(names, [("a", "1"), ("b", "x=y")]);
         assert!(args.wait && !args.json);
@@ -528,6 +535,8 @@ mod tests {
             &["stack", "create", "web"][..],
             &["stack", "create", "web", "--template", "t", "--param", "oops"],
             &["stack", "delete", "web", "--timeout", "0"],
+            &["stack", "update", "web"],
+            &["stack", "update", "web", "--rollback", "sometimes", "--existing"],
             &["server", "add", "web1", "--format", "yaml"],
             &["stack", "frobnicate"],
         ] {

@@ -38,12 +38,13 @@ pub(crate) async fn execute(
         ClientCommand::Server(ServerCommand::Delete(args)) => server_delete(&args, context, out).await,
         ClientCommand::Server(ServerCommand::RotateToken(args)) => server_rotate_token(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Create(args)) => {
-            let disable_rollback = Some(!args.enable_rollback);
-            stack_write(&args.write, Action::Create, disable_rollback, context, interval, out).await
+            let options = WriteOptions { disable_rollback: Some(!args.enable_rollback), existing: false };
+            stack_write(&args.write, Action::Create, options, context, interval, out).await
         }
         ClientCommand::Stack(StackCommand::Update(args)) => {
             let disable_rollback = args.rollback.disable_rollback();
-            stack_write(&args.write, Action::Update, disable_rollback, context, interval, out).await
+            let options = WriteOptions { disable_rollback, existing: args.existing };
+            stack_write(&args.write, Action::Update, options, context, interval, out).await
         }
         ClientCommand::Stack(StackCommand::Cancel(args)) => stack_cancel(&args, context, interval, out).await,
         ClientCommand::Stack(StackCommand::Delete(args)) => stack_delete(&args, context, interval, out).await,
@@ -130,15 +131,38 @@ async fn server_delete(
 }
 
 /// `stack create` (POST, 201) and `stack update` (PUT, 202).
+/// What `stack create` and `stack update` add to the request beyond `StackWriteArgs`.
+struct WriteOptions {
+    disable_rollback: Option<bool>,
+    existing: bool,
+}
+
 async fn stack_write(
     args: &StackWriteArgs,
     action: Action,
-    disable_rollback: Option<bool>,
+    options: WriteOptions,
     context: &ClientContext,
     interval: Duration,
     out: &mut dyn Write,
 ) -> Result<ExitStatus, ClientError> {
-    let request = StackRequest { disable_rollback, ..stack_request(args, action)? };
+    let request = match (&args.template, options.existing) {
+        (None, true) if !args.environments.is_empty() => {
+            let message = "stack update --existing takes -e only with --template".to_string();
+            return Err(ClientError::Usage { message });
+        }
+        // The stored template, environment and files are the server's; only parameters go.
+        (None, true) => StackRequest {
+            parameters: parameter_map(&args.params)?,
+            timeout_secs: args.timeout,
+            ..StackRequest::default()
+        },
+        (None, false) => {
+            let message = format!("stack {action} needs --template FILE", action = action_word(action));
+            return Err(ClientError::Usage { message });
+        }
+        (Some(template), _) => stack_request(args, template, action)?,
+    };
+    let request = StackRequest { disable_rollback: options.disable_rollback, existing: options.existing, ..request };
     if args.dry_run {
         write(out, &pretty(&to_value(&request)))?;
         return Ok(ExitStatus::Success);
@@ -188,10 +212,18 @@ async fn answer_or_wait(
     wait_for_stack(client, &wait, out).await
 }
 
+fn action_word(action: Action) -> &'static str {
+    if action == Action::Create { "create" } else { "update" }
+}
+
 /// The request body: the template file's text and the parameters (each name at most once).
-pub(crate) fn stack_request(args: &StackWriteArgs, action: Action) -> Result<StackRequest, ClientError> {
+pub(crate) fn stack_request(
+    args: &StackWriteArgs,
+    template: &std::path::Path,
+    action: Action,
+) -> Result<StackRequest, ClientError> {
     let parameters = parameter_map(&args.params)?;
-    let assembled = files::assemble(&args.template, &args.environments)?;
+    let assembled = files::assemble(template, &args.environments)?;
     Ok(StackRequest {
         name: (action == Action::Create).then(|| args.name.clone()),
         template: assembled.template,
@@ -201,6 +233,7 @@ pub(crate) fn stack_request(args: &StackWriteArgs, action: Action) -> Result<Sta
         files: assembled.files,
         environment_files: assembled.environment_files,
         disable_rollback: None,
+        existing: false,
     })
 }
 

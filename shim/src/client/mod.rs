@@ -144,6 +144,9 @@ pub enum ClientError {
     InvalidTemplate { path: PathBuf, problems: Vec<String> },
     #[error("parameter {name} is given more than once")]
     DuplicateParameter { name: String },
+    /// A flag another flag needs, or that is not taken with it.
+    #[error("{message}")]
+    Usage { message: String },
     #[error("cannot build the HTTP client")]
     BuildClient {
         #[source]
@@ -182,7 +185,8 @@ impl ClientError {
             | ClientError::ReadFile { .. }
             | ClientError::RemoteFile { .. }
             | ClientError::TooManyFiles { .. }
-            | ClientError::DuplicateParameter { .. } => 2,
+            | ClientError::DuplicateParameter { .. }
+            | ClientError::Usage { .. } => 2,
             ClientError::BuildClient { .. }
             | ClientError::Connect { .. }
             | ClientError::Request { .. }

@@ -243,7 +243,11 @@ impl<'a> StackScope<'a> {
 
     fn complete_node(&self, resource: &str) -> Option<Arc<NodeRow>> {
         let node = (self.lookup)(resource)?;
-        (node.state == NodeState::Complete).then_some(node)
+        // Completed in this traversal, or in an earlier one and not reached by this one yet (as
+        // Heat keeps a resource's attributes until it is updated).
+        let readable = node.state == NodeState::Complete
+            || (node.state == NodeState::Init && node.record.previous_status.is_some());
+        readable.then_some(node)
     }
 }
 

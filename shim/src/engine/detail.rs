@@ -11,10 +11,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::context::{StackScope, remaining_budget, rfc3339};
-use super::node::status;
+use super::node::{self, status};
 use super::secrets::{self, Purpose, TokenKey};
 use crate::model::{ResourceSummary, StackDetail, StackOutput, StackSummary};
-use crate::store::{NodeRow, NodeState, Rollback, StackRow};
+use crate::store::{NodeRow, Rollback, StackRow};
 use crate::template::{self, EvalError};
 
 /// What the outputs of a detail are evaluated with.
@@ -49,11 +49,7 @@ pub fn detail(
     let resources = nodes
         .iter()
         .map(|node| ResourceSummary {
-            status: if node.state == NodeState::Init {
-                "INIT_COMPLETE".to_string()
-            } else {
-                status(node.action, node.state)
-            },
+            status: node::shown_status(node),
             name: node.name.clone(),
             resource_type: node.resource_type.clone(),
             status_reason: node.status_reason.clone(),

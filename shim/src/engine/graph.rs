@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::hidden::{HiddenInputs, NodeMasks};
+use super::node;
 use crate::graph::{
     DETAIL_EVENTS, EdgeKind, GraphEdge, GraphNode, NodeDetail, NodeEvent, NodeKind, Phase, StackGraph, TAIL_CHARS,
 };
@@ -45,12 +46,8 @@ fn graph_node(node: &NodeRow, updated_at: &impl Fn(u64) -> String) -> GraphNode 
         name: node.name.clone(),
         resource_type: node.resource_type.clone(),
         kind: NodeKind::of(&node.resource_type),
-        status: if node.state == NodeState::Init {
-            "INIT_COMPLETE".to_string()
-        } else {
-            format!("{}_{}", node.action, node.state)
-        },
-        phase: phase(node.state),
+        status: node::shown_status(node),
+        phase: if node::shown_status(node).ends_with("_IN_PROGRESS") { Phase::InProgress } else { phase(node.state) },
         status_reason: node.status_reason.clone(),
         server: node.server.clone(),
         updated_at: updated_at(node.updated_at),

@@ -72,6 +72,8 @@ mod document_tests;
 #[cfg(test)]
 mod environment_tests;
 #[cfg(test)]
+mod failure_budget_tests;
+#[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod hidden_tests;

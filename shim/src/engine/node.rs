@@ -12,7 +12,7 @@ use super::context::{Context, new_uuid};
 use super::deadlines::Deadline;
 use super::error::EngineError;
 use crate::store::{Action, NodeRow, NodeState, Rollback, RunOutcome, StackRow, State};
-use crate::template::{Expr, ResourceType};
+use crate::template::{Expr, Policies, ResourceType};
 
 /// What a node's completion made possible.
 #[derive(Debug)]
@@ -30,6 +30,23 @@ pub enum Released {
 /// A status as Heat spells it: `<ACTION>_<STATE>`.
 pub fn status(action: Action, state: impl Display) -> String {
     format!("{action}_{state}")
+}
+
+/// The status a node shows: its own, or while a traversal has not reached it (INIT), the one it
+/// completed with before (`NodeRecord::previous_status`), or INIT_COMPLETE for a new one; a
+/// deployment group whose members are deploying shows IN_PROGRESS.
+pub fn shown_status(node: &NodeRow) -> String {
+    if node.state != NodeState::Init {
+        return status(node.action, node.state);
+    }
+    if node.record.expanded == Some(node.generation) && is_group(node) {
+        return status(node.action, NodeState::InProgress);
+    }
+    node.record.previous_status.clone().unwrap_or_else(|| "INIT_COMPLETE".to_string())
+}
+
+fn is_group(node: &NodeRow) -> bool {
+    matches!(resource_type(node), Some(ResourceType::SoftwareDeploymentGroup | ResourceType::StructuredDeploymentGroup))
 }
 
 /// A deployment whose published run has not reported yet (of this or an earlier traversal).
@@ -75,6 +92,12 @@ pub fn next_action(previous: &NodeRow) -> Action {
 /// A node row of an earlier traversal, ready to take part in a new one.
 pub fn reset_for_update(previous: &NodeRow) -> NodeRow {
     let mut node = NodeRow { action: next_action(previous), ..previous.clone() };
+    node.record.previous_status = match previous.state {
+        NodeState::Complete if previous.action != Action::Delete => Some(status(previous.action, NodeState::Complete)),
+        // Not reached by the traversal before this one either: still what it was before that.
+        NodeState::Init => previous.record.previous_status.clone(),
+        _ => None,
+    };
     if previous.action == Action::Delete {
         // Re-added while its DELETE ran: publish afresh instead of waiting for that run.
         node.record.fingerprint = None;
@@ -154,15 +177,69 @@ pub fn complete_stack(ctx: &mut Context<'_>, mut stack: StackRow) -> Result<(), 
     ctx.event(&stack.name, &stack.name, &status(stack.action, State::Complete), &stack.status_reason)
 }
 
-/// Marks `node` FAILED; the stack fails with it (successors never activate).
-pub fn fail(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow, reason: &str) -> Result<(), EngineError> {
+/// Marks `node` FAILED; the stack fails with it (successors never activate), unless it is a
+/// member of a group whose failure budget tolerates it (see `after_failure`).
+pub fn fail(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRow, reason: &str) -> Result<Released, EngineError> {
     node.state = NodeState::Failed;
     node.status_reason = reason.to_string();
     node.updated_at = ctx.now;
     ctx.tx.update_node(&node)?;
     ctx.event(&stack.name, &node.name, &status(node.action, NodeState::Failed), reason)?;
     let reason = format!("Resource {} failed: {}: {}", node.action, node.name, reason);
-    fail_stack(ctx, &stack.name, node.generation, &reason)
+    after_failure(ctx, stack, node, &reason)
+}
+
+/// What follows a failure already recorded on `node`: the stack fails with `stack_reason`; a
+/// group member fails its group first. A member within its group's failure budget counts as
+/// done instead: what it releases (its group, once the batch is done) is returned.
+pub fn after_failure(
+    ctx: &mut Context<'_>,
+    stack: &StackRow,
+    node: NodeRow,
+    stack_reason: &str,
+) -> Result<Released, EngineError> {
+    let current = ctx.tx.stack(&stack.name)?;
+    let live =
+        current.is_some_and(|current| current.state == State::InProgress && current.generation == node.generation);
+    let group = match (live, group_of(&node)) {
+        (true, Some(group)) => ctx.tx.node(&stack.name, group)?,
+        _ => None,
+    };
+    let Some(mut group) = group.filter(|group| group.generation == node.generation) else {
+        fail_stack(ctx, &stack.name, node.generation, stack_reason)?;
+        return Ok(Released::Nothing);
+    };
+    let budget = Policies::from_json(group.definition.get("policies")).failure_budget;
+    group.record.failed_members.push(node.name.clone());
+    let failed = group.record.failed_members.len() as u64;
+    let members = group.record.members.len() as u64;
+    if let Some(budget) = budget.filter(|budget| budget.tolerates(failed, members)) {
+        let reason =
+            format!("{failed} of {members} member(s) failed, within the failure budget ({})", budget.describe());
+        group.updated_at = ctx.now;
+        ctx.tx.update_node(&group)?;
+        ctx.event(&stack.name, &group.name, "WARNING", &format!("{reason}: {} failed", node.name))?;
+        return release(ctx, stack, node);
+    }
+    let reason = match budget {
+        Some(budget) => format!(
+            "{failed} of {members} member(s) failed, over the failure budget ({}): {}",
+            budget.describe(),
+            group.record.failed_members.join(", ")
+        ),
+        None => format!("member {} failed", node.name),
+    };
+    group.state = NodeState::Failed;
+    group.status_reason = reason.clone();
+    group.updated_at = ctx.now;
+    ctx.tx.update_node(&group)?;
+    ctx.event(&stack.name, &group.name, &status(group.action, NodeState::Failed), &reason)?;
+    let stack_reason = match budget {
+        Some(_) => format!("Resource {} failed: {}: {reason}", group.action, group.name),
+        None => stack_reason.to_string(),
+    };
+    fail_stack(ctx, &stack.name, node.generation, &stack_reason)?;
+    Ok(Released::Nothing)
 }
 
 /// Fails `node` for going over one of the stack's limits; in a create or update, whose request
@@ -172,7 +249,7 @@ pub fn fail_over_limit(
     stack: &StackRow,
     node: NodeRow,
     reason: &str,
-) -> Result<(), EngineError> {
+) -> Result<Released, EngineError> {
     if ctx.refuse_over_budget {
         return Err(EngineError::Template { problems: vec![format!("resource {}: {reason}", node.name)] });
     }

@@ -103,6 +103,40 @@ pub fn stored(ctx: &mut Context<'_>, name: &str) -> Result<(Option<StackRequest>
     Ok((parse(stored.current, "current")?, parse(stored.previous, "previous")?))
 }
 
+/// An update's request with `existing` (Heat's PATCH): the stack's stored request, with what
+/// `given` sets replacing it (template, environment, `environment_files`, timeout, rollback)
+/// or adding to it (parameters and files, key by key). Without `existing`: `given` as it is.
+pub fn with_existing(ctx: &mut Context<'_>, name: &str, given: StackRequest) -> Result<StackRequest, EngineError> {
+    if !given.existing {
+        return Ok(given);
+    }
+    let (current, _) = stored(ctx, name)?;
+    let Some(mut base) = current else {
+        return Err(EngineError::Invalid {
+            message: format!(
+                "stack {name} has no stored request to reuse (it was last created or updated by anneal-shim 0.2.0 or \
+                 earlier): send the template"
+            ),
+        });
+    };
+    if !given.template.is_empty() {
+        base.template = given.template;
+    }
+    if !given.environment.is_null() {
+        base.environment = given.environment;
+    }
+    if !given.environment_files.is_empty() {
+        base.environment_files = given.environment_files;
+    }
+    base.parameters.extend(given.parameters);
+    base.files.extend(given.files);
+    base.timeout_secs = given.timeout_secs.or(base.timeout_secs);
+    base.disable_rollback = given.disable_rollback.or(base.disable_rollback);
+    base.name = given.name;
+    base.existing = false;
+    Ok(base)
+}
+
 /// Records `request` as the one the stack's new traversal started with; the one before becomes
 /// the previous (a rollback's target) unless `keep_previous` is false, which a rollback passes:
 /// after it there is nothing further back to return to, as in Heat.

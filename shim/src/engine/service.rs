@@ -272,6 +272,7 @@ impl<S: Store> Service for Engine<S> {
                 let Some(existing) = ctx.tx.stack(&name)? else {
                     return Err(EngineError::NotFound { what: format!("stack {name}") });
                 };
+                let request = requests::with_existing(ctx, &name, request)?;
                 let checked = requests::check(ctx, &request, &name, &existing.id)?;
                 let empty = serde_json::Map::new();
                 let old = existing.parameters.as_object().unwrap_or(&empty);

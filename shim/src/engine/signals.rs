@@ -63,14 +63,14 @@ pub fn apply_deployment_signal(
         return Ok(Some(SignalAck::Duplicate));
     }
     ctx.event(&stack.name, &node.name, &status(node.action, node.state), &status_reason)?;
-    if failed {
+    let released = if failed {
         let reason =
             format!("Resource {} failed: {}: Deployment to server failed: {}", node.action, node.name, status_reason);
-        node::fail_stack(ctx, &stack.name, node.generation, &reason)?;
+        node::after_failure(ctx, &stack, node, &reason)?
     } else {
-        let released = node::release(ctx, &stack, node)?;
-        forward::proceed(ctx, &stack, released)?;
-    }
+        node::release(ctx, &stack, node)?
+    };
+    forward::proceed(ctx, &stack, released)?;
     Ok(Some(SignalAck::Applied))
 }
 

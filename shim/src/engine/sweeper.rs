@@ -104,7 +104,8 @@ fn fire(ctx: &mut Context<'_>, deadline: &Deadline) -> Result<(), EngineError> {
             let reasons: Vec<&str> = received.iter().map(|signal| signal.reason.as_str()).collect();
             let reason =
                 format!("WaitConditionTimeout: {} of {count} received - {}", received.len(), reasons.join(";"));
-            node::fail(ctx, &stack, node, &reason)
+            let released = node::fail(ctx, &stack, node, &reason)?;
+            forward::proceed(ctx, &stack, released)
         }
     }
 }

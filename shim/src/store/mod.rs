@@ -256,6 +256,15 @@ pub struct NodeRecord {
     pub batches: Vec<Vec<String>>,
     #[serde(skip_serializing_if = "is_zero")]
     pub pause_millis: u64,
+    /// A node a new traversal reset that completed in an earlier one: that status (e.g.
+    /// `CREATE_COMPLETE`), shown, and its attributes still read, until the new traversal reaches
+    /// it, as Heat shows a resource an update has not reached yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_status: Option<String>,
+    /// A deployment group with a failure budget: the members that failed in this traversal
+    /// within it (node names, in the order they failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_members: Vec<String>,
     /// A deployment group pausing between batches: when the pause ends (unix milliseconds). An
     /// update during the pause keeps what is left of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

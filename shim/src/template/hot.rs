@@ -331,7 +331,7 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
         stack: None,
     };
     let mut kind = None;
-    let mut written = policy::Written { deletion_policy: None, update_policy: None };
+    let mut written = policy::Written { deletion_policy: None, update_policy: None, metadata: None };
     for field in fields {
         match field.key.as_str() {
             "type" => match provider::nested_type(&field.value) {
@@ -348,7 +348,11 @@ fn parse_resource(entry: &Entry, dialect: &Dialect, problems: &mut Vec<String>) 
             // Heat allows a description on a resource; it has no effect.
             "description" => {}
             // Accepted and kept out of the deployment: the shim publishes no resource metadata.
-            "metadata" => mapping_key(name, "metadata", &field.value, problems),
+            // Its `anneal` key holds anneal's extensions (`policy::check`).
+            "metadata" => {
+                mapping_key(name, "metadata", &field.value, problems);
+                written.metadata = Some(&field.value);
+            }
             // Checked once the type is known (`policy::check`).
             "update_policy" => written.update_policy = Some(&field.value),
             "deletion_policy" => written.deletion_policy = Some(&field.value),

@@ -8,6 +8,7 @@ mod environment;
 mod environment_files;
 mod evaluate;
 mod expr;
+mod failure_budget;
 mod fields;
 mod graph;
 mod hot;
@@ -405,7 +406,8 @@ impl ResourceType {
             ResourceType::SoftwareDeployment | ResourceType::StructuredDeployment => {
                 &["deploy_stdout", "deploy_stderr", "deploy_status_code"]
             }
-            // As SoftwareDeploymentGroup._member_attribute_name: the plurals and each member's.
+            // As SoftwareDeploymentGroup._member_attribute_name: the plurals and each member's;
+            // and anneal's `failed_members` (the members a failure budget tolerated).
             ResourceType::SoftwareDeploymentGroup | ResourceType::StructuredDeploymentGroup => &[
                 "deploy_stdouts",
                 "deploy_stderrs",
@@ -413,6 +415,7 @@ impl ResourceType {
                 "deploy_stdout",
                 "deploy_stderr",
                 "deploy_status_code",
+                "failed_members",
             ],
             ResourceType::WaitConditionHandle => &["endpoint", "curl_cli", "token", "signal"],
             ResourceType::WaitCondition => &["data"],

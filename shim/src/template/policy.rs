@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::ResourceType;
 use super::expr::functions::Version;
 use super::expr::{Dialect, Expr};
+use super::failure_budget::{self, FailureBudget};
 use super::yaml::{Body, Node};
 
 /// Batches of at most `max_batch_size` members, `pause_millis` apart.
@@ -36,6 +37,9 @@ pub struct Policies {
     pub batch_create: Option<Batching>,
     /// A deployment group's `update_policy.rolling_update`.
     pub rolling_update: Option<Batching>,
+    /// A deployment group's failure budget, from `metadata.anneal.failure_budget` (an anneal
+    /// extension, see `failure_budget`).
+    pub failure_budget: Option<FailureBudget>,
 }
 
 impl Policies {
@@ -44,7 +48,8 @@ impl Policies {
         let inert = !self.retain
             && self.deletion_function.is_none()
             && self.batch_create.is_none()
-            && self.rolling_update.is_none();
+            && self.rolling_update.is_none()
+            && self.failure_budget.is_none();
         if inert {
             return None;
         }
@@ -55,6 +60,7 @@ impl Policies {
         };
         Some(serde_json::json!({"retain": self.retain, "batch_create": batching(&self.batch_create),
             "rolling_update": batching(&self.rolling_update),
+            "failure_budget": self.failure_budget.map(FailureBudget::to_json),
             "deletion_function": self.deletion_function.as_ref().map(Expr::to_json),
             "lower_case_names": self.lower_case_names}))
     }
@@ -79,14 +85,17 @@ impl Policies {
             lower_case_names: value.get("lower_case_names").and_then(Value::as_bool).unwrap_or(false),
             batch_create: batching("batch_create"),
             rolling_update: batching("rolling_update"),
+            failure_budget: value.get("failure_budget").and_then(FailureBudget::from_json),
         }
     }
 }
 
-/// One resource's two policy fields as written (either may be absent).
+/// One resource's two policy fields as written (either may be absent), and its `metadata`,
+/// where anneal's extensions are.
 pub struct Written<'a> {
     pub deletion_policy: Option<&'a Node>,
     pub update_policy: Option<&'a Node>,
+    pub metadata: Option<&'a Node>,
 }
 
 /// Checks both policies of resource `name` of type `kind` (`None`: a provider template, which
@@ -100,6 +109,9 @@ pub fn check(
     problems: &mut Vec<String>,
 ) -> Policies {
     let mut policies = Policies { lower_case_names: dialect.version >= Version::V2016_10_14, ..Policies::default() };
+    if let Some(metadata) = written.metadata {
+        policies.failure_budget = failure_budget::read(name, kind, metadata, problems);
+    }
     if let Some(node) = written.deletion_policy {
         if let Body::Mapping(_) = node.body {
             match Expr::parse(&node.to_value(), dialect) {

@@ -51,8 +51,7 @@ pub fn activate(
 }
 
 fn failed(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow, reason: &str) -> Result<Released, EngineError> {
-    node::fail(ctx, stack, node, reason)?;
-    Ok(Released::Nothing)
+    node::fail(ctx, stack, node, reason)
 }
 
 /// Whether an update must replace the deployment rather than update it: its server changed, or
@@ -134,8 +133,7 @@ pub fn publish(
         tokens,
     };
     if let EntryWrite::OverLimit(reason) = ctx.put_entry(&row)? {
-        node::fail_over_limit(ctx, stack, node, &reason)?;
-        return Ok(Released::Nothing);
+        return node::fail_over_limit(ctx, stack, node, &reason);
     }
     node.server = Some(server.to_string());
     if let Some(superseded) = &node.signal_token_hash {

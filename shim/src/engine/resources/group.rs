@@ -132,6 +132,8 @@ fn expand(
     group.record.applied = Some(members.group_applied());
     group.record.batches = batches;
     group.record.pause_millis = pause_millis;
+    // A failure budget counts this traversal's failures only.
+    group.record.failed_members.clear();
     // What is left of an earlier rollout's pause comes before the next batch (`between_batches`).
     group.record.pause_until = match rollout {
         Rollout::Pausing { until } => Some(until),
@@ -484,16 +486,30 @@ fn finish_group(
         }
         by_member.push((key, attributes));
     }
-    group.attributes = Value::Object(member_maps(&by_member));
+    let failed = std::mem::take(&mut group.record.failed_members);
+    let mut attributes = member_maps(&by_member);
+    // anneal's extension beside Heat's maps: the members a failure budget tolerated.
+    let failed_keys: Vec<&str> = failed.iter().map(|name| name.strip_prefix(&prefix).unwrap_or(name)).collect();
+    attributes.insert("failed_members".into(), json!(failed_keys));
+    group.attributes = Value::Object(attributes);
+    let reason = match failed.len() {
+        0 => "all members complete".to_string(),
+        count => format!(
+            "all members done, {count} of {} failed within the failure budget: {}",
+            members.len(),
+            failed_keys.join(", ")
+        ),
+    };
     group.record = NodeRecord {
         id: Some(node::stable_id(&group)),
         expanded: Some(stack.generation),
         members,
         actions: deployment_actions(properties),
         applied: group.record.applied.take(),
+        failed_members: failed,
         ..NodeRecord::default()
     };
-    node::complete(ctx, stack, group, "all members complete")
+    node::complete(ctx, stack, group, &reason)
 }
 
 /// The group's attributes, as SoftwareDeploymentGroup.get_attribute: each member attribute

@@ -15,7 +15,7 @@ pub use group::Activation;
 
 use super::context::{Context, PropertiesError};
 use super::error::EngineError;
-use super::node::{self, Released};
+use super::node;
 use crate::store::{NodeRow, NodeState, StackRow};
 use crate::template::ResourceType;
 
@@ -39,8 +39,7 @@ fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Resu
     let properties = match ctx.evaluate_properties(stack, &node) {
         Ok(properties) => properties,
         Err(PropertiesError::OverBudget(reason)) => {
-            node::fail_over_limit(ctx, stack, node, &reason)?;
-            return Ok(Activation::Released(Released::Nothing));
+            return node::fail_over_limit(ctx, stack, node, &reason).map(Activation::from);
         }
         Err(PropertiesError::Failed(reason)) => return failed(ctx, stack, node, &reason),
     };
@@ -74,6 +73,5 @@ fn activate_node(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow) -> Resu
 }
 
 fn failed(ctx: &mut Context<'_>, stack: &StackRow, node: NodeRow, reason: &str) -> Result<Activation, EngineError> {
-    node::fail(ctx, stack, node, reason)?;
-    Ok(Activation::Released(Released::Nothing))
+    node::fail(ctx, stack, node, reason).map(Activation::from)
 }

@@ -33,7 +33,7 @@ pub fn activate(
         Some(Value::String(name)) if !name.is_empty() => name.clone(),
         _ => match default_name(ctx, stack, &node)? {
             Ok(name) => name,
-            Err(reason) => return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing),
+            Err(reason) => return node::fail(ctx, stack, node, &reason),
         },
     };
     if node.record.server_token.is_some() && node.record.id.as_deref() != Some(server.as_str()) {
@@ -47,7 +47,7 @@ pub fn activate(
         None if !template::is_valid_server_name(&server) => {
             let reason =
                 format!("server name {server:?} must be 1-64 characters of [A-Za-z0-9._-] not starting with '.'");
-            return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing);
+            return node::fail(ctx, stack, node, &reason);
         }
         None => Some(register(ctx, stack, &node, &server)?),
     };

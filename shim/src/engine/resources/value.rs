@@ -38,7 +38,7 @@ pub fn activate_value(
                     _ => problem,
                 };
                 let reason = format!("property \"value\": {problem}");
-                return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing);
+                return node::fail(ctx, stack, node, &reason);
             }
         }
     }
@@ -68,7 +68,7 @@ pub fn activate_random_string(
         Some(value) if node.record.fingerprint.as_deref() == Some(fingerprint.as_str()) => value,
         _ => match generate(&Spec::from_properties(properties)) {
             Ok(value) => value,
-            Err(reason) => return node::fail(ctx, stack, node, &reason).map(|()| Released::Nothing),
+            Err(reason) => return node::fail(ctx, stack, node, &reason),
         },
     };
     node.record = NodeRecord { id: Some(value.clone()), fingerprint: Some(fingerprint), ..NodeRecord::default() };
