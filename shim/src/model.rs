@@ -150,6 +150,104 @@ pub struct StackEnvironment {
     pub parameters: BTreeMap<String, Value>,
 }
 
+/// One failed resource, as `GET /v1/stacks/{name}/failures` lists it (Heat's `stack failures
+/// list`): a deployment with its run's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The node's name (`group/member` for a deployment group's member).
+    pub resource: String,
+    /// Heat's path of it: `<stack>.<resource>` (`<stack>.<group>.<member>` for a member).
+    pub path: String,
+    pub resource_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_resource_id: Option<String>,
+    pub status: String,
+    pub status_reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// A deployment's last run, in full (`stack failures` shows the last ten lines without
+    /// `--long`).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub deploy_status_code: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy_stdout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy_stderr: Option<String>,
+}
+
+/// What a create or update would do (`POST /v1/stacks/preview`, `PUT /v1/stacks/{name}/preview`,
+/// `stack create|update --dry-run`), computed by performing it in a transaction that is then
+/// discarded (docs/day-two.md, "Plans").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackPlan {
+    pub stack: String,
+    /// `CREATE` or `UPDATE`.
+    pub action: Action,
+    /// Whether anything would change: a resource added, deleted, replaced or updated, or a run.
+    pub changes: bool,
+    /// Heat's preview categories, group members included.
+    pub resource_changes: ResourceChanges,
+    /// Every deployment run, in the order the traversal would publish them.
+    pub runs: Vec<PlannedRun>,
+    /// Each deployment group that runs in batches: how many, and the pause between them.
+    pub groups: Vec<PlannedGroup>,
+    /// How the traversal would end if every run succeeded, reporting its previous outputs, e.g.
+    /// `UPDATE_COMPLETE`; FAILED when the engine itself would fail it (a limit, a missing
+    /// server, an update policy's timeout).
+    pub outcome: String,
+    pub outcome_reason: String,
+}
+
+/// Heat's `resource_changes` of a preview.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceChanges {
+    pub added: Vec<PlannedResource>,
+    pub deleted: Vec<PlannedResource>,
+    pub replaced: Vec<PlannedResource>,
+    pub updated: Vec<PlannedResource>,
+    pub unchanged: Vec<PlannedResource>,
+}
+
+impl ResourceChanges {
+    /// Whether any resource is added, deleted, replaced or updated.
+    pub fn any(&self) -> bool {
+        [&self.added, &self.deleted, &self.replaced, &self.updated].iter().any(|resources| !resources.is_empty())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedResource {
+    pub resource_name: String,
+    pub resource_type: String,
+}
+
+/// One deployment run a plan predicts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedRun {
+    pub resource: String,
+    pub server: String,
+    /// `CREATE`, `UPDATE` or `DELETE`.
+    pub action: String,
+    /// 1 for what is published at once; one more after each wait for other runs or a pause.
+    pub step: u32,
+    /// For a group's member: the group and its batch (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
+    /// The inputs whose values change (names only, so no hidden value is shown), and `config`
+    /// when the config itself changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedGroup {
+    pub group: String,
+    pub batches: u32,
+    pub pause_secs: f64,
+}
+
 /// A stack or resource status: `<ACTION>_<STATE>` as Heat spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
@@ -163,6 +261,10 @@ pub enum Action {
     /// action only; its resources take CREATE, UPDATE and DELETE actions).
     #[serde(rename = "ROLLBACK")]
     Rollback,
+    /// A resource marked unhealthy (`CHECK_FAILED`, Heat's mark-unhealthy): the next update
+    /// replaces it.
+    #[serde(rename = "CHECK")]
+    Check,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,7 +278,7 @@ pub enum State {
 }
 
 impl Action {
-    pub const ALL: [Action; 4] = [Action::Create, Action::Update, Action::Delete, Action::Rollback];
+    pub const ALL: [Action; 5] = [Action::Create, Action::Update, Action::Delete, Action::Rollback, Action::Check];
 
     /// Heat's spelling, e.g. `CREATE`.
     pub fn as_str(self) -> &'static str {
@@ -185,6 +287,7 @@ impl Action {
             Action::Update => "UPDATE",
             Action::Delete => "DELETE",
             Action::Rollback => "ROLLBACK",
+            Action::Check => "CHECK",
         }
     }
 
@@ -401,6 +504,26 @@ pub trait Service: Send + Sync + 'static {
     /// The parameter values the stack runs with, hidden ones masked (`NotFound` for an unknown
     /// stack).
     fn stack_environment(&self, name: &str) -> impl Future<Output = Result<StackEnvironment, ServiceError>> + Send;
+    /// What `request` would do to stack `name` (an update; `None`: a create of
+    /// `request.name`), nothing stored or sent.
+    fn preview_stack(
+        &self,
+        name: Option<&str>,
+        request: StackRequest,
+    ) -> impl Future<Output = Result<StackPlan, ServiceError>> + Send;
+    /// The stack's failed resources, in resource order; a failed group whose failed members are
+    /// listed is left out, as Heat lists a failed nested stack's failed resources instead.
+    fn stack_failures(&self, name: &str) -> impl Future<Output = Result<Vec<Failure>, ServiceError>> + Send;
+    /// Heat's mark-unhealthy of one deployment (or group member): it shows CHECK_FAILED with
+    /// `reason` and runs again (CREATE) on the next update; `reset` takes the mark back.
+    /// `InUse` while the stack is in progress, `Invalid` for a resource that is not a deployment.
+    fn mark_unhealthy(
+        &self,
+        stack: &str,
+        resource: &str,
+        reason: Option<String>,
+        reset: bool,
+    ) -> impl Future<Output = Result<(), ServiceError>> + Send;
     /// The counters and histograms the HTTP layer and the engine update.
     fn metrics(&self) -> &crate::metrics::Metrics;
     /// The store's counts for the `/metrics` gauges.

@@ -355,6 +355,8 @@ fn routes() -> Vec<Route> {
     let graph = "/v1/stacks/{name}/graph";
     let (template, environment) = ("/v1/stacks/{name}/template", "/v1/stacks/{name}/environment");
     let (cancel, cancel_body) = ("/v1/stacks/{name}/cancel", json!({"rollback": true}).to_string());
+    let (failures, preview) = ("/v1/stacks/{name}/failures", "/v1/stacks/{name}/preview");
+    let (mark, mark_body) = ("/v1/stacks/{name}/resources/{resource}/mark-unhealthy", json!({}).to_string());
     let (signals, waitconditions) = ("/v1/signals/{token}", "/v1/waitconditions/{token}");
     let (rotate, rotation) = ("/v1/servers/{name}/token", json!({"grace_secs": 60}).to_string());
     let ui_login = json!({"token": "not-the-admin-token"}).to_string();
@@ -387,6 +389,12 @@ fn routes() -> Vec<Route> {
         route("GET", environment, "/v1/stacks/scratch/environment", None, Access::Admin, 200),
         route("GET", environment, "/v1/stacks/nosuch/environment", None, Access::Admin, 404),
         route("POST", cancel, "/v1/stacks/nosuch/cancel", Some(&cancel_body), Access::Admin, 404),
+        route("GET", failures, "/v1/stacks/scratch/failures", None, Access::Admin, 200),
+        route("GET", failures, "/v1/stacks/nosuch/failures", None, Access::Admin, 404),
+        route("POST", mark, "/v1/stacks/nosuch/resources/deploy/mark-unhealthy", Some(&mark_body), Access::Admin, 404),
+        route("POST", preview, "/v1/stacks/fresh/preview", Some(&scratch), Access::Admin, 400),
+        route("PUT", preview, "/v1/stacks/scratch/preview", Some(&update), Access::Admin, 200),
+        route("PUT", preview, "/v1/stacks/nosuch/preview", Some(&update), Access::Admin, 404),
         route("GET", "/metrics", "/metrics", None, Access::Metrics, 200),
         route("GET", "/ui/", "/ui/", None, Access::Public, 200),
         route("GET", "/ui/stacks/{name}", "/ui/stacks/access", None, Access::Public, 200),

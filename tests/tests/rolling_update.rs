@@ -227,3 +227,44 @@ async fn a_second_update_during_a_rollout_keeps_its_batches_and_changes_the_othe
     let fleet = Fleet::start(&shim, &seed_case::SERVERS, &settings).await;
     seed_case::run(&shim, &shim, &log, || fleet.logs()).await;
 }
+
+/// `stack update --dry-run` against real agents: exit 2 with the runs it predicts (c, b, a, one
+/// batch each), which are then exactly the runs the agents log; afterwards the same request
+/// plans no change (exit 0). Nothing was sent by the plan itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_plans_exactly_the_runs_the_agents_then_make() {
+    let shim = Shim::start().await;
+    let log = shim.dir().join("runs.log");
+    let (fleet, template) = start_rolling(&shim, &log).await;
+    let update = ["stack", "update", STACK, "--template", &template, "--param", "message=two"];
+    let dry = shim.cli(&[&update[..], &["--dry-run", "--json"]].concat()).await;
+    assert_eq!(dry.code, 2, "changes: exit 2: {dry:?}");
+    let plan: serde_json::Value = serde_json::from_str(&dry.stdout).expect("the plan as JSON");
+    let planned: Vec<(String, String, u64)> = plan["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| {
+            (
+                run["server"].as_str().unwrap().to_string(),
+                run["action"].as_str().unwrap().to_string(),
+                run["batch"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected =
+        [("vm3", 1), ("vm2", 2), ("vm1", 3)].map(|(server, batch)| (server.to_string(), "UPDATE".to_string(), batch));
+    assert_eq!(planned, expected, "{plan}");
+    assert_eq!(logged(&log).len(), 3, "the plan ran nothing: {:#?}", logged(&log));
+    let human = shim.cli(&[&update[..], &["--dry-run"]].concat()).await;
+    assert!(human.stdout.contains("UPDATE group/c on vm3 [group batch 1] changes: message"), "{human:?}");
+    assert!(human.stdout.contains("group group runs in 3 batches, 1 s apart"), "{human:?}");
+
+    let output = shim.cli(&[&update[..], &["--wait", "--timeout", "60"]].concat()).await;
+    assert_eq!(output.code, 0, "{output:?}\n{}", fleet.logs());
+    let ran: Vec<String> = logged(&log)[3..].to_vec();
+    assert_eq!(ran, ["vm3 UPDATE two", "vm2 UPDATE two", "vm1 UPDATE two"], "what the plan said, in its order");
+    let again = shim.cli(&[&update[..], &["--dry-run"]].concat()).await;
+    assert_eq!(again.code, 0, "no change: exit 0: {again:?}");
+    assert!(again.stdout.contains("no deployment would run"), "{again:?}");
+}

@@ -23,6 +23,31 @@ impl<S: Service, T: DeserializeOwned> FromRequest<AppState<S>> for JsonBody<T> {
     }
 }
 
+/// A stack create or update body, with whether it has a `template` at all (one with
+/// `"existing": true` need not; any other is refused without one, as serde would).
+pub(super) struct StackBody(pub crate::model::StackRequest);
+
+impl<S: Service> FromRequest<AppState<S>> for StackBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState<S>) -> Result<StackBody, ApiError> {
+        /// Only whether the key is there.
+        #[derive(serde::Deserialize)]
+        struct Keys {
+            template: Option<serde::de::IgnoredAny>,
+        }
+        let body = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| ApiError::from_body_rejection(rejection, state.config.body_limit))?;
+        let parsed: crate::model::StackRequest = parse_json(&body)?;
+        let named = serde_json::from_slice::<Keys>(&body).is_ok_and(|keys| keys.template.is_some());
+        if !named && !parsed.existing {
+            return Err(ApiError::bad_request("invalid request body: missing field `template`"));
+        }
+        Ok(StackBody(parsed))
+    }
+}
+
 /// `body` as a `T`; 400 naming the problem (empty body, not an object, syntax, unknown or
 /// missing field).
 pub(super) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {

@@ -8,26 +8,23 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 
 use super::auth::Admin;
-use super::extract::JsonBody;
+use super::extract::{JsonBody, StackBody};
 use super::{ApiError, AppState};
 use serde::Deserialize;
 
-use crate::model::{Event, Service, StackDetail, StackEnvironment, StackRequest, StackSummary, StackTemplate};
+use crate::model::{Event, Failure, Service, StackDetail, StackEnvironment, StackPlan, StackSummary, StackTemplate};
 
 /// `POST /v1/stacks`: the body must name the stack.
 pub(super) async fn create<S: Service>(
     _: Admin,
     State(state): State<AppState<S>>,
-    JsonBody(request): JsonBody<StackRequest>,
+    StackBody(request): StackBody,
 ) -> Result<(StatusCode, Json<StackSummary>), ApiError> {
     if request.name.as_deref().is_none_or(str::is_empty) {
         return Err(ApiError::bad_request("stack name is required: the body needs \"name\""));
     }
     if request.existing {
         return Err(ApiError::bad_request("\"existing\" is for an update: a create has nothing stored to reuse"));
-    }
-    if request.template.is_empty() {
-        return Err(ApiError::bad_request("missing field `template`: a create needs the template text"));
     }
     let summary = state.service.create_stack(request).await?;
     Ok((StatusCode::CREATED, Json(summary)))
@@ -112,17 +109,11 @@ pub(super) async fn update<S: Service>(
     _: Admin,
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
-    JsonBody(mut request): JsonBody<StackRequest>,
+    StackBody(mut request): StackBody,
 ) -> Result<(StatusCode, Json<StackSummary>), ApiError> {
     let Path(name) = path?;
     if let Some(named) = request.name.as_deref().filter(|named| *named != name) {
         return Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}")));
-    }
-    if request.template.is_empty() && !request.existing {
-        return Err(ApiError::bad_request(
-            "missing field `template`: an update needs the template text, or \"existing\": true to reuse the \
-             stack's stored one",
-        ));
     }
     request.name = Some(name.clone());
     let summary = state.service.update_stack(&name, request).await?;
@@ -152,6 +143,80 @@ pub(super) async fn cancel<S: Service>(
     let Path(name) = path?;
     let summary = state.service.cancel_stack(&name, request.rollback).await?;
     Ok((StatusCode::ACCEPTED, Json(summary)))
+}
+
+/// `GET /v1/stacks/{name}/failures`: the failed resources with their runs' output (Heat's
+/// `stack failures list`).
+pub(super) async fn failures<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Vec<Failure>>, ApiError> {
+    let Path(name) = path?;
+    Ok(Json(state.service.stack_failures(&name).await?))
+}
+
+/// `POST .../resources/{resource}/mark-unhealthy`'s body: Heat's mark-unhealthy reason, and
+/// `reset` to take a mark back.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MarkRequest {
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    reset: bool,
+}
+
+/// The longest mark-unhealthy reason taken (it becomes a status reason and an event).
+const MAX_MARK_REASON_BYTES: usize = 4096;
+
+/// `POST /v1/stacks/{name}/resources/{resource}/mark-unhealthy` (204): the deployment runs
+/// again on the next update (`resource` percent-encoded: a member is `group%2Fmember`).
+pub(super) async fn mark_unhealthy<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    JsonBody(request): JsonBody<MarkRequest>,
+) -> Result<StatusCode, ApiError> {
+    let Path((name, resource)) = path?;
+    if request.reason.as_ref().is_some_and(|reason| reason.len() > MAX_MARK_REASON_BYTES) {
+        return Err(ApiError::bad_request(format!("reason is longer than {MAX_MARK_REASON_BYTES} bytes")));
+    }
+    state.service.mark_unhealthy(&name, &resource, request.reason, request.reset).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /v1/stacks/{name}/preview` (a create) and `PUT` (an update, Heat's preview-update):
+/// the plan, nothing stored or sent.
+pub(super) async fn preview_create<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+    StackBody(mut request): StackBody,
+) -> Result<Json<StackPlan>, ApiError> {
+    let Path(name) = path?;
+    if let Some(named) = request.name.as_deref().filter(|named| *named != name) {
+        return Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}")));
+    }
+    if request.existing {
+        return Err(ApiError::bad_request("\"existing\" is for an update: a create has nothing stored to reuse"));
+    }
+    request.name = Some(name);
+    Ok(Json(state.service.preview_stack(None, request).await?))
+}
+
+pub(super) async fn preview_update<S: Service>(
+    _: Admin,
+    State(state): State<AppState<S>>,
+    path: Result<Path<String>, PathRejection>,
+    StackBody(mut request): StackBody,
+) -> Result<Json<StackPlan>, ApiError> {
+    let Path(name) = path?;
+    if let Some(named) = request.name.as_deref().filter(|named| *named != name) {
+        return Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}")));
+    }
+    request.name = Some(name.clone());
+    Ok(Json(state.service.preview_stack(Some(&name), request).await?))
 }
 
 /// `DELETE /v1/stacks/{name}`.

@@ -162,6 +162,45 @@ pub enum StackCommand {
     /// Print the parameter values the stack runs with as a Heat environment (JSON; hidden
     /// values as `******`).
     Environment(StackReadArgs),
+    /// List the failed resources with their status reasons and, for deployments, the last ten
+    /// lines of their runs' stdout and stderr (all of it with --long), as Heat's failures list.
+    Failures(StackFailuresArgs),
+    /// Act on one resource of a stack.
+    #[command(subcommand)]
+    Resource(ResourceCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ResourceCommand {
+    /// Mark a deployment (or a group's member, `group/member`) unhealthy: it shows CHECK_FAILED
+    /// and runs again on the next update (`stack update NAME --existing`).
+    MarkUnhealthy(MarkUnhealthyArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StackFailuresArgs {
+    pub name: String,
+    /// Show the runs' whole stdout and stderr and the whole status reasons.
+    #[arg(long)]
+    pub long: bool,
+    /// Print the API's JSON (every output in full).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MarkUnhealthyArgs {
+    pub name: String,
+    pub resource: String,
+    /// Why (the status reason it shows).
+    pub reason: Option<String>,
+    /// Take the mark back.
+    #[arg(long)]
+    pub reset: bool,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 }
 
 /// How much history `serve` keeps (see docs/http-api.md, "Retention"); 0 keeps everything.
@@ -261,7 +300,9 @@ pub struct StackWriteArgs {
     /// A parameter value; repeatable. The value may contain '='. Wins over the environments.
     #[arg(long = "param", value_name = "K=V", value_parser = parse_param)]
     pub params: Vec<Param>,
-    /// Print the request body (template, merged environment, files) as JSON and send nothing.
+    /// Ask the shim what the create or update would do and change nothing: resources added,
+    /// deleted, replaced, updated and unchanged, and every deployment that would run (server,
+    /// action, batch, changed inputs). Exit 0 for no change, 2 for changes, 1 for an error.
     #[arg(long, conflicts_with = "wait")]
     pub dry_run: bool,
     /// Wait until the stack is COMPLETE (exit 0) or FAILED (exit 1), showing progress.
@@ -439,6 +480,8 @@ impl ClientCommand {
                 | StackCommand::Environment(args),
             ) => &args.connection,
             ClientCommand::Stack(StackCommand::Graph(args)) => &args.connection,
+            ClientCommand::Stack(StackCommand::Failures(args)) => &args.connection,
+            ClientCommand::Stack(StackCommand::Resource(ResourceCommand::MarkUnhealthy(args))) => &args.connection,
         }
     }
 }

@@ -12,13 +12,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::cli::{
-    AgentConfigFormat, ClientCommand, GraphFormat, ListArgs, Param, ServerAddArgs, ServerCommand, ServerDeleteArgs,
-    ServerRotateTokenArgs, StackCancelArgs, StackCommand, StackDeleteArgs, StackGraphArgs, StackReadArgs,
-    StackWriteArgs,
+    AgentConfigFormat, ClientCommand, GraphFormat, ListArgs, Param, ResourceCommand, ServerAddArgs, ServerCommand,
+    ServerDeleteArgs, ServerRotateTokenArgs, StackCancelArgs, StackCommand, StackDeleteArgs, StackGraphArgs,
+    StackReadArgs, StackWriteArgs,
 };
 use super::http::AdminClient;
 use super::wait::{WaitRequest, wait_for_stack};
-use super::{ClientContext, ClientError, ExitStatus, files, formats, render, write};
+use super::{ClientContext, ClientError, ExitStatus, failures, files, formats, plan, render, write};
 use crate::graph::StackGraph;
 use crate::model::{
     Action, AddServer, Event, RotateToken, RotatedCredentials, ServerCredentials, ServerSummary, StackDetail,
@@ -55,6 +55,10 @@ pub(crate) async fn execute(
         ClientCommand::Stack(StackCommand::Graph(args)) => stack_graph(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Template(args)) => stack_template(&args, context, out).await,
         ClientCommand::Stack(StackCommand::Environment(args)) => stack_environment(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Failures(args)) => failures::stack_failures(&args, context, out).await,
+        ClientCommand::Stack(StackCommand::Resource(ResourceCommand::MarkUnhealthy(args))) => {
+            failures::mark_unhealthy(&args, context, out).await
+        }
     }
 }
 
@@ -163,11 +167,10 @@ async fn stack_write(
         (Some(template), _) => stack_request(args, template, action)?,
     };
     let request = StackRequest { disable_rollback: options.disable_rollback, existing: options.existing, ..request };
-    if args.dry_run {
-        write(out, &pretty(&to_value(&request)))?;
-        return Ok(ExitStatus::Success);
-    }
     let client = AdminClient::new(context)?;
+    if args.dry_run {
+        return plan::preview(&client, &args.name, action, &to_value(&request), args.json, out).await;
+    }
     let body = to_value(&request);
     let value = match action {
         Action::Update => client.request(Method::PUT, &["v1", "stacks", &args.name], Some(&body)).await?,
@@ -400,7 +403,7 @@ async fn stack_environment(
     Ok(ExitStatus::Success)
 }
 
-fn decode<T: DeserializeOwned>(value: Value, endpoint: &str) -> Result<T, ClientError> {
+pub(super) fn decode<T: DeserializeOwned>(value: Value, endpoint: &str) -> Result<T, ClientError> {
     serde_json::from_value(value).map_err(|error| ClientError::Response {
         url: format!("/v1/{endpoint}"),
         reason: format!("unexpected JSON shape: {error}"),
@@ -412,7 +415,7 @@ fn to_value<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-fn pretty(value: &Value) -> String {
+pub(super) fn pretty(value: &Value) -> String {
     let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
     format!("{text}\n")
 }

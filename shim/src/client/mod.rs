@@ -7,10 +7,12 @@
 
 pub mod cli;
 mod commands;
+mod failures;
 mod files;
 pub mod formats;
 mod http;
 mod live;
+mod plan;
 pub mod render;
 mod validate;
 mod wait;
@@ -77,6 +79,8 @@ pub enum ExitStatus {
     Success,
     /// Exit 1: the stack ended FAILED, or `--wait` timed out (the reason was printed).
     Failed,
+    /// Exit 2: `--dry-run`'s plan has changes (Terraform's `-detailed-exitcode`).
+    Changes,
 }
 
 impl ExitStatus {
@@ -84,6 +88,7 @@ impl ExitStatus {
         match self {
             ExitStatus::Success => 0,
             ExitStatus::Failed => 1,
+            ExitStatus::Changes => 2,
         }
     }
 }

@@ -62,6 +62,18 @@ pub struct Context<'a> {
     /// Servers this transaction deleted (a stack's created servers it revoked): after the
     /// commit, memory forgets their documents, which ends the long-polls held on them.
     pub revoked_servers: Vec<String>,
+    /// When a plan is being computed (`plan`): every entry written, in order.
+    pub publications: Option<Vec<Publication>>,
+}
+
+/// An entry a plan's transaction wrote, with the one it replaced.
+#[derive(Debug, Clone)]
+pub struct Publication {
+    pub stack: String,
+    pub node: String,
+    pub server: String,
+    pub entry: Value,
+    pub previous: Option<Value>,
 }
 
 /// What one stack's current traversal has used of its limits, as this call sees it.

@@ -20,6 +20,9 @@ pub enum EngineError {
     Template { problems: Vec<String> },
     #[error("cannot run the engine's worker thread: {detail}")]
     Worker { detail: String },
+    /// A transaction rolled back on purpose (`Engine::transact_discarded`); never seen outside.
+    #[error("the transaction was discarded")]
+    Discarded,
 }
 
 impl From<EngineError> for ServiceError {

@@ -21,11 +21,13 @@ mod derived;
 mod detail;
 mod document;
 mod error;
+mod failures;
 pub(crate) mod graph;
 mod hidden;
 mod limits;
 mod mime;
 mod node;
+mod plan;
 mod published;
 mod removal;
 pub mod replication;
@@ -74,9 +76,13 @@ mod environment_tests;
 #[cfg(test)]
 mod failure_budget_tests;
 #[cfg(test)]
+mod failures_tests;
+#[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod hidden_tests;
+#[cfg(test)]
+mod plan_tests;
 #[cfg(test)]
 mod published_tests;
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! size; only when that count (which counts a replaced entry twice) passes the limit is the
 //! total read again, exactly, before the entry is refused.
 
-use crate::engine::context::Context;
+use crate::engine::context::{Context, Publication};
 use crate::engine::error::EngineError;
 use crate::store::{EntryRow, EntryText};
 
@@ -27,8 +27,23 @@ impl Context<'_> {
         if let Some(reason) = self.over_deployment_bytes(row, text.entry.len() as u64)? {
             return Ok(EntryWrite::OverLimit(reason));
         }
+        let previous = match self.publications {
+            Some(_) => {
+                self.tx.entries(&row.server)?.into_iter().find(|old| old.stack == row.stack && old.node == row.node)
+            }
+            None => None,
+        };
         self.tx.put_entry_text(&row.server, &text)?;
         self.changed(&row.server, &row.stack, &row.node, Some(text));
+        if let Some(publications) = &mut self.publications {
+            publications.push(Publication {
+                stack: row.stack.clone(),
+                node: row.node.clone(),
+                server: row.server.clone(),
+                entry: row.entry.clone(),
+                previous: previous.map(|old| old.entry),
+            });
+        }
         Ok(EntryWrite::Written)
     }
 

@@ -12,7 +12,7 @@ use super::error::EngineError;
 use super::secrets;
 use super::traversal::forward::Checked;
 use crate::model::StackRequest;
-use crate::store::StoredRequests;
+use crate::store::{StackRow, StoredRequests};
 use crate::template::{self, Template};
 
 /// Parses and validates a stack request against the registered servers, every problem of the
@@ -135,6 +135,19 @@ pub fn with_existing(ctx: &mut Context<'_>, name: &str, given: StackRequest) -> 
     base.name = given.name;
     base.existing = false;
     Ok(base)
+}
+
+/// Heat's refusal of an update that changes an `immutable` parameter.
+pub fn refuse_immutable_changes(existing: &StackRow, checked: &Checked) -> Result<(), EngineError> {
+    let empty = serde_json::Map::new();
+    let old = existing.parameters.as_object().unwrap_or(&empty);
+    let changed = checked.template.immutable_changes(old, &checked.parameters);
+    if changed.is_empty() {
+        return Ok(());
+    }
+    // heat.common.exception.ImmutableParameterModified's text.
+    let problem = format!("The following parameters are immutable and may not be updated: {}", changed.join(", "));
+    Err(EngineError::Template { problems: vec![problem] })
 }
 
 /// Records `request` as the one the stack's new traversal started with; the one before becomes

@@ -15,11 +15,11 @@ use super::requests;
 use super::transact::Engine;
 use super::traversal::forward;
 use super::traversal::reverse;
-use super::{removal, signals};
+use super::{failures, plan, removal, signals};
 use crate::model::{
-    AddServer, Event, MAX_TOKEN_GRACE_SECS, MetadataDocument, RotatedCredentials, ServerCredentials, ServerSummary,
-    Service, ServiceError, SignalAck, StackDetail, StackEnvironment, StackRequest, StackSummary, StackTemplate,
-    TokenOwner, WaitConditionSignal,
+    AddServer, Event, Failure, MAX_TOKEN_GRACE_SECS, MetadataDocument, RotatedCredentials, ServerCredentials,
+    ServerSummary, Service, ServiceError, SignalAck, StackDetail, StackEnvironment, StackPlan, StackRequest,
+    StackSummary, StackTemplate, TokenOwner, WaitConditionSignal,
 };
 use crate::store::{Action, Rollback, ServerRow, StackRow, State, Store, StoreError};
 use crate::template::{self, Constraint, SERVER_CONSTRAINTS, Template};
@@ -274,17 +274,7 @@ impl<S: Store> Service for Engine<S> {
                 };
                 let request = requests::with_existing(ctx, &name, request)?;
                 let checked = requests::check(ctx, &request, &name, &existing.id)?;
-                let empty = serde_json::Map::new();
-                let old = existing.parameters.as_object().unwrap_or(&empty);
-                let changed = checked.template.immutable_changes(old, &checked.parameters);
-                if !changed.is_empty() {
-                    // heat.common.exception.ImmutableParameterModified's text.
-                    let problem = format!(
-                        "The following parameters are immutable and may not be updated: {}",
-                        changed.join(", ")
-                    );
-                    return Err(EngineError::Template { problems: vec![problem] });
-                }
+                requests::refuse_immutable_changes(&existing, &checked)?;
                 let disable_rollback = request.disable_rollback.unwrap_or(existing.rollback == Rollback::Disabled);
                 let request = StackRequest { disable_rollback: Some(disable_rollback), ..request };
                 forward::update(ctx, &name, &request, &checked, Action::Update)?;
@@ -492,6 +482,44 @@ impl<S: Store> Service for Engine<S> {
                 ),
             }),
         }
+    }
+
+    async fn preview_stack(&self, name: Option<&str>, request: StackRequest) -> Result<StackPlan, ServiceError> {
+        if let Some(name) = name
+            && request.name.as_deref().is_some_and(|given| given != name)
+        {
+            return Err(ServiceError::Invalid {
+                message: format!("the body names stack {:?}, the path {name:?}", request.name),
+            });
+        }
+        if name.is_none() {
+            valid_name("stack", request.name.as_deref().unwrap_or_default())?;
+        }
+        let name = name.map(str::to_string);
+        Ok(self.transact_discarded(move |ctx| plan::plan(ctx, name.as_deref(), request)).await?)
+    }
+
+    async fn stack_failures(&self, name: &str) -> Result<Vec<Failure>, ServiceError> {
+        let key = name.to_string();
+        let found = self
+            .read(move |tx| {
+                let Some(stack) = tx.stack(&key)? else { return Ok::<_, StoreError>(None) };
+                let nodes = tx.nodes(&key)?;
+                Ok(Some(failures::list(&stack, &nodes)))
+            })
+            .await?;
+        found.ok_or_else(|| ServiceError::NotFound { what: format!("stack {name}") })
+    }
+
+    async fn mark_unhealthy(
+        &self,
+        stack: &str,
+        resource: &str,
+        reason: Option<String>,
+        reset: bool,
+    ) -> Result<(), ServiceError> {
+        let (stack, resource) = (stack.to_string(), resource.to_string());
+        Ok(self.transact(move |ctx| failures::mark_unhealthy(ctx, &stack, &resource, reason, reset)).await?)
     }
 
     async fn stack_environment(&self, name: &str) -> Result<StackEnvironment, ServiceError> {

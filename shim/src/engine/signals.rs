@@ -30,13 +30,19 @@ pub fn apply_deployment_signal(
         return Ok(None);
     }
     let hash = token::hash_token(token_text);
-    let Some(mut node) = ctx.tx.node_by_signal_hash(&hash)? else {
+    let Some(node) = ctx.tx.node_by_signal_hash(&hash)? else {
         let stale = ctx.tx.is_retired_signal_hash(&hash)?;
         return Ok(stale.then_some(SignalAck::Stale));
     };
     if !node::is_deployment(&node) {
         return Ok(None);
     }
+    apply_to_node(ctx, node, body)
+}
+
+/// Applies a deployment's result to `node` (found by its signal token, or, for a plan, the
+/// node whose run the plan assumes finished).
+pub fn apply_to_node(ctx: &mut Context<'_>, mut node: NodeRow, body: Value) -> Result<Option<SignalAck>, EngineError> {
     let Some(stack) = ctx.tx.stack(&node.stack)? else { return Ok(None) };
     let recorded_only = match node.state {
         NodeState::InProgress => false,

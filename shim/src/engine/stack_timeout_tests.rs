@@ -76,7 +76,10 @@ async fn a_create_without_a_timeout_fails_after_the_default_even_across_a_restar
     assert_eq!(status(&engine, "s").await, "CREATE_IN_PROGRESS");
     assert_eq!(sweep_after(&engine, DEFAULT_SECS + 1).await, 1);
     assert_eq!(status(&engine, "s").await, "CREATE_FAILED");
-    assert_eq!(reason(&engine, "s").await, "Timed out: stack CREATE did not complete in time");
+    assert_eq!(
+        reason(&engine, "s").await,
+        "Timed out: stack CREATE did not complete in time; still in progress: deploy on web1"
+    );
 }
 
 #[tokio::test]
@@ -93,7 +96,10 @@ async fn an_update_without_a_timeout_fails_after_the_default() {
     assert_eq!(status(&engine, "s").await, "UPDATE_IN_PROGRESS");
     assert_eq!(sweep_after(&engine, DEFAULT_SECS + 1).await, 1);
     assert_eq!(status(&engine, "s").await, "UPDATE_FAILED");
-    assert_eq!(reason(&engine, "s").await, "Timed out: stack UPDATE did not complete in time");
+    assert_eq!(
+        reason(&engine, "s").await,
+        "Timed out: stack UPDATE did not complete in time; still in progress: deploy on web1"
+    );
 }
 
 #[tokio::test]
@@ -130,7 +136,10 @@ async fn a_delete_gets_the_same_default() {
     assert_eq!(sweep_after(&engine, DEFAULT_SECS - 5).await, 0);
     assert_eq!(sweep_after(&engine, DEFAULT_SECS + 1).await, 1);
     assert_eq!(status(&engine, "s").await, "DELETE_FAILED");
-    assert_eq!(reason(&engine, "s").await, "Timed out: stack DELETE did not complete in time");
+    assert_eq!(
+        reason(&engine, "s").await,
+        "Timed out: stack DELETE did not complete in time; still in progress: deploy on web1"
+    );
 }
 
 const GROUP: &str = r##"

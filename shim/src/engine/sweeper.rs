@@ -87,7 +87,8 @@ fn fire(ctx: &mut Context<'_>, deadline: &Deadline) -> Result<(), EngineError> {
         // A failed traversal's row, due at once: its rollback starts.
         Deadline::Stack { .. } if stack.rollback == Rollback::Due => rollback::start_due(ctx, &stack),
         Deadline::Stack { .. } => {
-            let reason = format!("Timed out: stack {} did not complete in time", stack.action);
+            let reason =
+                format!("Timed out: stack {} did not complete in time{}", stack.action, outstanding(ctx, &stack)?);
             node::fail_stack(ctx, &stack.name, stack.generation, &reason)
         }
         Deadline::Node { node: name, .. } => {
@@ -110,8 +111,32 @@ fn fire(ctx: &mut Context<'_>, deadline: &Deadline) -> Result<(), EngineError> {
     }
 }
 
+/// What a timed-out traversal still waited for: `; still in progress: web on vm2, wait (and 3
+/// more)`, the first ten of its nodes in progress (deployments with their servers); empty when
+/// none is.
+fn outstanding(ctx: &mut Context<'_>, stack: &StackRow) -> Result<String, EngineError> {
+    const NAMED: usize = 10;
+    let nodes = ctx.tx.nodes(&stack.name)?;
+    let running: Vec<String> = nodes
+        .iter()
+        .filter(|node| node.state == NodeState::InProgress && node.generation == stack.generation)
+        .map(|node| match &node.server {
+            Some(server) => format!("{} on {server}", node.name),
+            None => node.name.clone(),
+        })
+        .collect();
+    if running.is_empty() {
+        return Ok(String::new());
+    }
+    let more = match running.len().saturating_sub(NAMED) {
+        0 => String::new(),
+        more => format!(" (and {more} more)"),
+    };
+    Ok(format!("; still in progress: {}{more}", running[..running.len().min(NAMED)].join(", ")))
+}
+
 /// A deployment group's pause between batches ended: its next batch runs.
-fn batch_pause_ended(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Result<(), EngineError> {
+pub fn batch_pause_ended(ctx: &mut Context<'_>, stack: &StackRow, name: &str) -> Result<(), EngineError> {
     match group::pause_ended(ctx, stack, name)? {
         None => Ok(()),
         Some(Activation::Expanded { members, removed: _ }) => forward::settle(ctx, &stack.name, members),

@@ -168,22 +168,7 @@ impl<S: Store> Engine<S> {
         let inner = &self.inner;
         let started = std::time::Instant::now();
         let (value, published, continued, stacks, revoked) = inner.store.transaction(|tx| {
-            let mut ctx = Context {
-                tx,
-                key: &inner.key,
-                public_url: &inner.public_url,
-                now: now_millis(),
-                changed_entries: BTreeMap::new(),
-                placed_handles: BTreeSet::new(),
-                release_budget: inner.release_chunk,
-                release_bytes: inner.release_bytes,
-                continued: false,
-                limits: inner.limits,
-                usage: BTreeMap::new(),
-                published: BTreeMap::new(),
-                refuse_over_budget: false,
-                revoked_servers: Vec::new(),
-            };
+            let mut ctx = self.context(tx);
             let value = work(&mut ctx)?;
             ctx.write_usage()?;
             let published = publish_documents(&mut ctx, &inner.documents)?;
@@ -200,6 +185,52 @@ impl<S: Store> Engine<S> {
             inner.continuation.notify_one();
         }
         Ok(value)
+    }
+
+    /// Runs `work` in one transaction that is always rolled back, on the blocking pool: what it
+    /// computed from the writes it made is kept, never the writes (a plan: `plan`). Nothing is
+    /// announced and no document changes.
+    pub(crate) async fn transact_discarded<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Context<'_>) -> Result<T, EngineError> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let engine = self.clone();
+        let worker = tokio::task::spawn_blocking(move || {
+            let mut kept = None;
+            let outcome = engine.inner.store.transaction(|tx| {
+                let mut ctx = engine.context(tx);
+                kept = Some(work(&mut ctx)?);
+                Err::<(), EngineError>(EngineError::Discarded)
+            });
+            match (outcome, kept) {
+                (Err(EngineError::Discarded), Some(value)) => Ok(value),
+                (Err(error), _) => Err(error),
+                (Ok(()), _) => Err(EngineError::Discarded),
+            }
+        });
+        worker.await.map_err(|error| EngineError::Worker { detail: error.to_string() })?
+    }
+
+    /// A fresh context for one transaction over `tx`.
+    fn context<'a>(&'a self, tx: &'a mut dyn crate::store::Tx) -> Context<'a> {
+        let inner = &self.inner;
+        Context {
+            tx,
+            key: &inner.key,
+            public_url: &inner.public_url,
+            now: now_millis(),
+            changed_entries: BTreeMap::new(),
+            placed_handles: BTreeSet::new(),
+            release_budget: inner.release_chunk,
+            release_bytes: inner.release_bytes,
+            continued: false,
+            limits: inner.limits,
+            usage: BTreeMap::new(),
+            published: BTreeMap::new(),
+            refuse_over_budget: false,
+            revoked_servers: Vec::new(),
+            publications: None,
+        }
     }
 
     /// Drops what memory holds for a server that is gone (removed, or revoked by its stack):

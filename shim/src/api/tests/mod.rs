@@ -265,6 +265,30 @@ impl Service for FakeService {
         Ok(summary(name, "DELETE_IN_PROGRESS"))
     }
 
+    async fn preview_stack(
+        &self,
+        name: Option<&str>,
+        request: StackRequest,
+    ) -> Result<crate::model::StackPlan, ServiceError> {
+        scripted(name.or(request.name.as_deref()).unwrap_or_default())?;
+        Err(ServiceError::Invalid { message: "no plans here".into() })
+    }
+
+    async fn stack_failures(&self, name: &str) -> Result<Vec<crate::model::Failure>, ServiceError> {
+        scripted(name)?;
+        Ok(Vec::new())
+    }
+
+    async fn mark_unhealthy(
+        &self,
+        stack: &str,
+        _resource: &str,
+        _reason: Option<String>,
+        _reset: bool,
+    ) -> Result<(), ServiceError> {
+        scripted(stack)
+    }
+
     async fn cancel_stack(&self, name: &str, rollback: bool) -> Result<StackSummary, ServiceError> {
         scripted(name)?;
         Ok(summary(name, if rollback { "UPDATE_FAILED" } else { "CREATE_FAILED" }))

@@ -1,0 +1,325 @@
+//! Plans: what a create or update would do, computed by doing it. The request goes through the
+//! same code as the real one (`requests::check`, `forward::create`/`update`), in a transaction
+//! that is always rolled back (`Engine::transact_discarded`); then the traversal is carried to
+//! its end inside it: every published run is answered as a success reporting the outputs its
+//! previous run reported (nothing, for a deployment that never ran), a wait condition in
+//! progress is taken as signalled, a group's pause or queued members are taken as due. What
+//! was published, in which step and batch, and how each resource changed is the plan. Since no
+//! second copy of the rules exists, the plan cannot drift from what the update does.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value};
+
+use super::context::{self, Context, Publication};
+use super::error::EngineError;
+use super::node::{self, status};
+use super::traversal::forward;
+use super::{requests, signals, sweeper};
+use crate::model::{PlannedGroup, PlannedResource, PlannedRun, ResourceChanges, StackPlan, StackRequest};
+use crate::store::{Action, NodeRow, NodeState, StackRow, State};
+use crate::template::ResourceType;
+
+/// At most this many steps of the simulated traversal per node (each step answers every run
+/// published so far, or ends one pause): a bound, never reached by a traversal that ends.
+const STEPS_PER_NODE: usize = 4;
+
+/// The plan of `request`: an update of stack `name`, or with `None` a create.
+pub fn plan(ctx: &mut Context<'_>, name: Option<&str>, request: StackRequest) -> Result<StackPlan, EngineError> {
+    // What each step may release of a large group, as each real transaction may.
+    let release = (ctx.release_budget, ctx.release_bytes);
+    ctx.refuse_over_budget = true;
+    ctx.publications = Some(Vec::new());
+    let (stack_name, before, action) = match name {
+        Some(name) => {
+            let Some(existing) = ctx.tx.stack(name)? else {
+                return Err(EngineError::NotFound { what: format!("stack {name}") });
+            };
+            let request = requests::with_existing(ctx, name, request)?;
+            let checked = requests::check(ctx, &request, name, &existing.id)?;
+            requests::refuse_immutable_changes(&existing, &checked)?;
+            let before = snapshot(ctx.tx.nodes(name)?);
+            forward::update(ctx, name, &request, &checked, Action::Update)?;
+            (name.to_string(), before, Action::Update)
+        }
+        None => {
+            let name = request
+                .name
+                .clone()
+                .ok_or_else(|| EngineError::Invalid { message: "the stack needs a name".into() })?;
+            let id = context::new_uuid();
+            let checked = requests::check(ctx, &request, &name, &id)?;
+            forward::create(ctx, &name, &id, &request, &checked)?;
+            (name, BTreeMap::new(), Action::Create)
+        }
+    };
+    // From here the traversal goes on as signals and the sweeper would carry it.
+    ctx.refuse_over_budget = false;
+    let (runs, groups) = Simulation::new(&stack_name, release).run(ctx)?;
+    let after = ctx.tx.nodes(&stack_name)?;
+    let resource_changes = changes(&before, &after, &runs);
+    let stack =
+        ctx.tx.stack(&stack_name)?.ok_or_else(|| EngineError::NotFound { what: format!("stack {stack_name}") })?;
+    let changes = !runs.is_empty() || resource_changes.any();
+    Ok(StackPlan {
+        stack: stack_name,
+        action,
+        changes,
+        resource_changes,
+        runs,
+        groups,
+        outcome: status(stack.action, stack.state),
+        outcome_reason: stack.status_reason,
+    })
+}
+
+/// What a resource was before the update, as far as a plan compares it.
+struct Before {
+    resource_type: String,
+    definition: Value,
+    config: Option<Value>,
+    applied: Option<Value>,
+    attributes: Value,
+}
+
+fn snapshot(nodes: Vec<NodeRow>) -> BTreeMap<String, Before> {
+    nodes
+        .into_iter()
+        .map(|node| {
+            let before = Before {
+                resource_type: node.resource_type,
+                definition: node.definition,
+                config: node.record.definition,
+                applied: node.record.applied,
+                attributes: node.attributes,
+            };
+            (node.name, before)
+        })
+        .collect()
+}
+
+/// The traversal carried to its end.
+struct Simulation<'a> {
+    stack: &'a str,
+    /// `Context::release_budget` and `release_bytes` as a transaction starts with them.
+    release: (usize, usize),
+    step: u32,
+    runs: Vec<PlannedRun>,
+    /// Each group's current batch (1-based) and its pause.
+    batches: HashMap<String, (u32, f64)>,
+    cursor: usize,
+}
+
+impl<'a> Simulation<'a> {
+    fn new(stack: &'a str, release: (usize, usize)) -> Simulation<'a> {
+        Simulation { stack, release, step: 1, runs: Vec::new(), batches: HashMap::new(), cursor: 0 }
+    }
+
+    fn run(mut self, ctx: &mut Context<'_>) -> Result<(Vec<PlannedRun>, Vec<PlannedGroup>), EngineError> {
+        let limit = ctx.tx.nodes(self.stack)?.len().saturating_add(1).saturating_mul(STEPS_PER_NODE);
+        for _ in 0..limit {
+            let Some(stack) = ctx.tx.stack(self.stack)? else { break };
+            if stack.state != State::InProgress {
+                break;
+            }
+            if !self.answer_published(ctx)? && !self.signal_waits(ctx, &stack)? && !self.end_a_pause(ctx, &stack)? {
+                break;
+            }
+        }
+        let mut groups: Vec<PlannedGroup> = self
+            .batches
+            .iter()
+            .filter(|(_, (batches, _))| *batches > 1)
+            .map(|(group, (batches, pause_secs))| PlannedGroup {
+                group: group.clone(),
+                batches: *batches,
+                pause_secs: *pause_secs,
+            })
+            .collect();
+        groups.sort_by(|a, b| a.group.cmp(&b.group));
+        Ok((self.runs, groups))
+    }
+
+    /// Answers every run published since the last step as a success; false when none was.
+    fn answer_published(&mut self, ctx: &mut Context<'_>) -> Result<bool, EngineError> {
+        (ctx.release_budget, ctx.release_bytes) = self.release;
+        let fresh: Vec<Publication> = match &ctx.publications {
+            Some(all) => all[self.cursor..].to_vec(),
+            None => Vec::new(),
+        };
+        self.cursor += fresh.len();
+        let mut answered = false;
+        let stack = self.stack;
+        for publication in fresh.into_iter().filter(|publication| publication.stack == stack) {
+            let Some(node) = ctx.tx.node(stack, &publication.node)? else { continue };
+            if node.state != NodeState::InProgress || node.derived_config_id.is_none() {
+                continue;
+            }
+            let run = self.planned_run(&node, &publication);
+            self.runs.push(run);
+            let body = previous_outputs(&node);
+            signals::apply_to_node(ctx, node, body)?;
+            answered = true;
+        }
+        if answered {
+            self.step += 1;
+        }
+        Ok(answered)
+    }
+
+    fn planned_run(&mut self, node: &NodeRow, publication: &Publication) -> PlannedRun {
+        let group = node::group_of(node).map(str::to_string);
+        let batch = group.as_ref().map(|group| self.batches.entry(group.clone()).or_insert((1, 0.0)).0);
+        PlannedRun {
+            resource: node.name.clone(),
+            server: publication.server.clone(),
+            action: node.action.as_str().to_string(),
+            step: self.step,
+            group,
+            batch,
+            changed: changed_inputs(publication.previous.as_ref(), &publication.entry),
+        }
+    }
+
+    /// Takes every wait condition in progress as signalled; false when there was none.
+    fn signal_waits(&mut self, ctx: &mut Context<'_>, stack: &StackRow) -> Result<bool, EngineError> {
+        let waiting: Vec<NodeRow> = ctx
+            .tx
+            .nodes(self.stack)?
+            .into_iter()
+            .filter(|node| node.state == NodeState::InProgress && node.generation == stack.generation)
+            .filter(|node| node::resource_type(node) == Some(ResourceType::WaitCondition))
+            .collect();
+        let any = !waiting.is_empty();
+        for wait in waiting {
+            let released = node::complete(ctx, stack, wait, "assumed signalled (plan)")?;
+            forward::proceed(ctx, stack, released)?;
+        }
+        if any {
+            self.step += 1;
+        }
+        Ok(any)
+    }
+
+    /// Ends the group pause due first (a group's queued members are due at once); false when
+    /// no group waits.
+    fn end_a_pause(&mut self, ctx: &mut Context<'_>, stack: &StackRow) -> Result<bool, EngineError> {
+        let mut next: Option<(u64, NodeRow)> = None;
+        for node in ctx.tx.nodes(self.stack)? {
+            let current = node.generation == stack.generation;
+            let due = match (&node.record.pause_until, node.record.queued.is_empty(), node.state) {
+                (_, false, NodeState::Init) if current => Some(0),
+                (Some(until), true, NodeState::InProgress) if current => Some(*until),
+                _ => None,
+            };
+            if let Some(due) = due.filter(|due| next.as_ref().is_none_or(|(earliest, _)| due < earliest)) {
+                next = Some((due, node));
+            }
+        }
+        let Some((due, group)) = next else { return Ok(false) };
+        if group.record.queued.is_empty() {
+            let pause_secs = group.record.pause_millis as f64 / 1000.0;
+            let entry = self.batches.entry(group.name.clone()).or_insert((1, pause_secs));
+            *entry = (entry.0 + 1, pause_secs);
+            self.step += 1;
+        }
+        ctx.now = ctx.now.max(due);
+        sweeper::batch_pause_ended(ctx, stack, &group.name)?;
+        Ok(true)
+    }
+}
+
+/// A success signal reporting what the node's previous run reported (its declared outputs and
+/// stdout, stderr); nothing for one that never ran.
+fn previous_outputs(node: &NodeRow) -> Value {
+    let mut body = Map::new();
+    if let Some(attributes) = node.attributes.as_object() {
+        for (name, value) in attributes.iter().filter(|(_, value)| !value.is_null()) {
+            body.insert(name.clone(), value.clone());
+        }
+    }
+    body.insert("deploy_status_code".into(), Value::from(0));
+    Value::Object(body)
+}
+
+/// The names of the inputs (not Heat's `deploy_*` ones) whose values differ between two entries,
+/// and `config` when the config differs.
+fn changed_inputs(previous: Option<&Value>, entry: &Value) -> Vec<String> {
+    let Some(previous) = previous else { return Vec::new() };
+    let values = |entry: &Value| -> BTreeMap<String, Value> {
+        let inputs = entry.get("inputs").and_then(Value::as_array).cloned().unwrap_or_default();
+        inputs
+            .into_iter()
+            .filter_map(|input| Some((input.get("name")?.as_str()?.to_string(), input.get("value").cloned()?)))
+            .filter(|(name, _)| !name.starts_with("deploy_"))
+            .collect()
+    };
+    let (old, new) = (values(previous), values(entry));
+    let mut changed: Vec<String> =
+        new.iter().filter(|(name, value)| old.get(*name) != Some(*value)).map(|(name, _)| name.clone()).collect();
+    changed.extend(old.keys().filter(|name| !new.contains_key(*name)).cloned());
+    changed.sort();
+    if previous.get("config") != entry.get("config") {
+        changed.insert(0, "config".into());
+    }
+    changed
+}
+
+/// Heat's preview categories from the resources before and after, and the runs.
+fn changes(before: &BTreeMap<String, Before>, after: &[NodeRow], runs: &[PlannedRun]) -> ResourceChanges {
+    let ran: HashMap<&str, &str> = runs.iter().map(|run| (run.resource.as_str(), run.action.as_str())).collect();
+    let mut changes = ResourceChanges::default();
+    for node in after {
+        let resource = PlannedResource { resource_name: node.name.clone(), resource_type: node.resource_type.clone() };
+        let Some(old) = before.get(&node.name) else {
+            changes.added.push(resource);
+            continue;
+        };
+        let category = match (node::is_deployment(node), ran.get(node.name.as_str())) {
+            _ if old.resource_type != node.resource_type => Category::Replaced,
+            (true, Some(&"CREATE")) => Category::Replaced,
+            (true, Some(_)) => Category::Updated,
+            (true, None) => Category::Unchanged,
+            (false, _) => compare(old, node),
+        };
+        match category {
+            Category::Replaced => changes.replaced.push(resource),
+            Category::Updated => changes.updated.push(resource),
+            Category::Unchanged => changes.unchanged.push(resource),
+        }
+    }
+    for (name, old) in before {
+        if !after.iter().any(|node| &node.name == name) {
+            changes
+                .deleted
+                .push(PlannedResource { resource_name: name.clone(), resource_type: old.resource_type.clone() });
+        }
+    }
+    changes
+}
+
+enum Category {
+    Replaced,
+    Updated,
+    Unchanged,
+}
+
+/// A resource that runs nothing: a config whose resolved definition changes is replaced (Heat's
+/// configs are immutable); a group whose resolved properties change, or another resource whose
+/// definition or values change, is updated.
+fn compare(old: &Before, node: &NodeRow) -> Category {
+    match node::resource_type(node) {
+        Some(
+            ResourceType::SoftwareConfig
+            | ResourceType::StructuredConfig
+            | ResourceType::SoftwareComponent
+            | ResourceType::CloudConfig
+            | ResourceType::MultipartMime,
+        ) if old.config != node.record.definition => Category::Replaced,
+        Some(ResourceType::SoftwareDeploymentGroup | ResourceType::StructuredDeploymentGroup) => {
+            if old.applied != node.record.applied { Category::Updated } else { Category::Unchanged }
+        }
+        Some(_) if old.definition != node.definition || old.attributes != node.attributes => Category::Updated,
+        _ => Category::Unchanged,
+    }
+}
