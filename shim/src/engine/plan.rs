@@ -126,16 +126,14 @@ impl<'a> Simulation<'a> {
                 break;
             }
         }
-        let mut groups: Vec<PlannedGroup> = self
-            .batches
-            .iter()
-            .filter(|(_, (batches, _))| *batches > 1)
-            .map(|(group, (batches, pause_secs))| PlannedGroup {
-                group: group.clone(),
-                batches: *batches,
-                pause_secs: *pause_secs,
-            })
-            .collect();
+        let mut groups = Vec::new();
+        for (name, (_, pause_secs)) in &self.batches {
+            // Every batch the rollout went through, the last ones changing nothing included.
+            let batches = ctx.tx.node_shared(self.stack, name)?.map_or(1, |group| group.record.batch.max(1));
+            if batches > 1 {
+                groups.push(PlannedGroup { group: name.clone(), batches, pause_secs: *pause_secs });
+            }
+        }
         groups.sort_by(|a, b| a.group.cmp(&b.group));
         Ok((self.runs, groups))
     }
@@ -155,7 +153,7 @@ impl<'a> Simulation<'a> {
             if node.state != NodeState::InProgress || node.derived_config_id.is_none() {
                 continue;
             }
-            let run = self.planned_run(&node, &publication);
+            let run = self.planned_run(ctx, &node, &publication)?;
             self.runs.push(run);
             let body = previous_outputs(&node);
             signals::apply_to_node(ctx, node, body)?;
@@ -167,10 +165,26 @@ impl<'a> Simulation<'a> {
         Ok(answered)
     }
 
-    fn planned_run(&mut self, node: &NodeRow, publication: &Publication) -> PlannedRun {
+    fn planned_run(
+        &mut self,
+        ctx: &mut Context<'_>,
+        node: &NodeRow,
+        publication: &Publication,
+    ) -> Result<PlannedRun, EngineError> {
         let group = node::group_of(node).map(str::to_string);
-        let batch = group.as_ref().map(|group| self.batches.entry(group.clone()).or_insert((1, 0.0)).0);
-        PlannedRun {
+        let batch = match &group {
+            Some(name) => {
+                // The group's row, read here, stays with this transaction: the members' many
+                // completions count down on it in memory.
+                let group = ctx.tx.node_shared(self.stack, name)?;
+                let current = group.as_ref().map_or(1, |group| group.record.batch.max(1));
+                let pause_secs = group.as_ref().map_or(0.0, |group| group.record.pause_millis as f64 / 1000.0);
+                self.batches.insert(name.clone(), (current, pause_secs));
+                Some(current)
+            }
+            None => None,
+        };
+        Ok(PlannedRun {
             resource: node.name.clone(),
             server: publication.server.clone(),
             action: node.action.as_str().to_string(),
@@ -178,7 +192,7 @@ impl<'a> Simulation<'a> {
             group,
             batch,
             changed: changed_inputs(publication.previous.as_ref(), &publication.entry),
-        }
+        })
     }
 
     /// Takes every wait condition in progress as signalled; false when there was none.
@@ -218,9 +232,6 @@ impl<'a> Simulation<'a> {
         }
         let Some((due, group)) = next else { return Ok(false) };
         if group.record.queued.is_empty() {
-            let pause_secs = group.record.pause_millis as f64 / 1000.0;
-            let entry = self.batches.entry(group.name.clone()).or_insert((1, pause_secs));
-            *entry = (entry.0 + 1, pause_secs);
             self.step += 1;
         }
         ctx.now = ctx.now.max(due);

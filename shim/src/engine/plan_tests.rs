@@ -5,7 +5,7 @@
 //! what its previous run reported (the plan's one assumption). Time moves by sweeping with a
 //! later clock. Helpers: `tests.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -88,7 +88,6 @@ fn random_parameters(rng: &mut StdRng) -> Vec<(&'static str, &'static str)> {
 /// reporting `result` = its resource's name; returns the runs it saw.
 async fn execute(engine: &Engine<SqliteStore>, answered: &mut BTreeSet<String>) -> Vec<Run> {
     let mut runs = Vec::new();
-    let mut batches: BTreeMap<String, u32> = BTreeMap::new();
     for _ in 0..500 {
         let mut any = false;
         for server in SERVERS {
@@ -100,8 +99,14 @@ async fn execute(engine: &Engine<SqliteStore>, answered: &mut BTreeSet<String>) 
                 let token = signal_token(&entry);
                 let hash = token::hash_token(&token);
                 let node = engine.transact(move |ctx| Ok(ctx.tx.node_by_signal_hash(&hash)?)).await.unwrap().unwrap();
-                let group = node.definition.get("member_of").and_then(Value::as_str).map(str::to_string);
-                let batch = group.map(|group| *batches.entry(group).or_insert(1));
+                // The batch the group was releasing when this member was published.
+                let batch = match node.definition.get("member_of").and_then(Value::as_str).map(str::to_string) {
+                    Some(group) => {
+                        let row = engine.transact(move |ctx| Ok(ctx.tx.node("s", &group)?)).await.unwrap();
+                        row.map(|group| group.record.batch.max(1))
+                    }
+                    None => None,
+                };
                 let action = input(&entry, "deploy_action").as_str().unwrap().to_string();
                 runs.push((node.name.clone(), server.to_string(), action, batch));
                 let body = json!({"deploy_status_code": 0, "result": format!("out-{}", node.name)});
@@ -123,9 +128,6 @@ async fn execute(engine: &Engine<SqliteStore>, answered: &mut BTreeSet<String>) 
             .filter_map(|node| Some((node.record.pause_until?, node.name.clone())))
             .collect();
         let Some(due) = pausing.iter().map(|(until, _)| *until).min() else { panic!("stuck: {nodes:#?}") };
-        for (_, group) in pausing.iter().filter(|(until, _)| *until == due) {
-            *batches.entry(group.clone()).or_insert(1) += 1;
-        }
         engine
             .transact(move |ctx| {
                 ctx.now = ctx.now.max(due);

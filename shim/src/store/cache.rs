@@ -357,7 +357,18 @@ impl<T: Tx> Tx for RowCache<T> {
     }
     fn decrement_remaining(&mut self, stack: &str, name: &str) -> Result<i64, StoreError> {
         let key = (stack.to_string(), name.to_string());
-        self.flush_if_pending(&key)?;
+        // A row this call holds already is decremented here and written once with the call's
+        // other writes: a group of thousands of members whose batch completes in one call (a
+        // plan's) would otherwise rewrite the group's large row once per member.
+        if let Some(Some(row)) = self.node_rows.get_mut(&key) {
+            // In place: no copy of the row unless a reader still shares it.
+            let row = Arc::make_mut(row);
+            row.remaining -= 1;
+            let remaining = row.remaining;
+            self.pending_nodes.entry(key).or_insert(PendingNode::Update);
+            self.stack_changed(stack);
+            return Ok(remaining);
+        }
         let remaining = self.backend.decrement_remaining(stack, name)?;
         if let Some(Some(row)) = self.node_rows.get_mut(&key) {
             Arc::make_mut(row).remaining = remaining;

@@ -265,6 +265,10 @@ pub struct NodeRecord {
     /// within it (node names, in the order they failed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_members: Vec<String>,
+    /// A deployment group: the batch being released (1 for the first), counted up as each
+    /// next batch is released.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub batch: u32,
     /// A deployment group pausing between batches: when the pause ends (unix milliseconds). An
     /// update during the pause keeps what is left of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +286,10 @@ pub struct NodeRecord {
     /// revokes that server; `None` when it bound to a server registered before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_token: Option<String>,
+}
+
+fn is_zero_u32(value: &u32) -> bool {
+    *value == 0
 }
 
 fn is_zero(value: &u64) -> bool {

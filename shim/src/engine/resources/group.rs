@@ -94,7 +94,9 @@ fn expand(
     }
     let names: Vec<String> = keys.iter().map(|key| member_name(&group.name, key)).collect();
     let mut removed = Vec::new();
-    for gone in group.record.members.iter().filter(|name| !names.contains(name)) {
+    // Sets, not the lists: a group of 10,000 members would compare 10^8 names.
+    let staying: HashSet<&str> = names.iter().map(String::as_str).collect();
+    for gone in group.record.members.iter().filter(|name| !staying.contains(name.as_str())) {
         if let Some(node) = ctx.tx.node(&stack.name, gone)? {
             removed.push(node);
         }
@@ -134,6 +136,7 @@ fn expand(
     group.record.pause_millis = pause_millis;
     // A failure budget counts this traversal's failures only.
     group.record.failed_members.clear();
+    group.record.batch = 1;
     // What is left of an earlier rollout's pause comes before the next batch (`between_batches`).
     group.record.pause_until = match rollout {
         Rollout::Pausing { until } => Some(until),
@@ -240,9 +243,13 @@ fn targets(
     }
     let mut targets = Vec::new();
     let mut running = 0;
+    let members_before: HashSet<&str> = group.record.members.iter().map(String::as_str).collect();
     for key in keys {
         let name = member_name(&group.name, key);
-        let existing = if group.record.members.contains(&name) { ctx.tx.node(&stack.name, &name)? } else { None };
+        let existing = match members_before.contains(name.as_str()) {
+            true => ctx.tx.node(&stack.name, &name)?,
+            false => None,
+        };
         let changed = existing.as_ref().is_none_or(|node| !members.unchanged(key, node.definition.get("applied")));
         running += usize::from(existing.as_ref().is_some_and(node::is_running));
         targets.push(batches::Target { key: key.clone(), exists: existing.is_some(), changed });
@@ -319,6 +326,7 @@ fn next_batch(
 ) -> Result<Activation, EngineError> {
     let members = Members::new(ctx, stack, &group, properties)?;
     group.record.pause_until = None;
+    group.record.batch += 1;
     let batch = members.present(group.record.batches.remove(0));
     if batch.is_empty() {
         return between_batches(ctx, stack, group, properties);
@@ -507,6 +515,7 @@ fn finish_group(
         actions: deployment_actions(properties),
         applied: group.record.applied.take(),
         failed_members: failed,
+        batch: group.record.batch,
         ..NodeRecord::default()
     };
     node::complete(ctx, stack, group, &reason)
