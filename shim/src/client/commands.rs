@@ -8,7 +8,6 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use reqwest::Method;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::cli::{
@@ -18,7 +17,7 @@ use super::cli::{
 };
 use super::http::AdminClient;
 use super::wait::{WaitRequest, wait_for_stack};
-use super::{ClientContext, ClientError, ExitStatus, failures, files, formats, plan, render, write};
+use super::{ClientContext, ClientError, ExitStatus, decode, failures, files, formats, plan, pretty, render, write};
 use crate::graph::StackGraph;
 use crate::model::{
     Action, AddServer, Event, RotateToken, RotatedCredentials, ServerCredentials, ServerSummary, StackDetail,
@@ -403,19 +402,7 @@ async fn stack_environment(
     Ok(ExitStatus::Success)
 }
 
-pub(super) fn decode<T: DeserializeOwned>(value: Value, endpoint: &str) -> Result<T, ClientError> {
-    serde_json::from_value(value).map_err(|error| ClientError::Response {
-        url: format!("/v1/{endpoint}"),
-        reason: format!("unexpected JSON shape: {error}"),
-    })
-}
-
 /// Model types always serialise (string keys, no non-finite floats).
 fn to_value<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
-}
-
-pub(super) fn pretty(value: &Value) -> String {
-    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
-    format!("{text}\n")
 }

@@ -7,10 +7,10 @@ use std::io::Write;
 use reqwest::Method;
 
 use super::cli::{MarkUnhealthyArgs, StackFailuresArgs};
-use super::commands::{decode, pretty};
 use super::http::AdminClient;
 use super::render::printable;
 use super::{ClientContext, ClientError, ExitStatus, write};
+use super::{decode, pretty};
 use crate::model::Failure;
 
 /// Lines of a reason or an output shown without `--long`, as heatclient's `indent_and_truncate`.

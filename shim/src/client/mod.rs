@@ -240,3 +240,20 @@ pub async fn run(
 fn write(out: &mut dyn io::Write, text: &str) -> Result<(), ClientError> {
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|source| ClientError::Output { source })
 }
+
+/// An API answer as `T`; an answer of another shape is a `Response` error naming the route.
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    endpoint: &str,
+) -> Result<T, ClientError> {
+    serde_json::from_value(value).map_err(|error| ClientError::Response {
+        url: format!("/v1/{endpoint}"),
+        reason: format!("unexpected JSON shape: {error}"),
+    })
+}
+
+/// JSON as the commands print it: indented, with a final newline.
+pub(crate) fn pretty(value: &serde_json::Value) -> String {
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    format!("{text}\n")
+}

@@ -8,10 +8,10 @@ use std::io::Write;
 use reqwest::Method;
 use serde_json::Value;
 
-use super::commands::{decode, pretty};
 use super::http::AdminClient;
 use super::render::printable;
 use super::{ClientError, ExitStatus, write};
+use super::{decode, pretty};
 use crate::model::{Action, PlannedResource, StackPlan};
 
 pub(crate) async fn preview(

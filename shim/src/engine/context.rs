@@ -66,6 +66,14 @@ pub struct Context<'a> {
     pub publications: Option<Vec<Publication>>,
 }
 
+impl Context<'_> {
+    /// Whether this transaction computes a plan (and will be discarded): what it does is not
+    /// logged as done.
+    pub fn planning(&self) -> bool {
+        self.publications.is_some()
+    }
+}
+
 /// An entry a plan's transaction wrote, with the one it replaced.
 #[derive(Debug, Clone)]
 pub struct Publication {

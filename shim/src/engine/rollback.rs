@@ -46,7 +46,9 @@ pub fn start_due(ctx: &mut Context<'_>, stack: &StackRow) -> Result<(), EngineEr
         }
         Err(other) => return Err(other),
     };
-    tracing::info!(stack = %stack.name, from = %stack.action, "rolling back");
+    if !ctx.planning() {
+        tracing::info!(stack = %stack.name, from = %stack.action, "rolling back");
+    }
     forward::update(ctx, &stack.name, &target, &checked, Action::Rollback)?;
     requests::record(ctx, &stack.name, &target, false)
 }

@@ -107,7 +107,9 @@ fn register(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow, server: &st
     };
     // Read just before in this transaction, which holds the only writer: it cannot exist.
     ctx.tx.insert_server(&row)?;
-    tracing::info!(server, stack = %stack.name, resource = %node.name, "server registered by its stack");
+    if !ctx.planning() {
+        tracing::info!(server, stack = %stack.name, resource = %node.name, "server registered by its stack");
+    }
     Ok(token_id)
 }
 
@@ -146,7 +148,9 @@ pub fn revoke(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result
     if let Some((other_stack, mut heir)) = bound_elsewhere(ctx, &others, server)? {
         heir.record.server_token = Some(token_id.to_owned());
         ctx.tx.update_node(&heir)?;
-        tracing::info!(server, stack = %stack.name, heir = %other_stack, "server the stack created handed over");
+        if !ctx.planning() {
+            tracing::info!(server, stack = %stack.name, heir = %other_stack, "server the stack created handed over");
+        }
         return Ok(());
     }
     let kept_here = ctx.tx.stack(&stack.name)?.is_some_and(|current| current.action != Action::Delete)
@@ -157,12 +161,16 @@ pub fn revoke(ctx: &mut Context<'_>, stack: &StackRow, node: &NodeRow) -> Result
                 && other.server.as_deref() == Some(server)
         });
     if !others.is_empty() || kept_here {
-        tracing::info!(server, stack = %stack.name, "server the stack created kept: still used");
+        if !ctx.planning() {
+            tracing::info!(server, stack = %stack.name, "server the stack created kept: still used");
+        }
         return Ok(());
     }
     ctx.tx.delete_server(server)?;
     ctx.revoked_servers.push(server.to_owned());
-    tracing::info!(server, stack = %stack.name, "server the stack created revoked");
+    if !ctx.planning() {
+        tracing::info!(server, stack = %stack.name, "server the stack created revoked");
+    }
     Ok(())
 }
 
