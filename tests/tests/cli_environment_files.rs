@@ -62,7 +62,7 @@ async fn the_cli_and_openstackclient_give_the_same_stack() {
     let path = |name: &str| dir.path().join(name).to_str().expect("a UTF-8 path").to_owned();
     let arguments = ["--template", &path("template.yaml"), "-e", &path("first.yaml"), "-e", &path("second.yaml")];
     let dry_run = shim
-        .cli_json(&[&["stack", "create", "cli", "--dry-run"][..], &arguments, &["--param", "port=1"]].concat())
+        .cli_json(&[&["stack", "create", "cli", "--print-request"][..], &arguments, &["--param", "port=1"]].concat())
         .await;
     assert_eq!(dry_run["environment_files"], body["environment_files"], "the same file:// URLs, in order");
     shim.cli_ok(&[&["stack", "create", "cli"][..], &arguments, &["--param", "port=1"]].concat()).await;

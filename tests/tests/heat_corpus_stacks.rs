@@ -210,10 +210,10 @@ async fn the_readme_heat_example_converges_with_its_one_line_environment() {
 }
 
 /// The environment `stack create` sends for our environment files (merged as heatclient does),
-/// read from the CLI's `--dry-run`.
+/// read from the CLI's `--print-request`.
 async fn merged_environment(shim: &Shim, files: &[&str]) -> Value {
     let empty = shim.write_template("empty.yaml", "heat_template_version: 2013-05-23\n");
-    let mut arguments = vec!["stack", "create", "dry", "--template", empty.to_str().expect("utf-8"), "--dry-run"];
+    let mut arguments = vec!["stack", "create", "dry", "--template", empty.to_str().expect("utf-8"), "--print-request"];
     let paths: Vec<String> =
         files.iter().map(|file| fixtures_dir().join(file).to_string_lossy().into_owned()).collect();
     for path in &paths {

@@ -1,5 +1,5 @@
 //! Environments and files against python-heatclient: for the fixture template and environment
-//! files (tests/fixtures/environments, our own), `anneal-shim stack create --dry-run` must send
+//! files (tests/fixtures/environments, our own), `anneal-shim stack create --print-request` must send
 //! the environment heatclient's template_utils.process_multiple_environments_and_files merges,
 //! and for every `get_file` the content heatclient puts in its `files` map (heatclient keys it
 //! by absolute `file://` URL and rewrites the template; the shim keeps the template text and
@@ -48,7 +48,7 @@ fn shim(arguments: &[&str]) -> (i32, String, String) {
 }
 
 fn dry_run(environments: &[&str]) -> Value {
-    let mut arguments = vec!["stack", "create", "fx", "--template", "template.yaml", "--dry-run"];
+    let mut arguments = vec!["stack", "create", "fx", "--template", "template.yaml", "--print-request"];
     for environment in environments {
         arguments.extend(["-e", environment]);
     }
@@ -141,13 +141,21 @@ fn unknown_sections_and_missing_provider_templates_are_refused_by_name() {
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "parameter_default: {a: 1}\n").unwrap();
     let (code, _, stderr) =
-        shim(&["stack", "create", "fx", "--template", "template.yaml", "-e", bad.to_str().unwrap(), "--dry-run"]);
+        shim(&["stack", "create", "fx", "--template", "template.yaml", "-e", bad.to_str().unwrap(), "--print-request"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("environment has wrong section \"parameter_default\""), "{stderr}");
     let provider = dir.path().join("provider.yaml");
     std::fs::write(&provider, "resource_registry:\n  My::Server: server.yaml\n").unwrap();
-    let (code, _, stderr) =
-        shim(&["stack", "create", "fx", "--template", "template.yaml", "-e", provider.to_str().unwrap(), "--dry-run"]);
+    let (code, _, stderr) = shim(&[
+        "stack",
+        "create",
+        "fx",
+        "--template",
+        "template.yaml",
+        "-e",
+        provider.to_str().unwrap(),
+        "--print-request",
+    ]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("\"server.yaml\""), "the provider template is read next to the environment: {stderr}");
 }

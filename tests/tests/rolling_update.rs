@@ -40,35 +40,10 @@ resources:
       input_values: {message: {get_param: message}}
 "##;
 
-/// One run as the script logged it.
-#[derive(Debug)]
-struct Run {
-    server: String,
-    action: String,
-    start: f64,
-    end: f64,
-}
-
-/// The runs of `action`, in the order they started.
-fn runs(log: &Path, action: &str) -> Vec<Run> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut runs: Vec<Run> = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [time, server, logged, edge] = fields[..] else { panic!("a log line: {line:?}") };
-        let time: f64 = time.parse().unwrap_or_else(|_| panic!("a time in {line:?}"));
-        if logged != action {
-            continue;
-        }
-        match edge {
-            "start" => runs.push(Run { server: server.into(), action: logged.into(), start: time, end: f64::NAN }),
-            _ => {
-                let run = runs.iter_mut().rev().find(|run| run.server == server).expect("a start before the end");
-                run.end = time;
-            }
-        }
-    }
-    runs
+/// The runs of `action`, in the order they started (the script logs the action where the
+/// seed case logs its message).
+fn runs(log: &Path, action: &str) -> Vec<seed_case::Run> {
+    seed_case::runs(log).into_iter().filter(|run| run.message == action).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +75,7 @@ async fn batches_run_one_after_another_in_heats_order() {
     assert_eq!(order, ["vm3", "vm2", "vm1"], "c, b, a: the highest index first: {updated:#?}");
     for pair in updated.windows(2) {
         assert!(pair[1].start >= pair[0].end + 1.0, "one batch after the other, 1 s apart: {updated:#?}");
-        assert_eq!(pair[1].action, "UPDATE");
+        assert_eq!(pair[1].message, "UPDATE");
     }
     let show = shim.cli_json(&["stack", "show", STACK, "--json"]).await;
     assert_eq!(show["status"], "UPDATE_COMPLETE", "{show}");

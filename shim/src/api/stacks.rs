@@ -12,7 +12,9 @@ use super::extract::{JsonBody, StackBody};
 use super::{ApiError, AppState};
 use serde::Deserialize;
 
-use crate::model::{Event, Failure, Service, StackDetail, StackEnvironment, StackPlan, StackSummary, StackTemplate};
+use crate::model::{
+    Event, Failure, Service, StackDetail, StackEnvironment, StackPlan, StackRequest, StackSummary, StackTemplate,
+};
 
 /// `POST /v1/stacks`: the body must name the stack.
 pub(super) async fn create<S: Service>(
@@ -23,9 +25,7 @@ pub(super) async fn create<S: Service>(
     if request.name.as_deref().is_none_or(str::is_empty) {
         return Err(ApiError::bad_request("stack name is required: the body needs \"name\""));
     }
-    if request.existing {
-        return Err(ApiError::bad_request("\"existing\" is for an update: a create has nothing stored to reuse"));
-    }
+    refuse_existing(&request)?;
     let summary = state.service.create_stack(request).await?;
     Ok((StatusCode::CREATED, Json(summary)))
 }
@@ -112,9 +112,7 @@ pub(super) async fn update<S: Service>(
     StackBody(mut request): StackBody,
 ) -> Result<(StatusCode, Json<StackSummary>), ApiError> {
     let Path(name) = path?;
-    if let Some(named) = request.name.as_deref().filter(|named| *named != name) {
-        return Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}")));
-    }
+    named_as_in_path(&request, &name)?;
     request.name = Some(name.clone());
     let summary = state.service.update_stack(&name, request).await?;
     Ok((StatusCode::ACCEPTED, Json(summary)))
@@ -195,12 +193,8 @@ pub(super) async fn preview_create<S: Service>(
     StackBody(mut request): StackBody,
 ) -> Result<Json<StackPlan>, ApiError> {
     let Path(name) = path?;
-    if let Some(named) = request.name.as_deref().filter(|named| *named != name) {
-        return Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}")));
-    }
-    if request.existing {
-        return Err(ApiError::bad_request("\"existing\" is for an update: a create has nothing stored to reuse"));
-    }
+    named_as_in_path(&request, &name)?;
+    refuse_existing(&request)?;
     request.name = Some(name);
     Ok(Json(state.service.preview_stack(None, request).await?))
 }
@@ -212,11 +206,25 @@ pub(super) async fn preview_update<S: Service>(
     StackBody(mut request): StackBody,
 ) -> Result<Json<StackPlan>, ApiError> {
     let Path(name) = path?;
-    if let Some(named) = request.name.as_deref().filter(|named| *named != name) {
-        return Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}")));
-    }
+    named_as_in_path(&request, &name)?;
     request.name = Some(name.clone());
     Ok(Json(state.service.preview_stack(Some(&name), request).await?))
+}
+
+/// A body that names a stack must name the path's.
+fn named_as_in_path(request: &StackRequest, name: &str) -> Result<(), ApiError> {
+    match request.name.as_deref().filter(|named| *named != name) {
+        Some(named) => Err(ApiError::bad_request(format!("the body names stack {named:?} but the URL names {name:?}"))),
+        None => Ok(()),
+    }
+}
+
+/// A create has nothing stored for `existing` to reuse.
+fn refuse_existing(request: &StackRequest) -> Result<(), ApiError> {
+    match request.existing {
+        true => Err(ApiError::bad_request("\"existing\" is for an update: a create has nothing stored to reuse")),
+        false => Ok(()),
+    }
 }
 
 /// `DELETE /v1/stacks/{name}`.

@@ -305,6 +305,11 @@ pub struct StackWriteArgs {
     /// action, batch, changed inputs). Exit 0 for no change, 2 for changes, 1 for an error.
     #[arg(long, conflicts_with = "wait")]
     pub dry_run: bool,
+    /// Print the request body this command would send (template, merged environment,
+    /// `environment_files`, files, parameters) as JSON and contact nothing: no shim or token is
+    /// needed (what `--dry-run` did before plans).
+    #[arg(long, conflicts_with_all = ["wait", "dry_run"])]
+    pub print_request: bool,
     /// Wait until the stack is COMPLETE (exit 0) or FAILED (exit 1), showing progress.
     #[arg(long)]
     pub wait: bool,

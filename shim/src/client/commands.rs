@@ -166,6 +166,10 @@ async fn stack_write(
         (Some(template), _) => stack_request(args, template, action)?,
     };
     let request = StackRequest { disable_rollback: options.disable_rollback, existing: options.existing, ..request };
+    if args.print_request {
+        write(out, &pretty(&to_value(&request)))?;
+        return Ok(ExitStatus::Success);
+    }
     let client = AdminClient::new(context)?;
     if args.dry_run {
         return plan::preview(&client, &args.name, action, &to_value(&request), args.json, out).await;

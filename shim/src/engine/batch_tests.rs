@@ -6,8 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::sweeper;
-use super::tests::{deployments, engine_at, input, register, request, signal_token, status};
+use super::tests::{deployments, engine_at, input, register, request, signal_token, status, sweep_after};
 use super::transact::Engine;
 use crate::model::Service;
 use crate::store::SqliteStore;
@@ -44,17 +43,6 @@ async fn published(engine: &Engine<SqliteStore>, server: &str) -> Option<(String
 async fn signal(engine: &Engine<SqliteStore>, server: &str, code: i64) {
     let (_, token) = published(engine, server).await.unwrap_or_else(|| panic!("{server} has a deployment"));
     engine.deployment_signal(&token, json!({"deploy_status_code": code}), None).await.unwrap();
-}
-
-/// Runs the sweeper as if `seconds` had passed; returns how many deadlines fired.
-async fn sweep_after(engine: &Engine<SqliteStore>, seconds: u64) -> usize {
-    engine
-        .transact(move |ctx| {
-            ctx.now += seconds * 1000;
-            sweeper::sweep(ctx)
-        })
-        .await
-        .unwrap()
 }
 
 async fn actions(engine: &Engine<SqliteStore>) -> Vec<Option<String>> {

@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::sweeper;
-use super::tests::{deployments, engine_at, register, request, signal_token, status};
+use super::tests::{deployments, engine_at, register, request, signal_token, status, sweep_after};
 use super::transact::Engine;
 use crate::model::Service;
 use crate::store::SqliteStore;
@@ -69,17 +68,6 @@ async fn on(engine: &Engine<SqliteStore>, message: &str) -> Vec<&'static str> {
 async fn answer(engine: &Engine<SqliteStore>, server: &str) {
     let entry = deployments(engine, server).await[0].clone();
     engine.deployment_signal(&signal_token(&entry), json!({"deploy_status_code": 0}), None).await.unwrap();
-}
-
-/// Runs the sweeper as if `seconds` had passed since now.
-async fn sweep_after(engine: &Engine<SqliteStore>, seconds: u64) -> usize {
-    engine
-        .transact(move |ctx| {
-            ctx.now += seconds * 1000;
-            sweeper::sweep(ctx)
-        })
-        .await
-        .unwrap()
 }
 
 async fn created(batch: u64) -> (tempfile::TempDir, Engine<SqliteStore>) {

@@ -10,8 +10,7 @@ use serde_json::json;
 
 use super::budget_tests::engine_with;
 use super::limits::StackActionTimeout;
-use super::sweeper;
-use super::tests::{deployments, register, request, signal_token, status};
+use super::tests::{deployments, register, request, signal_token, status, sweep_after};
 use super::transact::Engine;
 use crate::model::Service;
 use crate::store::SqliteStore;
@@ -38,17 +37,6 @@ fn timed_engine(path: &Path) -> Engine<SqliteStore> {
     engine_with(path, |config| {
         config.stack_action_timeout = StackActionTimeout::from_secs(DEFAULT_SECS).unwrap();
     })
-}
-
-/// Runs the sweeper as if `seconds` had passed; returns how many deadlines fired.
-async fn sweep_after(engine: &Engine<SqliteStore>, seconds: u64) -> usize {
-    engine
-        .transact(move |ctx| {
-            ctx.now += seconds * 1000;
-            sweeper::sweep(ctx)
-        })
-        .await
-        .unwrap()
 }
 
 async fn reason(engine: &Engine<SqliteStore>, stack: &str) -> String {

@@ -113,6 +113,17 @@ pub(super) fn signal_token(deployment: &Value) -> String {
     input(deployment, "deploy_signal_id").as_str().unwrap().rsplit('/').next().unwrap().to_string()
 }
 
+/// Runs the sweeper as if `seconds` had passed since now; returns how many deadlines fired.
+pub(super) async fn sweep_after(engine: &Engine<SqliteStore>, seconds: u64) -> usize {
+    engine
+        .transact(move |ctx| {
+            ctx.now += seconds * 1000;
+            super::sweeper::sweep(ctx)
+        })
+        .await
+        .unwrap()
+}
+
 pub(super) async fn status(engine: &Engine<SqliteStore>, stack: &str) -> String {
     engine.show_stack(stack).await.unwrap().summary.status
 }

@@ -49,7 +49,8 @@ resources:
       input_values: {message: {get_param: b}}
 "##;
 
-/// One logged run.
+/// One logged run: `<time> <server> <tag> start|end` lines, where the tag is what the script
+/// logs (the message here, the action in `rolling_update`).
 #[derive(Debug, Clone)]
 pub struct Run {
     pub server: String,
@@ -58,6 +59,7 @@ pub struct Run {
     pub end: f64,
 }
 
+/// Every run the log holds, in the order they started.
 pub fn runs(log: &Path) -> Vec<Run> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut runs: Vec<Run> = Vec::new();
