@@ -131,6 +131,34 @@ async fn a_second_update_on_another_replica_keeps_the_rollout_and_changes_the_ot
     seed_case::run(&cluster.replicas[0], &cluster.replicas[2], &log, || fleet.logs()).await;
 }
 
+/// A failing rolling update with rollback on three replicas: the replica that took the update
+/// is killed (SIGKILL) once the rollback runs; the others finish it, and every server's last
+/// run is the previous config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_survives_the_replica_that_started_it() {
+    let mut cluster = Cluster::start(3).await;
+    let log = cluster.replicas[0].dir().join("runs.log");
+    let settings = AgentSettings::default().hook_env("ANNEAL_TEST_LOG", &log.display().to_string());
+    let fleet = Fleet::start_across(&cluster.shims(), &["vm1", "vm2", "vm3"], &settings).await;
+    let template = write(cluster.replicas[0].dir(), "rollback.yaml", seed_case::ROLLBACK_TEMPLATE);
+    let template = template.to_str().expect("a UTF-8 path");
+    let create = ["stack", "create", "rb", "--template", template, "--param", "message=one", "--enable-rollback"];
+    let created = cluster.replicas[0].cli(&[&create[..], &["--wait", "--timeout", "60"]].concat()).await;
+    assert_eq!(created.code, 0, "{created:?}\n{}", fleet.logs());
+    cluster.replicas[0].cli_ok(&["stack", "update", "rb", "--template", template, "--param", "message=bad"]).await;
+    let survivor = &cluster.replicas[2];
+    wait_until(CONVERGE_LIMIT, "the rollback starts", || async {
+        (survivor.stack_status("rb").await == "ROLLBACK_IN_PROGRESS").then_some(())
+    })
+    .await;
+    cluster.replicas[0].crash().await;
+    let settled = cluster.replicas[2].settled("rb", CONVERGE_LIMIT).await;
+    assert_eq!(settled["status"], "ROLLBACK_COMPLETE", "{settled}\n{}", fleet.logs());
+    let expected =
+        [("vm1", "one"), ("vm2", "one"), ("vm3", "one")].map(|(server, message)| (server.into(), message.into()));
+    assert_eq!(seed_case::last_messages(&log), expected, "{:#?}", seed_case::logged(&log));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_fire_once_whichever_replica_is_alive() {
     let mut cluster = Cluster::start(3).await;

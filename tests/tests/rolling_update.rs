@@ -81,47 +81,7 @@ async fn batches_run_one_after_another_in_heats_order() {
     assert_eq!(show["status"], "UPDATE_COMPLETE", "{show}");
 }
 
-/// A rolling update whose second batch fails on vm2, with rollback: vm2's script fails for the
-/// message "bad"; each run that gets past that logs `<server> <action> <message>`.
-const ROLLBACK_TEMPLATE: &str = r##"
-heat_template_version: 2018-08-31
-parameters:
-  message: {type: string}
-resources:
-  config:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: message}]
-      config: |
-        #!/bin/sh
-        if [ "$message" = bad ] && [ "$deploy_server_id" = vm2 ]; then exit 3; fi
-        sleep 0.3
-        echo "$deploy_server_id $deploy_action $message" >> "$ANNEAL_TEST_LOG"
-  group:
-    type: OS::Heat::SoftwareDeploymentGroup
-    update_policy:
-      rolling_update: {max_batch_size: 1, pause_time: 1}
-    properties:
-      config: {get_resource: config}
-      servers: {a: vm1, b: vm2, c: vm3}
-      input_values: {message: {get_param: message}}
-"##;
-
-/// The logged runs, `<server> <action> <message>`, in order.
-fn logged(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
-}
-
-/// The last message each server's runs logged.
-fn last_messages(log: &Path) -> Vec<(String, String)> {
-    let mut last = std::collections::BTreeMap::new();
-    for line in logged(log) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        last.insert(fields[0].to_string(), fields[2].to_string());
-    }
-    last.into_iter().collect()
-}
+use seed_case::{ROLLBACK_TEMPLATE, last_messages, logged};
 
 async fn start_rolling(shim: &Shim, log: &Path) -> (Fleet, String) {
     let settings = AgentSettings::default().hook_env("ANNEAL_TEST_LOG", &log.display().to_string());

@@ -3,7 +3,8 @@
 //! during that pause a second update changes roleB's input (sent to `second`, another replica
 //! where there are several). roleB must change at once, before roleA's next batch, while roleA
 //! keeps one member per batch and its pause between them, and every member runs the new
-//! config exactly once. Each script logs `<time> <server> <message> start|end`.
+//! config exactly once. Each script logs `<time> <server> <message> start|end`. Also the
+//! rollback scenario's template (`ROLLBACK_TEMPLATE`), which both binaries run too.
 
 #![allow(dead_code)]
 
@@ -116,4 +117,46 @@ pub async fn run(first: &Shim, second: &Shim, log: &Path, logs: impl Fn() -> Str
     // One member per batch, each after the pause (what was left of it for a2).
     assert!(a2.start >= a3.end + PAUSE - 0.05, "a2 waits out a3's pause: {all:#?}");
     assert!(a1.start >= a2.end + PAUSE - 0.05, "a1 comes a pause after a2: {all:#?}");
+}
+
+/// A rolling update whose second batch fails on vm2, with rollback: vm2's script fails for the
+/// message "bad"; each run that gets past that logs `<server> <action> <message>`.
+pub const ROLLBACK_TEMPLATE: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  message: {type: string}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: message}]
+      config: |
+        #!/bin/sh
+        if [ "$message" = bad ] && [ "$deploy_server_id" = vm2 ]; then exit 3; fi
+        sleep 0.3
+        echo "$deploy_server_id $deploy_action $message" >> "$ANNEAL_TEST_LOG"
+  group:
+    type: OS::Heat::SoftwareDeploymentGroup
+    update_policy:
+      rolling_update: {max_batch_size: 1, pause_time: 1}
+    properties:
+      config: {get_resource: config}
+      servers: {a: vm1, b: vm2, c: vm3}
+      input_values: {message: {get_param: message}}
+"##;
+
+/// The logged runs, `<server> <action> <message>`, in order.
+pub fn logged(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// The last message each server's runs logged.
+pub fn last_messages(log: &Path) -> Vec<(String, String)> {
+    let mut last = std::collections::BTreeMap::new();
+    for line in logged(log) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        last.insert(fields[0].to_string(), fields[2].to_string());
+    }
+    last.into_iter().collect()
 }
