@@ -42,12 +42,13 @@ pub fn build(
 }
 
 fn graph_node(node: &NodeRow, updated_at: &impl Fn(u64) -> String) -> GraphNode {
+    let status = node::shown_status(node);
     GraphNode {
         name: node.name.clone(),
         resource_type: node.resource_type.clone(),
         kind: NodeKind::of(&node.resource_type),
-        status: node::shown_status(node),
-        phase: if node::shown_status(node).ends_with("_IN_PROGRESS") { Phase::InProgress } else { phase(node.state) },
+        phase: if status.ends_with("_IN_PROGRESS") { Phase::InProgress } else { phase(node.state) },
+        status,
         status_reason: node.status_reason.clone(),
         server: node.server.clone(),
         updated_at: updated_at(node.updated_at),

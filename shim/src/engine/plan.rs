@@ -107,16 +107,38 @@ struct Simulation<'a> {
     runs: Vec<PlannedRun>,
     /// Each group's current batch (1-based) and its pause.
     batches: HashMap<String, (u32, f64)>,
+    /// The stack's wait conditions and deployment groups (`run` reads them once).
+    waits: Vec<String>,
+    groups: Vec<String>,
     cursor: usize,
 }
 
 impl<'a> Simulation<'a> {
     fn new(stack: &'a str, release: (usize, usize)) -> Simulation<'a> {
-        Simulation { stack, release, step: 1, runs: Vec::new(), batches: HashMap::new(), cursor: 0 }
+        Simulation {
+            stack,
+            release,
+            step: 1,
+            runs: Vec::new(),
+            batches: HashMap::new(),
+            waits: Vec::new(),
+            groups: Vec::new(),
+            cursor: 0,
+        }
     }
 
     fn run(mut self, ctx: &mut Context<'_>) -> Result<(Vec<PlannedRun>, Vec<PlannedGroup>), EngineError> {
-        let limit = ctx.tx.nodes(self.stack)?.len().saturating_add(1).saturating_mul(STEPS_PER_NODE);
+        let nodes = ctx.tx.nodes(self.stack)?;
+        let limit = nodes.len().saturating_add(1).saturating_mul(STEPS_PER_NODE);
+        // What can wait between steps, read once: the stack's resources stay what the update
+        // made them (members come and go, groups and wait conditions do not).
+        let of_type = |kinds: &[ResourceType]| -> Vec<String> {
+            let kind_of = |node: &&NodeRow| node::resource_type(node).is_some_and(|kind| kinds.contains(&kind));
+            nodes.iter().filter(kind_of).map(|node| node.name.clone()).collect()
+        };
+        self.waits = of_type(&[ResourceType::WaitCondition]);
+        self.groups = of_type(&[ResourceType::SoftwareDeploymentGroup, ResourceType::StructuredDeploymentGroup]);
+        drop(nodes);
         for _ in 0..limit {
             let Some(stack) = ctx.tx.stack(self.stack)? else { break };
             if stack.state != State::InProgress {
@@ -197,13 +219,12 @@ impl<'a> Simulation<'a> {
 
     /// Takes every wait condition in progress as signalled; false when there was none.
     fn signal_waits(&mut self, ctx: &mut Context<'_>, stack: &StackRow) -> Result<bool, EngineError> {
-        let waiting: Vec<NodeRow> = ctx
-            .tx
-            .nodes(self.stack)?
-            .into_iter()
-            .filter(|node| node.state == NodeState::InProgress && node.generation == stack.generation)
-            .filter(|node| node::resource_type(node) == Some(ResourceType::WaitCondition))
-            .collect();
+        let mut waiting = Vec::new();
+        for name in &self.waits {
+            let node = ctx.tx.node(self.stack, name)?;
+            waiting
+                .extend(node.filter(|node| node.state == NodeState::InProgress && node.generation == stack.generation));
+        }
         let any = !waiting.is_empty();
         for wait in waiting {
             let released = node::complete(ctx, stack, wait, "assumed signalled (plan)")?;
@@ -218,8 +239,9 @@ impl<'a> Simulation<'a> {
     /// Ends the group pause due first (a group's queued members are due at once); false when
     /// no group waits.
     fn end_a_pause(&mut self, ctx: &mut Context<'_>, stack: &StackRow) -> Result<bool, EngineError> {
-        let mut next: Option<(u64, NodeRow)> = None;
-        for node in ctx.tx.nodes(self.stack)? {
+        let mut next: Option<(u64, std::sync::Arc<NodeRow>)> = None;
+        for name in &self.groups {
+            let Some(node) = ctx.tx.node_shared(self.stack, name)? else { continue };
             let current = node.generation == stack.generation;
             let due = match (&node.record.pause_until, node.record.queued.is_empty(), node.state) {
                 (_, false, NodeState::Init) if current => Some(0),
