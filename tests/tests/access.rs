@@ -424,6 +424,9 @@ fn routes() -> Vec<Route> {
             404,
         ),
         route("GET", "/ui/api/stacks/{name}/watch", "/ui/api/stacks/access/watch", None, Access::AdminSession, 200),
+        // A plan of `stack update --existing`, computed and discarded: it changes nothing.
+        route("GET", "/ui/api/stacks/{name}/plan", "/ui/api/stacks/access/plan", None, Access::AdminSession, 200),
+        route("GET", "/ui/api/stacks/{name}/plan", "/ui/api/stacks/nosuch/plan", None, Access::AdminSession, 404),
         route("GET", "/ui/api/servers", "/ui/api/servers", None, Access::AdminSession, 200),
         route("DELETE", stack, "/v1/stacks/scratch", None, Access::Admin, 202),
         route("POST", signals, signals, Some(&result), Access::SignalToken, 200),

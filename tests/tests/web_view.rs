@@ -9,7 +9,11 @@
 //! script shows as text and runs nothing. The page's own login and logout POSTs pass the shim's
 //! cross-site checks, and its logout revokes the session: a copy of the cookie gets 401 after.
 //! Without a browser, the view's data routes are checked to mask values computed from a hidden
-//! parameter (`str_replace`, `get_attr` of such a value).
+//! parameter (`str_replace`, `get_attr` of such a value). `day_two`: rollback, cancel, a failure
+//! budget and the plan on demand.
+
+#[path = "web_view/day_two.rs"]
+mod day_two;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -104,6 +104,7 @@ pub enum Endpoint {
     UiStack,
     UiNode,
     UiWatch,
+    UiPlan,
     UiServers,
 }
 
@@ -158,6 +159,7 @@ pub const ROUTES: &[Route] = &[
     route(Method::Get, "/ui/api/stacks/{name}", Credential::AdminSession, Endpoint::UiStack),
     route(Method::Get, "/ui/api/stacks/{name}/nodes/{node}", Credential::AdminSession, Endpoint::UiNode),
     route(Method::Get, "/ui/api/stacks/{name}/watch", Credential::AdminSession, Endpoint::UiWatch),
+    route(Method::Get, "/ui/api/stacks/{name}/plan", Credential::AdminSession, Endpoint::UiPlan),
     route(Method::Get, "/ui/api/servers", Credential::AdminSession, Endpoint::UiServers),
     route(Method::Post, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
     route(Method::Put, "/v1/signals/{token}", Credential::SignalTokenInPath, Endpoint::DeploymentSignal),
@@ -198,6 +200,7 @@ pub(super) fn method_router<S: Service>(route: &Route) -> MethodRouter<AppState<
         Endpoint::UiStack => on(filter, ui::stack::<S>),
         Endpoint::UiNode => on(filter, ui::node::<S>),
         Endpoint::UiWatch => on(filter, ui::watch::<S>),
+        Endpoint::UiPlan => on(filter, ui::plan::<S>),
         Endpoint::UiServers => on(filter, ui::servers::<S>),
         Endpoint::DeploymentSignal => on(filter, signals::deployment::<S>),
         Endpoint::WaitConditionHeat => on(filter, signals::wait_condition_heat::<S>),

@@ -3,7 +3,9 @@
 //! evaluated on every read, as Heat resolves them on show, from rows already read: the store is
 //! not held while they are, so a large output never stalls the metadata polls, and they are
 //! evaluated within what the stack's evaluation budget has left (its resources spent the
-//! rest), so a read cannot produce more than the budget either.
+//! rest), so a read cannot produce more than the budget either. Also what the web view shows
+//! of a deployment group beyond its status: its failure budget, failed members and batches
+//! (`group_progress`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -13,9 +15,10 @@ use serde_json::{Value, json};
 use super::context::{StackScope, remaining_budget, rfc3339};
 use super::node::{self, status};
 use super::secrets::{self, Purpose, TokenKey};
+use crate::graph::GroupProgress;
 use crate::model::{ResourceSummary, StackDetail, StackOutput, StackSummary};
-use crate::store::{NodeRow, Rollback, StackRow};
-use crate::template::{self, EvalError};
+use crate::store::{NodeRow, NodeState, Rollback, StackRow};
+use crate::template::{self, EvalError, Policies, ResourceType};
 
 /// What the outputs of a detail are evaluated with.
 pub struct OutputContext<'a> {
@@ -99,4 +102,35 @@ fn outputs(stack: &StackRow, nodes: Vec<NodeRow>, text: &str, context: &OutputCo
         outputs.push(StackOutput { name: name.clone(), description: output.description.clone(), value, error });
     }
     outputs
+}
+
+/// A deployment group's failure budget (from its stored policies), the members that failed in
+/// its traversal, and its batch and pause (from its record); `None` for any other resource.
+/// `time` formats a stored time.
+pub fn group_progress(node: &NodeRow, time: &impl Fn(u64) -> String) -> Option<GroupProgress> {
+    let group_types = [ResourceType::SoftwareDeploymentGroup, ResourceType::StructuredDeploymentGroup];
+    if !node::resource_type(node).is_some_and(|kind| group_types.contains(&kind)) {
+        return None;
+    }
+    let budget = Policies::from_json(node.definition.get("policies")).failure_budget;
+    let record = &node.record;
+    let prefix = format!("{}/", node.name);
+    let failed_members: Vec<String> =
+        record.failed_members.iter().map(|name| name.strip_prefix(&prefix).unwrap_or(name).to_string()).collect();
+    let members = record.members.len() as u64;
+    // `batches` holds those not released yet: with the one being released, all of them.
+    let batches = record.batch.saturating_add(u32::try_from(record.batches.len()).unwrap_or(u32::MAX));
+    let rolling = record.batch > 0 && batches > 1;
+    // The pause a failed group was in never ends in a next batch.
+    let pausing = !record.batches.is_empty() && node.state != NodeState::Failed;
+    Some(GroupProgress {
+        members,
+        max_failures: budget.and_then(|budget| budget.max_failures),
+        max_failure_percentage: budget.and_then(|budget| budget.max_failure_percentage),
+        within_budget: budget.map(|budget| budget.tolerates(failed_members.len() as u64, members)),
+        failed_members,
+        batch: rolling.then_some(record.batch),
+        batches: rolling.then_some(batches),
+        pause_until: record.pause_until.filter(|_| pausing).map(time),
+    })
 }

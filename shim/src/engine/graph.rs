@@ -38,7 +38,33 @@ pub fn build(
             }
         })
         .collect();
-    StackGraph { stack: stack.to_string(), status: status.to_string(), nodes: graph_nodes, edges: graph_edges }
+    StackGraph {
+        stack: stack.to_string(),
+        status: status.to_string(),
+        status_reason: String::new(),
+        disable_rollback: true,
+        rollback_due: false,
+        nodes: graph_nodes,
+        edges: graph_edges,
+    }
+}
+
+/// `build` for `stack`'s row, with its status reason and rollback setting (the web view's
+/// header).
+pub fn of_stack(
+    stack: &StackRow,
+    nodes: &[NodeRow],
+    edges: &[(String, String)],
+    updated_at: impl Fn(u64) -> String,
+) -> StackGraph {
+    let summary = super::detail::summary(stack);
+    let graph = build(&summary.name, &summary.status, nodes, edges, updated_at);
+    StackGraph {
+        status_reason: summary.status_reason,
+        disable_rollback: summary.disable_rollback,
+        rollback_due: summary.rollback_due,
+        ..graph
+    }
 }
 
 fn graph_node(node: &NodeRow, updated_at: &impl Fn(u64) -> String) -> GraphNode {
@@ -52,6 +78,7 @@ fn graph_node(node: &NodeRow, updated_at: &impl Fn(u64) -> String) -> GraphNode 
         status_reason: node.status_reason.clone(),
         server: node.server.clone(),
         updated_at: updated_at(node.updated_at),
+        group: super::detail::group_progress(node, updated_at),
     }
 }
 

@@ -371,8 +371,7 @@ impl<S: Store> Service for Engine<S> {
                 for node in &nodes {
                     edges.extend(tx.successors(&name, &node.name)?.into_iter().map(|to| (node.name.clone(), to)));
                 }
-                let status = status(stack.action, stack.state);
-                Ok(Some(super::graph::build(&name, &status, &nodes, &edges, rfc3339)))
+                Ok(Some(super::graph::of_stack(&stack, &nodes, &edges, rfc3339)))
             })
             .await?;
         graph.ok_or_else(|| ServiceError::NotFound { what: "stack".into() })

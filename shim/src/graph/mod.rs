@@ -1,7 +1,8 @@
 //! A stack's component graph as operators look at it: every resource a node (configs,
 //! deployments, wait conditions, groups, servers, values), every dependency an edge saying why
 //! (`get_attr`, `get_resource`, `depends_on`), deployments grouped by the server they run on,
-//! each node's state. Built by the engine from the stored nodes and edges (`engine::graph`),
+//! each node's state, a deployment group's failure budget and batches, and the stack's own
+//! status and rollback setting. Built by the engine from the stored nodes and edges (`engine::graph`),
 //! served as JSON by
 //! `GET /v1/stacks/{name}/graph`, and drawn by the client as Graphviz DOT (`dot`) or as a
 //! self-contained SVG laid out here (`layout`, `svg`), so no Graphviz is needed to see one.
@@ -21,6 +22,16 @@ pub struct StackGraph {
     pub stack: String,
     /// e.g. `CREATE_IN_PROGRESS`.
     pub status: String,
+    /// Why the stack is in that status (Heat's `stack_status_reason`). Absent from an older
+    /// shim's answer.
+    #[serde(default)]
+    pub status_reason: String,
+    /// Heat's `disable_rollback`, as `StackSummary` has it (docs/day-two.md, "Rollback").
+    #[serde(default = "default_true")]
+    pub disable_rollback: bool,
+    /// The stack failed and its rollback is about to start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback_due: bool,
     /// In the stack's resource order.
     pub nodes: Vec<GraphNode>,
     /// `from` must be done before `to` can go (`to` uses `from`).
@@ -41,6 +52,54 @@ pub struct GraphNode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
     pub updated_at: String,
+    /// For a deployment group: its failure budget, failed members and batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupProgress>,
+}
+
+/// Where a deployment group (`SoftwareDeploymentGroup`, `StructuredDeploymentGroup`) stands in
+/// its traversal: its failure budget (`metadata.anneal.failure_budget`, docs/day-two.md), the
+/// members that failed in this traversal, its rolling batch and the pause before the next one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupProgress {
+    /// Its members once it has expanded (0 before).
+    pub members: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<u64>,
+    /// Of the members, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failure_percentage: Option<f64>,
+    /// The members' keys (as in its `servers`) that failed in this traversal, in the order they
+    /// failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_members: Vec<String>,
+    /// With a budget: whether those failures are within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_budget: Option<bool>,
+    /// The batch being released (1 for the first) and how many there are, when it rolls out in
+    /// more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<u32>,
+    /// While it pauses between batches: when the next batch is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_until: Option<String>,
+}
+
+impl GroupProgress {
+    /// The budget as messages read it: `max_failures 2, max_failure_percentage 10`; `None`
+    /// without one.
+    pub fn budget(&self) -> Option<String> {
+        let count = self.max_failures.map(|max| format!("max_failures {max}"));
+        let share = self.max_failure_percentage.map(|max| format!("max_failure_percentage {max}"));
+        let parts: Vec<String> = [count, share].into_iter().flatten().collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

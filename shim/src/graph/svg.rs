@@ -1,12 +1,13 @@
 //! The graph as one self-contained SVG document (no scripts, fonts or links to fetch): boxes
 //! placed by `layout`, filled by phase, curved edges with arrowheads, dashed for `depends_on`.
 //! Each node is a `<g class="node phase-…" data-name="…">` with a `<title>` (its status
-//! reason) so a page can restyle it as signals arrive. All text is XML-escaped.
+//! reason) so a page can restyle it as signals arrive. A deployment group's box also says its
+//! failure budget, how many members failed and its batch. All text is XML-escaped.
 
 use std::fmt::Write;
 
 use super::layout::{NodeBox, layout};
-use super::{EdgeKind, StackGraph, one_line, short_type};
+use super::{EdgeKind, GroupProgress, StackGraph, one_line, short_type};
 
 const LABEL_LIMIT: usize = 60;
 
@@ -19,6 +20,9 @@ pub fn to_svg(graph: &StackGraph) -> String {
             lines.push(node.status.clone());
             if let Some(server) = &node.server {
                 lines.push(format!("on {}", one_line(server, LABEL_LIMIT)));
+            }
+            if let Some(group) = &node.group {
+                lines.extend(group_lines(group));
             }
             lines
         })
@@ -96,6 +100,30 @@ pub fn to_svg(graph: &StackGraph) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// A group's extra label lines: its budget, its failed members, its batch and pause.
+fn group_lines(group: &GroupProgress) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(budget) = group.budget() {
+        lines.push(format!("budget: {budget}"));
+    }
+    if !group.failed_members.is_empty() {
+        let verdict = match group.within_budget {
+            Some(true) => ", within budget",
+            Some(false) => ", over budget",
+            None => "",
+        };
+        lines.push(format!("{} of {} failed{verdict}", group.failed_members.len(), group.members));
+    }
+    if let (Some(batch), Some(batches)) = (group.batch, group.batches) {
+        lines.push(format!("batch {batch} of {batches}"));
+    }
+    if let Some(until) = &group.pause_until {
+        // The time of day is enough on a box; the panel has the whole date.
+        lines.push(format!("next batch at {}", until.split_once('T').map_or(until.as_str(), |(_, time)| time)));
+    }
+    lines
 }
 
 /// A curve from the source's right side through `route`'s points to the target's left side,

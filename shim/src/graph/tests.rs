@@ -221,3 +221,45 @@ fn deployments_are_drawn_in_their_server_s_lane() {
     let svg = to_svg(&graph);
     assert!(svg.contains("<g class=\"lane\" data-server=\"vm1\">"), "{svg}");
 }
+
+#[test]
+fn a_group_node_carries_its_budget_failed_members_and_batch_and_draws_them() {
+    let mut group = row(
+        "web",
+        "OS::Heat::SoftwareDeploymentGroup",
+        NodeState::InProgress,
+        None,
+        json!({"policies": {"failure_budget": {"max_failures": 1}}}),
+    );
+    group.record.members = ["web/a", "web/b", "web/c"].map(String::from).to_vec();
+    group.record.failed_members = vec!["web/b".into()];
+    group.record.batch = 1;
+    group.record.batches = vec![vec!["a".into()]];
+    group.record.pause_until = Some(7);
+    let graph =
+        build("s", "CREATE_IN_PROGRESS", std::slice::from_ref(&group), &[], |at| format!("2026-01-01T00:00:0{at}Z"));
+    let progress = graph.nodes[0].group.clone().expect("a group's progress");
+    assert_eq!(
+        progress,
+        GroupProgress {
+            members: 3,
+            max_failures: Some(1),
+            max_failure_percentage: None,
+            failed_members: vec!["b".into()],
+            within_budget: Some(true),
+            batch: Some(1),
+            batches: Some(2),
+            pause_until: Some("2026-01-01T00:00:07Z".into()),
+        }
+    );
+    let svg = to_svg(&graph);
+    for line in ["budget: max_failures 1", "1 of 3 failed, within budget", "batch 1 of 2", "next batch at 00:00:07Z"] {
+        assert!(svg.contains(line), "{line}: {svg}");
+    }
+    // A failed group's pause never ends in a next batch; other resources have no progress.
+    group.state = NodeState::Failed;
+    let config = row("config", "OS::Heat::SoftwareConfig", NodeState::Complete, None, json!({}));
+    let graph = build("s", "CREATE_FAILED", &[group, config], &[], |_| String::new());
+    assert_eq!(graph.nodes[0].group.as_ref().and_then(|group| group.pause_until.clone()), None);
+    assert_eq!(graph.nodes[1].group, None);
+}

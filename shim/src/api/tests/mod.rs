@@ -318,6 +318,9 @@ impl Service for FakeService {
         Ok(crate::graph::StackGraph {
             stack: name.to_string(),
             status: self.graph_status.lock().unwrap().clone(),
+            status_reason: String::new(),
+            disable_rollback: true,
+            rollback_due: false,
             nodes: Vec::new(),
             edges: Vec::new(),
         })

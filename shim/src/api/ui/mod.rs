@@ -3,14 +3,16 @@
 //! per-address throttle in `throttle` and the cross-site checks in `origin`; the cookie and the
 //! `AdminSession` extractor in `session`), and the read-only data routes the page calls:
 //! stacks, a stack's graph with its SVG drawing, a node's details, servers with the deployments
-//! they hold, and a Server-Sent Events stream that sends a stack's graph again whenever it
-//! changes (`live`). Every page response forbids framing and anything not from the shim itself
-//! (Content-Security-Policy). `ViewState` is what the view keeps in memory: the throttle and
-//! the live streams.
+//! they hold, a Server-Sent Events stream that sends a stack's graph again whenever it changes
+//! (`live`), and a stack's plan of `stack update --existing` on demand (`plan`). Every page
+//! response forbids framing and anything not from the shim itself (Content-Security-Policy).
+//! `ViewState` is what the view keeps in memory: the throttle, the live streams and the turn
+//! of the one plan it computes at a time.
 
 mod live;
 mod login;
 mod origin;
+mod plan;
 mod session;
 mod throttle;
 
@@ -27,6 +29,7 @@ use serde::Serialize;
 use serde_json::json;
 
 pub(super) use login::{login, logout};
+pub(super) use plan::plan;
 pub(crate) use session::AdminSession;
 
 use super::limits::Slot;
@@ -39,11 +42,13 @@ const INDEX: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("app.css");
 
-/// What the web view keeps in memory, per process: the login throttle and the live streams.
+/// What the web view keeps in memory, per process: the login throttle, the live streams and
+/// the plans' turn.
 #[derive(Default)]
 pub(super) struct ViewState {
     throttle: throttle::LoginThrottle,
     live: live::Live,
+    plans: plan::PlanTurn,
 }
 
 /// The client address a request counts against (the connection's, as the connection caps
