@@ -185,7 +185,8 @@ pub struct StackPlan {
     pub action: Action,
     /// Whether anything would change: a resource added, deleted, replaced or updated, or a run.
     pub changes: bool,
-    /// Heat's preview categories, group members included.
+    /// Heat's preview categories, deployment group members included (each with its
+    /// `parent_resource`); the API leaves them out unless asked for with `show_nested`.
     pub resource_changes: ResourceChanges,
     /// Every deployment run, in the order the traversal would publish them.
     pub runs: Vec<PlannedRun>,
@@ -213,12 +214,27 @@ impl ResourceChanges {
     pub fn any(&self) -> bool {
         [&self.added, &self.deleted, &self.replaced, &self.updated].iter().any(|resources| !resources.is_empty())
     }
+
+    /// Without the nested resources (group members): Heat's preview without `show_nested`.
+    pub fn top_level(mut self) -> ResourceChanges {
+        for list in [&mut self.added, &mut self.deleted, &mut self.replaced, &mut self.updated, &mut self.unchanged] {
+            list.retain(|resource| resource.parent_resource.is_none());
+        }
+        self
+    }
 }
 
+/// One resource of a preview, as Heat's `format_stack_resource` names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedResource {
+    /// Its name in its own stack: a group member's is its key in the group's `servers` (`a`,
+    /// where runs and events say `group/a`).
     pub resource_name: String,
     pub resource_type: String,
+    /// A group member's group (Heat: the resource whose nested stack holds it); absent at the
+    /// top level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_resource: Option<String>,
 }
 
 /// One deployment run a plan predicts.

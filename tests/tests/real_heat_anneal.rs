@@ -8,8 +8,11 @@
 //! authentication. One test compares the engines instead: the same wait-condition stack on Heat
 //! and on the shim (each converged by anneal-agent), created and updated twice, shows the same
 //! wait-condition data after each step; another, the same outputs when a hook answers an output
-//! its config does not declare.
+//! its config does not declare; and `preview`, the same resource changes in the shim's plan as
+//! in Heat's preview-update, group members included.
 
+#[path = "real_heat_anneal/preview.rs"]
+mod preview;
 mod real_heat_support;
 
 use std::os::unix::fs::PermissionsExt;

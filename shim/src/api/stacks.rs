@@ -184,31 +184,69 @@ pub(super) async fn mark_unhealthy<S: Service>(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `POST /v1/stacks/{name}/preview` (a create) and `PUT` (an update, Heat's preview-update):
-/// the plan, nothing stored or sent.
+/// The query of both preview routes: Heat's `show_nested` (default false): with it the group
+/// members are in `resource_changes`, each with its `parent_resource`, as Heat's preview-update
+/// lists the resources of nested stacks.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct PreviewQuery {
+    show_nested: Option<String>,
+}
+
+impl PreviewQuery {
+    /// heat.common.param_utils.extract_bool: true or false, in any case.
+    fn show_nested(&self) -> Result<bool, ApiError> {
+        match self.show_nested.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(_) => {
+                let given = self.show_nested.as_deref().unwrap_or_default();
+                Err(ApiError::bad_request(format!(
+                    "Unrecognized value \"{given}\" for \"show_nested\", acceptable values are: true, false."
+                )))
+            }
+        }
+    }
+
+    /// The plan as asked for: without the members unless `show_nested`.
+    fn shown(&self, mut plan: StackPlan) -> Result<Json<StackPlan>, ApiError> {
+        if !self.show_nested()? {
+            plan.resource_changes = plan.resource_changes.top_level();
+        }
+        Ok(Json(plan))
+    }
+}
+
+/// `POST /v1/stacks/{name}/preview` (a create) and `PUT` (an update, Heat's preview-update),
+/// `[?show_nested=true]`: the plan, nothing stored or sent.
 pub(super) async fn preview_create<S: Service>(
     _: Admin,
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<PreviewQuery>, QueryRejection>,
     StackBody(mut request): StackBody,
 ) -> Result<Json<StackPlan>, ApiError> {
     let Path(name) = path?;
+    let Query(query) = query?;
+    query.show_nested()?;
     named_as_in_path(&request, &name)?;
     refuse_existing(&request)?;
     request.name = Some(name);
-    Ok(Json(state.service.preview_stack(None, request).await?))
+    query.shown(state.service.preview_stack(None, request).await?)
 }
 
 pub(super) async fn preview_update<S: Service>(
     _: Admin,
     State(state): State<AppState<S>>,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<PreviewQuery>, QueryRejection>,
     StackBody(mut request): StackBody,
 ) -> Result<Json<StackPlan>, ApiError> {
     let Path(name) = path?;
+    let Query(query) = query?;
+    query.show_nested()?;
     named_as_in_path(&request, &name)?;
     request.name = Some(name.clone());
-    Ok(Json(state.service.preview_stack(Some(&name), request).await?))
+    query.shown(state.service.preview_stack(Some(&name), request).await?)
 }
 
 /// A body that names a stack must name the path's.

@@ -305,6 +305,10 @@ pub struct StackWriteArgs {
     /// action, batch, changed inputs). Exit 0 for no change, 2 for changes, 1 for an error.
     #[arg(long, conflicts_with = "wait")]
     pub dry_run: bool,
+    /// With --dry-run: list the deployment groups' members among the resource changes, each
+    /// under its group (openstackclient's `stack update --dry-run --show-nested`).
+    #[arg(long, requires = "dry_run")]
+    pub show_nested: bool,
     /// Print the request body this command would send (template, merged environment,
     /// `environment_files`, files, parameters) as JSON and contact nothing: no shim or token is
     /// needed (what `--dry-run` did before plans).

@@ -172,7 +172,8 @@ async fn stack_write(
     }
     let client = AdminClient::new(context)?;
     if args.dry_run {
-        return plan::preview(&client, &args.name, action, &to_value(&request), args.json, out).await;
+        let shown = plan::Shown { show_nested: args.show_nested, json: args.json };
+        return plan::preview(&client, &args.name, action, &to_value(&request), shown, out).await;
     }
     let body = to_value(&request);
     let value = match action {

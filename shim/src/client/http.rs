@@ -74,9 +74,22 @@ impl AdminClient {
 
     /// A GET with query parameters (each percent-encoded).
     pub(crate) async fn get_query(&self, segments: &[&str], query: &[(&str, String)]) -> Result<Value, ClientError> {
+        self.request_query(Method::GET, segments, query, None).await
+    }
+
+    /// `request` with query parameters (each percent-encoded; none: no `?`).
+    pub(crate) async fn request_query(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<Value, ClientError> {
         let mut url = self.url(segments)?;
-        url.query_pairs_mut().extend_pairs(query);
-        self.send(Method::GET, url, None).await
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        self.send(method, url, body).await
     }
 
     /// One request; `segments` are joined to the base URL's path, each percent-encoded (a stack

@@ -14,18 +14,30 @@ use super::{ClientError, ExitStatus, write};
 use super::{decode, pretty};
 use crate::model::{Action, PlannedResource, StackPlan};
 
+/// How the plan is asked for and shown: `--show-nested` (the group members among the resource
+/// changes), `--json` (the API's answer as it came).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shown {
+    pub show_nested: bool,
+    pub json: bool,
+}
+
 pub(crate) async fn preview(
     client: &AdminClient,
     name: &str,
     action: Action,
     body: &Value,
-    json: bool,
+    shown: Shown,
     out: &mut dyn Write,
 ) -> Result<ExitStatus, ClientError> {
     let method = if action == Action::Create { Method::POST } else { Method::PUT };
-    let value = client.request(method, &["v1", "stacks", name, "preview"], Some(body)).await?;
+    let query = match shown.show_nested {
+        true => vec![("show_nested", "true".to_string())],
+        false => Vec::new(),
+    };
+    let value = client.request_query(method, &["v1", "stacks", name, "preview"], &query, Some(body)).await?;
     let plan: StackPlan = decode(value.clone(), "stacks/{name}/preview")?;
-    write(out, &if json { pretty(&value) } else { render(&plan) })?;
+    write(out, &if shown.json { pretty(&value) } else { render(&plan) })?;
     Ok(if plan.changes { ExitStatus::Changes } else { ExitStatus::Success })
 }
 
@@ -45,8 +57,13 @@ pub(crate) fn render(plan: &StackPlan) -> String {
     );
     let marked = [("+", &changes.added), ("±", &changes.replaced), ("~", &changes.updated), ("-", &changes.deleted)];
     for (mark, resources) in marked {
-        for PlannedResource { resource_name, resource_type } in resources.iter() {
-            let _ = writeln!(text, "  {mark} {} ({})", printable(resource_name), printable(resource_type));
+        for PlannedResource { resource_name, resource_type, parent_resource } in resources.iter() {
+            // A member as runs and events name it: `group/member`.
+            let name = match parent_resource {
+                Some(parent) => format!("{parent}/{resource_name}"),
+                None => resource_name.clone(),
+            };
+            let _ = writeln!(text, "  {mark} {} ({})", printable(&name), printable(resource_type));
         }
     }
     if plan.runs.is_empty() {

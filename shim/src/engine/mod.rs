@@ -28,6 +28,7 @@ mod limits;
 mod mime;
 mod node;
 mod plan;
+mod plan_changes;
 mod published;
 mod removal;
 pub mod replication;

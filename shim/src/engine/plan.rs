@@ -14,9 +14,10 @@ use serde_json::{Map, Value};
 use super::context::{self, Context, Publication};
 use super::error::EngineError;
 use super::node::{self, status};
+use super::plan_changes::{changes, snapshot};
 use super::traversal::forward;
 use super::{requests, signals, sweeper};
-use crate::model::{PlannedGroup, PlannedResource, PlannedRun, ResourceChanges, StackPlan, StackRequest};
+use crate::model::{PlannedGroup, PlannedRun, StackPlan, StackRequest};
 use crate::store::{Action, NodeRow, NodeState, StackRow, State};
 use crate::template::ResourceType;
 
@@ -71,31 +72,6 @@ pub fn plan(ctx: &mut Context<'_>, name: Option<&str>, request: StackRequest) ->
         outcome: status(stack.action, stack.state),
         outcome_reason: stack.status_reason,
     })
-}
-
-/// What a resource was before the update, as far as a plan compares it.
-struct Before {
-    resource_type: String,
-    definition: Value,
-    config: Option<Value>,
-    applied: Option<Value>,
-    attributes: Value,
-}
-
-fn snapshot(nodes: Vec<NodeRow>) -> BTreeMap<String, Before> {
-    nodes
-        .into_iter()
-        .map(|node| {
-            let before = Before {
-                resource_type: node.resource_type,
-                definition: node.definition,
-                config: node.record.definition,
-                applied: node.record.applied,
-                attributes: node.attributes,
-            };
-            (node.name, before)
-        })
-        .collect()
 }
 
 /// The traversal carried to its end.
@@ -296,63 +272,4 @@ fn changed_inputs(previous: Option<&Value>, entry: &Value) -> Vec<String> {
         changed.insert(0, "config".into());
     }
     changed
-}
-
-/// Heat's preview categories from the resources before and after, and the runs.
-fn changes(before: &BTreeMap<String, Before>, after: &[NodeRow], runs: &[PlannedRun]) -> ResourceChanges {
-    let ran: HashMap<&str, &str> = runs.iter().map(|run| (run.resource.as_str(), run.action.as_str())).collect();
-    let mut changes = ResourceChanges::default();
-    for node in after {
-        let resource = PlannedResource { resource_name: node.name.clone(), resource_type: node.resource_type.clone() };
-        let Some(old) = before.get(&node.name) else {
-            changes.added.push(resource);
-            continue;
-        };
-        let category = match (node::is_deployment(node), ran.get(node.name.as_str())) {
-            _ if old.resource_type != node.resource_type => Category::Replaced,
-            (true, Some(&"CREATE")) => Category::Replaced,
-            (true, Some(_)) => Category::Updated,
-            (true, None) => Category::Unchanged,
-            (false, _) => compare(old, node),
-        };
-        match category {
-            Category::Replaced => changes.replaced.push(resource),
-            Category::Updated => changes.updated.push(resource),
-            Category::Unchanged => changes.unchanged.push(resource),
-        }
-    }
-    for (name, old) in before {
-        if !after.iter().any(|node| &node.name == name) {
-            changes
-                .deleted
-                .push(PlannedResource { resource_name: name.clone(), resource_type: old.resource_type.clone() });
-        }
-    }
-    changes
-}
-
-enum Category {
-    Replaced,
-    Updated,
-    Unchanged,
-}
-
-/// A resource that runs nothing: a config whose resolved definition changes is replaced (Heat's
-/// configs are immutable); a group whose resolved properties change, or another resource whose
-/// definition or values change, is updated.
-fn compare(old: &Before, node: &NodeRow) -> Category {
-    match node::resource_type(node) {
-        Some(
-            ResourceType::SoftwareConfig
-            | ResourceType::StructuredConfig
-            | ResourceType::SoftwareComponent
-            | ResourceType::CloudConfig
-            | ResourceType::MultipartMime,
-        ) if old.config != node.record.definition => Category::Replaced,
-        Some(ResourceType::SoftwareDeploymentGroup | ResourceType::StructuredDeploymentGroup) => {
-            if old.applied != node.record.applied { Category::Updated } else { Category::Unchanged }
-        }
-        Some(_) if old.definition != node.definition || old.attributes != node.attributes => Category::Updated,
-        _ => Category::Unchanged,
-    }
 }

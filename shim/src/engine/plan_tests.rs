@@ -1,9 +1,10 @@
 //! Plans (`--dry-run`): a plan changes nothing stored and sends nothing; it names Heat's
-//! resource changes; and the property that makes it worth having: over hundreds of random
-//! template and parameter update pairs, the (resource, server, action) runs and the group
-//! batches a plan predicts are exactly those the update then publishes, when every run reports
-//! what its previous run reported (the plan's one assumption). Time moves by sweeping with a
-//! later clock. Helpers: `tests.rs`.
+//! resource changes, group members under their group as Heat's `show_nested` lists them, and
+//! categorises NO_SIGNAL deployments, `actions` and OS::Heat::None as Heat does; and the
+//! property that makes it worth having: over hundreds of random template and parameter update
+//! pairs, the (resource, server, action) runs and the group batches a plan predicts are exactly
+//! those the update then publishes, when every run reports what its previous run reported (the
+//! plan's one assumption). Time moves by sweeping with a later clock. Helpers: `tests.rs`.
 
 use std::collections::BTreeSet;
 
@@ -11,6 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
+use super::plan_changes::{changes, snapshot};
 use super::sweeper;
 use super::tests::{deployments, engine_at, input, register, request, signal_token, status};
 use super::transact::Engine;
@@ -245,4 +247,140 @@ async fn a_plan_changes_nothing_and_names_heats_resource_changes() {
     assert!(matches!(missing, crate::model::ServiceError::NotFound { .. }), "{missing:?}");
     let taken = engine.preview_stack(None, request("s", CHAIN, &[])).await.unwrap_err();
     assert!(matches!(taken, crate::model::ServiceError::Conflict { .. }), "{taken:?}");
+}
+
+/// A group and a deployment, NO_SIGNAL (each completes as soon as it is published, without a run
+/// to answer), each property a parameter an update may change.
+const GROUPED: &str = r##"
+heat_template_version: 2018-08-31
+parameters:
+  members: {type: json, default: {a: s0, b: s1}}
+  message: {type: string, default: one}
+  actions: {type: comma_delimited_list, default: "CREATE,UPDATE"}
+  server: {type: string, default: s2}
+  note: {type: string, default: one}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, inputs: [{name: message}], config: "#!/bin/sh\n"}
+  g:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties:
+      config: {get_resource: config}
+      servers: {get_param: members}
+      signal_transport: NO_SIGNAL
+      input_values: {message: {get_param: message}}
+  quiet:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: config}
+      server: {get_param: server}
+      signal_transport: NO_SIGNAL
+      actions: {get_param: actions}
+      input_values: {message: {get_param: message}}
+  placeholder:
+    type: OS::Heat::None
+    properties: {note: {get_param: note}}
+"##;
+
+/// An update's parameter values.
+type Parameters = &'static [(&'static str, &'static str)];
+
+/// Each resource of a plan's changes as (category, parent, name).
+fn categorised(plan: &StackPlan) -> BTreeSet<(&'static str, Option<String>, String)> {
+    let changes = &plan.resource_changes;
+    let lists = [
+        ("added", &changes.added),
+        ("deleted", &changes.deleted),
+        ("replaced", &changes.replaced),
+        ("updated", &changes.updated),
+        ("unchanged", &changes.unchanged),
+    ];
+    let mut all = BTreeSet::new();
+    for (category, resources) in lists {
+        for resource in resources {
+            all.insert((category, resource.parent_resource.clone(), resource.resource_name.clone()));
+        }
+    }
+    all
+}
+
+fn entry(category: &'static str, parent: Option<&str>, name: &str) -> (&'static str, Option<String>, String) {
+    (category, parent.map(str::to_string), name.to_string())
+}
+
+#[tokio::test]
+async fn a_plan_lists_group_members_under_their_group_as_heats_show_nested_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &SERVERS).await;
+    engine.create_stack(request("s", GROUPED, &[])).await.unwrap();
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    let plan = |parameters: &'static [(&'static str, &'static str)]| {
+        let engine = engine.clone();
+        async move { engine.preview_stack(Some("s"), request("s", GROUPED, parameters)).await.unwrap() }
+    };
+
+    // Member b leaves, c joins, every member's input changes: the group is updated, a (input)
+    // updated, c added and b deleted, each under its group by its own name.
+    let members = plan(&[("members", r#"{"a": "s0", "c": "s3"}"#), ("message", "two")]).await;
+    let group = |category, name| entry(category, Some("g"), name);
+    let expected = [group("updated", "a"), group("added", "c"), group("deleted", "b"), entry("updated", None, "g")];
+    let all = categorised(&members);
+    assert!(expected.iter().all(|one| all.contains(one)), "{all:#?}");
+    let member = members.resource_changes.added.iter().find(|resource| resource.resource_name == "c").unwrap();
+    assert_eq!(member.resource_type, "OS::Heat::SoftwareDeployment");
+    // Heat's preview without show_nested: the top-level resources only.
+    let top =
+        categorised(&StackPlan { resource_changes: members.resource_changes.clone().top_level(), ..members.clone() });
+    assert!(top.iter().all(|(_, parent, _)| parent.is_none()) && top.len() == 4, "{top:#?}");
+
+    // Another group type under the same name (as the nodes would be after such an update):
+    // Heat replaces the group, so its old members are deleted and the new ones added, whatever
+    // each of them would have done.
+    let nodes = engine.transact(|ctx| Ok(ctx.tx.nodes("s")?)).await.unwrap();
+    let before = snapshot(nodes.clone());
+    let mut after = nodes;
+    after.iter_mut().filter(|node| node.name == "g").for_each(|node| {
+        node.resource_type = "OS::Heat::StructuredDeploymentGroup".into();
+    });
+    let retyped = StackPlan { resource_changes: changes(&before, &after, &[]), ..members };
+    let retyped = categorised(&retyped);
+    for expected in [entry("replaced", None, "g"), group("deleted", "a"), group("added", "a"), group("added", "b")] {
+        assert!(retyped.contains(&expected), "{expected:?} in {retyped:#?}");
+    }
+    assert!(!retyped.iter().any(|(category, parent, _)| parent.is_some() && *category == "unchanged"), "{retyped:#?}");
+}
+
+#[tokio::test]
+async fn a_plan_categorises_no_signal_deployments_actions_and_none_as_heat_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &SERVERS).await;
+    engine.create_stack(request("s", GROUPED, &[])).await.unwrap();
+    let category_of = |plan: &StackPlan, name: &str| {
+        let all = categorised(plan);
+        all.iter().find(|(_, parent, resource)| parent.is_none() && resource == name).unwrap().0
+    };
+    let cases: [(Parameters, &str, &str); 5] = [
+        // A NO_SIGNAL deployment publishes its new input, though no run is answered: updated.
+        (&[("message", "two")], "quiet", "updated"),
+        // Heat updates `actions` in place, though no run follows.
+        (&[("actions", "CREATE")], "quiet", "updated"),
+        (&[("server", "s3")], "quiet", "replaced"),
+        (&[], "quiet", "unchanged"),
+        // Heat's NoneResource never needs an update.
+        (&[("note", "two")], "placeholder", "unchanged"),
+    ];
+    for (parameters, name, expected) in cases {
+        let plan = engine.preview_stack(Some("s"), request("s", GROUPED, parameters)).await.unwrap();
+        assert_eq!(category_of(&plan, name), expected, "{parameters:?}: {:#?}", plan.resource_changes);
+    }
+    // Documented (docs/day-two.md, "Differences from Heat's preview"): a deployment whose
+    // `actions` leave out UPDATE keeps no copy of its resolved inputs, so a change of those
+    // alone plans nothing for it, where Heat shows it updated.
+    let create_only = [("actions", "CREATE")];
+    engine.create_stack(request("t", GROUPED, &create_only)).await.unwrap();
+    let plan = engine.preview_stack(Some("t"), request("t", GROUPED, &[create_only[0], ("message", "two")])).await;
+    assert_eq!(category_of(&plan.unwrap(), "quiet"), "unchanged");
 }
