@@ -117,6 +117,10 @@ impl Context<'_> {
     }
 
     pub fn event(&mut self, stack: &str, resource: &str, status: &str, reason: &str) -> Result<(), EngineError> {
+        if self.planning() {
+            // Rolled back and never read in a plan: two per member of a large group add up.
+            return Ok(());
+        }
         self.tx.append_event(stack, self.now, resource, status, reason)?;
         Ok(())
     }

@@ -26,7 +26,7 @@ pub fn build(
 ) -> StackGraph {
     let graph_nodes = nodes.iter().map(|node| graph_node(node, &updated_at)).collect();
     let definitions: std::collections::HashMap<&str, &Value> =
-        nodes.iter().map(|node| (node.name.as_str(), &node.definition)).collect();
+        nodes.iter().map(|node| (node.name.as_str(), &*node.definition)).collect();
     let graph_edges = edges
         .iter()
         .map(|(from, to)| {
@@ -108,7 +108,7 @@ pub(crate) fn detail(
             attributes
         }
         // Computed from a hidden value: each one masked, its name kept.
-        _ if masks.attributes => match &node.attributes {
+        _ if masks.attributes => match &*node.attributes {
             Value::Object(map) => {
                 Value::Object(map.keys().map(|key| (key.clone(), Value::String(MASK.into()))).collect())
             }

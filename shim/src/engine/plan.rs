@@ -8,6 +8,7 @@
 //! second copy of the rules exists, the plan cannot drift from what the update does.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -31,6 +32,8 @@ pub fn plan(ctx: &mut Context<'_>, name: Option<&str>, request: StackRequest) ->
     let release = (ctx.release_budget, ctx.release_bytes);
     ctx.refuse_over_budget = true;
     ctx.publications = Some(Vec::new());
+    // Rolled back at the end: its thousands of rows need not reach the store.
+    ctx.tx.keep_every_row();
     let (stack_name, before, action) = match name {
         Some(name) => {
             let Some(existing) = ctx.tx.stack(name)? else {
@@ -57,7 +60,7 @@ pub fn plan(ctx: &mut Context<'_>, name: Option<&str>, request: StackRequest) ->
     // From here the traversal goes on as signals and the sweeper would carry it.
     ctx.refuse_over_budget = false;
     let (runs, groups) = Simulation::new(&stack_name, release).run(ctx)?;
-    let after = ctx.tx.nodes(&stack_name)?;
+    let after = ctx.tx.nodes_shared(&stack_name)?;
     let resource_changes = changes(&before, &after, &runs);
     let stack =
         ctx.tx.stack(&stack_name)?.ok_or_else(|| EngineError::NotFound { what: format!("stack {stack_name}") })?;
@@ -86,7 +89,6 @@ struct Simulation<'a> {
     /// The stack's wait conditions and deployment groups (`run` reads them once).
     waits: Vec<String>,
     groups: Vec<String>,
-    cursor: usize,
 }
 
 impl<'a> Simulation<'a> {
@@ -99,17 +101,16 @@ impl<'a> Simulation<'a> {
             batches: HashMap::new(),
             waits: Vec::new(),
             groups: Vec::new(),
-            cursor: 0,
         }
     }
 
     fn run(mut self, ctx: &mut Context<'_>) -> Result<(Vec<PlannedRun>, Vec<PlannedGroup>), EngineError> {
-        let nodes = ctx.tx.nodes(self.stack)?;
+        let nodes = ctx.tx.nodes_shared(self.stack)?;
         let limit = nodes.len().saturating_add(1).saturating_mul(STEPS_PER_NODE);
         // What can wait between steps, read once: the stack's resources stay what the update
         // made them (members come and go, groups and wait conditions do not).
         let of_type = |kinds: &[ResourceType]| -> Vec<String> {
-            let kind_of = |node: &&NodeRow| node::resource_type(node).is_some_and(|kind| kinds.contains(&kind));
+            let kind_of = |node: &&Arc<NodeRow>| node::resource_type(node).is_some_and(|kind| kinds.contains(&kind));
             nodes.iter().filter(kind_of).map(|node| node.name.clone()).collect()
         };
         self.waits = of_type(&[ResourceType::WaitCondition]);
@@ -124,6 +125,7 @@ impl<'a> Simulation<'a> {
                 break;
             }
         }
+        self.list_left_over(ctx)?;
         let mut groups = Vec::new();
         for (name, (_, pause_secs)) in &self.batches {
             // Every batch the rollout went through, the last ones changing nothing included.
@@ -139,20 +141,21 @@ impl<'a> Simulation<'a> {
     /// Answers every run published since the last step as a success; false when none was.
     fn answer_published(&mut self, ctx: &mut Context<'_>) -> Result<bool, EngineError> {
         (ctx.release_budget, ctx.release_bytes) = self.release;
-        let fresh: Vec<Publication> = match &ctx.publications {
-            Some(all) => all[self.cursor..].to_vec(),
-            None => Vec::new(),
-        };
-        self.cursor += fresh.len();
+        // Taken, not copied: each is looked at once (a group's entries are thousands).
+        let fresh: Vec<Publication> = ctx.publications.as_mut().map(std::mem::take).unwrap_or_default();
         let mut answered = false;
         let stack = self.stack;
         for publication in fresh.into_iter().filter(|publication| publication.stack == stack) {
             let Some(node) = ctx.tx.node(stack, &publication.node)? else { continue };
-            if node.state != NodeState::InProgress || node.derived_config_id.is_none() {
+            if node.derived_config_id.is_none() {
                 continue;
             }
             let run = self.planned_run(ctx, &node, &publication)?;
             self.runs.push(run);
+            if node.state != NodeState::InProgress {
+                // NO_SIGNAL: complete once published, with no signal to wait for; still a run.
+                continue;
+            }
             let body = previous_outputs(&node);
             signals::apply_to_node(ctx, node, body)?;
             answered = true;
@@ -161,6 +164,21 @@ impl<'a> Simulation<'a> {
             self.step += 1;
         }
         Ok(answered)
+    }
+
+    /// Lists the runs published in the step that ended the traversal (NO_SIGNAL ones that
+    /// completed it, those a failure left running): agents run them too.
+    fn list_left_over(&mut self, ctx: &mut Context<'_>) -> Result<(), EngineError> {
+        let left: Vec<Publication> = ctx.publications.as_mut().map(std::mem::take).unwrap_or_default();
+        let stack = self.stack;
+        for publication in left.iter().filter(|publication| publication.stack == stack) {
+            let node = ctx.tx.node(stack, &publication.node)?;
+            if let Some(node) = node.filter(|node| node.derived_config_id.is_some()) {
+                let run = self.planned_run(ctx, &node, publication)?;
+                self.runs.push(run);
+            }
+        }
+        Ok(())
     }
 
     fn planned_run(
@@ -255,18 +273,18 @@ fn previous_outputs(node: &NodeRow) -> Value {
 /// and `config` when the config differs.
 fn changed_inputs(previous: Option<&Value>, entry: &Value) -> Vec<String> {
     let Some(previous) = previous else { return Vec::new() };
-    let values = |entry: &Value| -> BTreeMap<String, Value> {
-        let inputs = entry.get("inputs").and_then(Value::as_array).cloned().unwrap_or_default();
+    fn values(entry: &Value) -> BTreeMap<&str, &Value> {
+        let inputs = entry.get("inputs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         inputs
-            .into_iter()
-            .filter_map(|input| Some((input.get("name")?.as_str()?.to_string(), input.get("value").cloned()?)))
+            .iter()
+            .filter_map(|input| Some((input.get("name")?.as_str()?, input.get("value")?)))
             .filter(|(name, _)| !name.starts_with("deploy_"))
             .collect()
-    };
+    }
     let (old, new) = (values(previous), values(entry));
     let mut changed: Vec<String> =
-        new.iter().filter(|(name, value)| old.get(*name) != Some(*value)).map(|(name, _)| name.clone()).collect();
-    changed.extend(old.keys().filter(|name| !new.contains_key(*name)).cloned());
+        new.iter().filter(|(name, value)| old.get(*name) != Some(*value)).map(|(name, _)| name.to_string()).collect();
+    changed.extend(old.keys().filter(|name| !new.contains_key(*name)).map(|name| name.to_string()));
     changed.sort();
     if previous.get("config") != entry.get("config") {
         changed.insert(0, "config".into());

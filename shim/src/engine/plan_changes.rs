@@ -7,21 +7,22 @@
 //! Heat's preview" says why.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::node;
 use crate::model::{PlannedResource, PlannedRun, ResourceChanges};
-use crate::store::{Action, NodeRow};
+use crate::store::{Action, NodeRow, Shared};
 use crate::template::ResourceType;
 
 /// What a resource was before the update, as far as a plan compares it.
 pub struct Before {
     resource_type: String,
-    definition: Value,
+    definition: Shared,
     config: Option<Value>,
     applied: Option<Value>,
-    attributes: Value,
+    attributes: Shared,
     /// A deployment's last published entry (its fingerprint) and its `actions`.
     fingerprint: Option<String>,
     actions: Vec<String>,
@@ -55,7 +56,7 @@ enum Category {
 
 /// Heat's preview categories from the resources before and after, and the runs: the resources
 /// in the order of the stack, then the deleted ones.
-pub fn changes(before: &BTreeMap<String, Before>, after: &[NodeRow], runs: &[PlannedRun]) -> ResourceChanges {
+pub fn changes(before: &BTreeMap<String, Before>, after: &[Arc<NodeRow>], runs: &[PlannedRun]) -> ResourceChanges {
     let ran: HashMap<&str, &str> = runs.iter().map(|run| (run.resource.as_str(), run.action.as_str())).collect();
     let categories: Vec<Category> = after
         .iter()

@@ -344,6 +344,7 @@ async fn a_plan_lists_group_members_under_their_group_as_heats_show_nested_does(
     after.iter_mut().filter(|node| node.name == "g").for_each(|node| {
         node.resource_type = "OS::Heat::StructuredDeploymentGroup".into();
     });
+    let after: Vec<std::sync::Arc<_>> = after.into_iter().map(std::sync::Arc::new).collect();
     let retyped = StackPlan { resource_changes: changes(&before, &after, &[]), ..members };
     let retyped = categorised(&retyped);
     for expected in [entry("replaced", None, "g"), group("deleted", "a"), group("added", "a"), group("added", "b")] {
@@ -376,6 +377,12 @@ async fn a_plan_categorises_no_signal_deployments_actions_and_none_as_heat_does(
         let plan = engine.preview_stack(Some("s"), request("s", GROUPED, parameters)).await.unwrap();
         assert_eq!(category_of(&plan, name), expected, "{parameters:?}: {:#?}", plan.resource_changes);
     }
+    // NO_SIGNAL runs are runs: published (an agent runs them), though none is waited for.
+    let plan = engine.preview_stack(Some("s"), request("s", GROUPED, &[("message", "two")])).await.unwrap();
+    let runs: BTreeSet<(&str, &str, &str)> =
+        plan.runs.iter().map(|run| (run.resource.as_str(), run.server.as_str(), run.action.as_str())).collect();
+    let expected = BTreeSet::from([("g/a", "s0", "UPDATE"), ("g/b", "s1", "UPDATE"), ("quiet", "s2", "UPDATE")]);
+    assert_eq!(runs, expected, "{:#?}", plan.runs);
     // Documented (docs/day-two.md, "Differences from Heat's preview"): a deployment whose
     // `actions` leave out UPDATE keeps no copy of its resolved inputs, so a change of those
     // alone plans nothing for it, where Heat shows it updated.

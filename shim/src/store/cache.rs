@@ -42,6 +42,12 @@ pub(crate) struct RowCache<T> {
     pending_nodes: IndexMap<(String, String), PendingNode>,
     /// The stacks whose graph this call wrote (`Tx::changed_stacks`).
     changed_stacks: BTreeSet<String>,
+    /// `Tx::keep_every_row`: no `ROW_LIMIT`, and the rows `nodes` reads are kept too.
+    unbounded: bool,
+    /// With `unbounded`, the stacks whose every node row `node_rows` holds (read once by
+    /// `nodes`, then kept by this call's own inserts and deletes), with their names in insertion
+    /// order: `nodes` answers them from memory, with no write sent.
+    complete: HashMap<String, Vec<String>>,
 }
 
 /// What a held-back node write sends: an INSERT for a row the backend has not seen yet, an
@@ -62,6 +68,8 @@ impl<T: Tx> RowCache<T> {
             pending_deltas: HashMap::new(),
             pending_nodes: IndexMap::new(),
             changed_stacks: BTreeSet::new(),
+            unbounded: false,
+            complete: HashMap::new(),
         }
     }
 
@@ -125,7 +133,7 @@ impl<T: Tx> RowCache<T> {
     }
 
     fn keep_shared(&mut self, key: (String, String), row: Option<Arc<NodeRow>>) -> Result<(), StoreError> {
-        if self.node_rows.len() >= ROW_LIMIT {
+        if self.node_rows.len() >= ROW_LIMIT && !self.unbounded {
             // The pending writes' rows live in the map: send them before it starts over.
             self.flush_nodes()?;
             self.node_rows.clear();
@@ -209,6 +217,7 @@ impl<T: Tx> Tx for RowCache<T> {
         self.flush_nodes()?;
         // Whatever the deletion cascades to, no node read before it is trusted after it.
         self.node_rows.clear();
+        self.complete.clear();
         self.server_rows.remove(name);
         self.backend.delete_server(name)
     }
@@ -290,6 +299,7 @@ impl<T: Tx> Tx for RowCache<T> {
         self.stack_rows.remove(name);
         self.pending_deltas.remove(name);
         self.node_rows.retain(|(stack, _), _| stack != name);
+        self.complete.remove(name);
         self.stack_changed(name);
         self.backend.delete_stack(name)
     }
@@ -298,6 +308,14 @@ impl<T: Tx> Tx for RowCache<T> {
         // A second INSERT of a pending row goes to the backend, which refuses it as before.
         self.flush_if_pending(&key)?;
         self.stack_changed(&row.stack);
+        if let Some(names) = self.complete.get_mut(&row.stack) {
+            if let Some(Some(_)) = self.node_rows.get(&key) {
+                // A row known to be there: the backend refuses the INSERT, as it would later.
+                self.backend.insert_node(row)?;
+                return self.keep_node(key, Some(row.clone()));
+            }
+            names.push(row.name.clone());
+        }
         // The stored row is the row written (its `seq` is not part of it): no need to read it.
         self.hold_node(key, row, PendingNode::Insert)
     }
@@ -314,8 +332,27 @@ impl<T: Tx> Tx for RowCache<T> {
         Ok(row)
     }
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError> {
+        if self.complete.contains_key(stack) {
+            return Ok(self.nodes_shared(stack)?.into_iter().map(Arc::unwrap_or_clone).collect());
+        }
         self.flush_nodes()?;
-        self.backend.nodes(stack)
+        let rows = self.backend.nodes(stack)?;
+        if self.unbounded {
+            // Every pending write was just sent, so a row read is the row this call holds.
+            for row in &rows {
+                let key = (row.stack.clone(), row.name.clone());
+                self.node_rows.entry(key).or_insert_with(|| Some(Arc::new(row.clone())));
+            }
+            self.complete.insert(stack.to_string(), rows.iter().map(|row| row.name.clone()).collect());
+        }
+        Ok(rows)
+    }
+    fn nodes_shared(&mut self, stack: &str) -> Result<Vec<Arc<NodeRow>>, StoreError> {
+        if let Some(names) = self.complete.get(stack) {
+            let held = |name: &String| self.node_rows.get(&(stack.to_string(), name.clone())).cloned().flatten();
+            return Ok(names.iter().filter_map(held).collect());
+        }
+        Ok(self.nodes(stack)?.into_iter().map(Arc::new).collect())
     }
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError> {
         // Held back only when the row is known to exist (read or written by this call); the
@@ -328,11 +365,30 @@ impl<T: Tx> Tx for RowCache<T> {
         self.backend.update_node(row)?;
         self.keep_node(key, Some(row.clone()))
     }
+    fn update_node_owned(&mut self, row: NodeRow) -> Result<(), StoreError> {
+        let key = (row.stack.clone(), row.name.clone());
+        // As `update_node`: held back only when the row is known to exist.
+        if !matches!(self.node_rows.get(&key), Some(Some(_))) {
+            return self.update_node(&row);
+        }
+        self.stack_changed(&row.stack);
+        self.keep_shared(key.clone(), Some(Arc::new(row)))?;
+        self.pending_nodes.entry(key).or_insert(PendingNode::Update);
+        Ok(())
+    }
     fn update_node_if(&mut self, row: &NodeRow, generation: u64, state: NodeState) -> Result<bool, StoreError> {
         let key = (row.stack.clone(), row.name.clone());
-        // The condition is checked on the stored row: it must hold every write made before.
-        self.flush_if_pending(&key)?;
-        self.node_rows.remove(&key);
+        // A row this call holds is the stored row with this call's writes: the condition is
+        // checked on it, and the write held back with the others.
+        if let Some(held) = self.node_rows.get(&key) {
+            let holds = held.as_ref().is_some_and(|held| held.generation == generation && held.state == state);
+            if !holds {
+                return Ok(false);
+            }
+            self.stack_changed(&row.stack);
+            self.hold_node(key, row, PendingNode::Update)?;
+            return Ok(true);
+        }
         let written = self.backend.update_node_if(row, generation, state)?;
         if written {
             self.stack_changed(&row.stack);
@@ -379,6 +435,9 @@ impl<T: Tx> Tx for RowCache<T> {
         let key = (stack.to_string(), name.to_string());
         self.flush_if_pending(&key)?;
         self.node_rows.remove(&key);
+        if let Some(names) = self.complete.get_mut(stack) {
+            names.retain(|held| held != name);
+        }
         self.stack_changed(stack);
         self.backend.delete_node(stack, name)
     }
@@ -441,5 +500,8 @@ impl<T: Tx> Tx for RowCache<T> {
     }
     fn changed_stacks(&self) -> Vec<String> {
         self.changed_stacks.iter().cloned().collect()
+    }
+    fn keep_every_row(&mut self) {
+        self.unbounded = true;
     }
 }

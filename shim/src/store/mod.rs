@@ -12,6 +12,7 @@
 mod cache;
 mod dispatch;
 mod postgres;
+mod shared;
 mod sqlite;
 
 #[cfg(test)]
@@ -29,6 +30,7 @@ pub use postgres::PgStore;
 /// The statement a signal's token is looked up with on PostgreSQL, for the test of its plan.
 #[doc(hidden)]
 pub const POSTGRES_NODE_BY_SIGNAL_HASH: &str = postgres::NODE_BY_SIGNAL_HASH;
+pub use shared::Shared;
 pub use sqlite::{BATCH_LIMIT, SqliteStore};
 
 /// Where a node is in its current traversal. `Init`: written by the plan, not yet activated
@@ -176,9 +178,9 @@ pub struct NodeRow {
     pub state: NodeState,
     pub status_reason: String,
     pub remaining: i64,
-    pub definition: Value,
+    pub definition: Shared,
     /// What `get_attr` shows once the node is COMPLETE (a JSON object).
-    pub attributes: Value,
+    pub attributes: Shared,
     /// What the engine keeps about the node for itself; never visible through `get_attr`.
     pub record: NodeRecord,
     pub derived_config_id: Option<String>,
@@ -589,6 +591,15 @@ pub trait Tx {
     }
     /// In insertion order.
     fn nodes(&mut self, stack: &str) -> Result<Vec<NodeRow>, StoreError>;
+    /// `nodes`, shared with the row cache where it holds them (no copy of each row).
+    fn nodes_shared(&mut self, stack: &str) -> Result<Vec<Arc<NodeRow>>, StoreError> {
+        Ok(self.nodes(stack)?.into_iter().map(Arc::new).collect())
+    }
+    /// `update_node`, taking the row: the row cache keeps it without a copy (a large group's
+    /// row is megabytes).
+    fn update_node_owned(&mut self, row: NodeRow) -> Result<(), StoreError> {
+        self.update_node(&row)
+    }
     fn update_node(&mut self, row: &NodeRow) -> Result<(), StoreError>;
     /// The conditional write of a signal: writes `row` only if the stored node still has `generation` and `state`;
     /// false when 0 rows matched (a duplicate or stale signal).
@@ -648,6 +659,10 @@ pub trait Tx {
     fn changed_stacks(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Keeps every row this call reads or writes in memory, with no bound, and writes none that
+    /// no read needs: for a call that is rolled back anyway and goes through thousands of rows
+    /// (a plan). Kept by the row cache; a bare backend ignores it.
+    fn keep_every_row(&mut self) {}
 }
 
 pub trait Store: Send + Sync + 'static {

@@ -99,7 +99,7 @@ fn nodes_insert_read_update_and_delete<S: Store>(store: &S) {
         state: NodeState::Complete,
         status_reason: "done".to_owned(),
         remaining: 0,
-        attributes: json!({"deploy_stdout": "ok", "result": [1, 2]}),
+        attributes: json!({"deploy_stdout": "ok", "result": [1, 2]}).into(),
         record: NodeRecord {
             id: Some("id-1".to_owned()),
             outcome: Some(RunOutcome::Complete),

@@ -4,7 +4,9 @@
 //! a row written is read back as written; a row found absent and then inserted is found; node
 //! writes held back until the call ends are seen by the backend's own reads of the call; and
 //! none of it outlives a call whose work failed. A shared read (`node_shared`) is the row as it
-//! was then: the call's later writes do not change what a reader still holds.
+//! was then: the call's later writes do not change what a reader still holds. A call that keeps
+//! every row (a plan's) lists a stack's nodes from memory once it has read them, with its own
+//! inserts, updates and deletes, and what it stores is the same.
 
 use anneal_shim::store::{NodeRow, NodeState, Store, StoreError};
 
@@ -19,6 +21,7 @@ crate::conformance!(one store:
     node_writes_held_back_are_seen_by_every_read_of_the_call_and_kept_in_order,
     a_failed_call_leaves_no_held_back_node,
     a_shared_read_is_the_row_then_and_later_writes_leave_it_as_it_was,
+    a_call_keeping_every_row_lists_its_own_writes_from_memory_and_stores_them,
 );
 
 /// More than the cache keeps of node rows (2,048): a 10,000-member group create goes through
@@ -210,4 +213,47 @@ fn a_shared_read_is_the_row_then_and_later_writes_leave_it_as_it_was<S: Store>(s
     assert!(absent.is_none());
     let stored = store.read(|tx| tx.node_shared("app", "a")).unwrap().expect("a");
     assert_eq!((stored.status_reason.as_str(), stored.remaining), ("updated", 2), "stored as written");
+}
+
+/// `keep_every_row` (a plan's call): after one listing, the stack's nodes are listed from the
+/// rows held, in insertion order, with the call's inserts, updates (conditional or taken whole)
+/// and deletes; a duplicate insert is still refused; committed, the rows are as written.
+fn a_call_keeping_every_row_lists_its_own_writes_from_memory_and_stores_them<S: Store>(store: &S) {
+    with_stack(store);
+    run(store, |tx| {
+        tx.insert_node(&node_row("app", "a"))?;
+        tx.insert_node(&node_row("app", "b"))
+    });
+    let listed = |rows: Vec<NodeRow>| -> Vec<(String, String, i64)> {
+        rows.into_iter().map(|row| (row.name, row.status_reason, row.remaining)).collect()
+    };
+    let seen = run(store, |tx| {
+        tx.keep_every_row();
+        let first = listed(tx.nodes("app")?);
+        tx.insert_node(&node_row("app", "c"))?;
+        tx.delete_node("app", "a")?;
+        let written = tx.update_node_if(
+            &NodeRow { status_reason: "y".into(), ..node_row("app", "b") },
+            1,
+            NodeState::InProgress,
+        )?;
+        let refused = tx.update_node_if(&node_row("app", "b"), 1, NodeState::Complete)?;
+        tx.update_node_owned(NodeRow { status_reason: "y".into(), remaining: 9, ..node_row("app", "b") })?;
+        let second = listed(tx.nodes("app")?);
+        let shared: Vec<String> = tx.nodes_shared("app")?.iter().map(|row| row.name.clone()).collect();
+        Ok((first, written, refused, second, shared))
+    });
+    let (first, written, refused, second, shared) = seen;
+    let row = |name: &str, reason: &str, remaining: i64| (name.to_string(), reason.to_string(), remaining);
+    assert_eq!(first, [row("a", "", 2), row("b", "", 2)]);
+    assert!(written && !refused, "the conditional writes compare with the held row");
+    assert_eq!(second, [row("b", "y", 9), row("c", "", 2)], "listed from memory with the call's writes");
+    assert_eq!(shared, ["b", "c"]);
+    assert_eq!(listed(store.read(|tx| tx.nodes("app")).unwrap()), second, "stored as listed");
+    let duplicate = store.transaction(|tx| {
+        tx.keep_every_row();
+        tx.nodes("app")?;
+        tx.insert_node(&node_row("app", "c"))
+    });
+    assert!(duplicate.is_err(), "a row known to be there is refused again: {duplicate:?}");
 }

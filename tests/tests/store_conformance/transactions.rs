@@ -223,7 +223,7 @@ fn free_text_with_nul_is_stored<S: Backend>(store: &S) {
         tx.insert_stack(&StackRow { status_reason: text.to_owned(), ..stack_row("second") }, text)?;
         tx.insert_node(&NodeRow {
             status_reason: text.to_owned(),
-            attributes: json!({"stdout": text}),
+            attributes: json!({"stdout": text}).into(),
             ..node_row("app", "deploy")
         })?;
         let signal = WaitSignalRow {
@@ -241,7 +241,7 @@ fn free_text_with_nul_is_stored<S: Backend>(store: &S) {
         assert_eq!(tx.stack("second")?.unwrap().status_reason, stored, "an inserted stack's status_reason");
         assert_eq!(tx.stack_template("second")?.unwrap(), stored, "a template");
         let node = tx.node("app", "deploy")?.unwrap();
-        assert_eq!((node.status_reason.as_str(), &node.attributes), (stored.as_str(), &json!({"stdout": text})));
+        assert_eq!((node.status_reason.as_str(), &*node.attributes), (stored.as_str(), &json!({"stdout": text})));
         let signals = tx.wait_signals("app", "handle")?;
         assert_eq!(signals.len(), 1);
         assert_eq!((signals[0].reason.as_str(), &signals[0].data), (stored.as_str(), &json!({"text": text})));

@@ -60,7 +60,7 @@ pub fn activate(
         placed_handles: ctx.placed_handles.iter().cloned().collect(),
         ..NodeRecord::default()
     };
-    node.attributes = json!({"config": definition.config});
+    node.attributes = json!({"config": definition.config}).into();
     node::complete(ctx, stack, node, "state changed")
 }
 

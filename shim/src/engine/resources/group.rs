@@ -289,7 +289,7 @@ fn between_batches(
         group.record.batches.len()
     );
     group.updated_at = ctx.now;
-    ctx.tx.update_node(&group)?;
+    ctx.tx.update_node_owned(group)?;
     Ok(Activation::Released(Released::Nothing))
 }
 
@@ -337,7 +337,7 @@ fn next_batch(
     group.state = NodeState::Init;
     group.status_reason = format!("deploying batch of {} member(s)", batch.len());
     group.updated_at = ctx.now;
-    ctx.tx.update_node(&group)?;
+    ctx.tx.update_node_owned(group)?;
     Ok(Activation::Expanded { members: released, removed: Vec::new() })
 }
 
@@ -366,9 +366,10 @@ fn release(
         let name = member_name(group, key);
         let current = match existing {
             Some(existing) if !existing.contains(&name) => None,
-            _ => ctx.tx.node(&stack.name, &name)?,
+            // Shared: `write_member` makes the one copy it writes.
+            _ => ctx.tx.node_shared(&stack.name, &name)?,
         };
-        write_member(ctx, stack, &name, current, members.kind, definition)?;
+        write_member(ctx, stack, &name, current.as_deref(), members.kind, definition)?;
         ctx.tx.insert_edge(&stack.name, &name, group)?;
         names.push(name);
     }
@@ -426,7 +427,7 @@ fn continue_release(
     let (released, queued) = release(ctx, stack, &group.name, &members, &keys, existing.as_ref())?;
     queue(ctx, stack, &mut group, queued, existing.as_ref())?;
     group.updated_at = ctx.now;
-    ctx.tx.update_node(&group)?;
+    ctx.tx.update_node_owned(group)?;
     Ok(Activation::Expanded { members: released, removed: Vec::new() })
 }
 
@@ -434,14 +435,14 @@ fn write_member(
     ctx: &mut Context<'_>,
     stack: &StackRow,
     name: &str,
-    current: Option<NodeRow>,
+    current: Option<&NodeRow>,
     kind: ResourceType,
     definition: Value,
 ) -> Result<(), EngineError> {
     match current {
         Some(existing) => {
-            let mut existing = node::reset_for_update(&existing);
-            existing.definition = definition;
+            let mut existing = node::reset_for_update(existing);
+            existing.definition = definition.into();
             existing.resource_type = kind.name().into();
             existing.generation = stack.generation;
             existing.state = NodeState::Init;
@@ -460,8 +461,8 @@ fn write_member(
                 state: NodeState::Init,
                 status_reason: String::new(),
                 remaining: 0,
-                definition,
-                attributes: json!({}),
+                definition: definition.into(),
+                attributes: json!({}).into(),
                 record: NodeRecord::default(),
                 derived_config_id: None,
                 signal_token_hash: None,
@@ -499,7 +500,7 @@ fn finish_group(
     // anneal's extension beside Heat's maps: the members a failure budget tolerated.
     let failed_keys: Vec<&str> = failed.iter().map(|name| name.strip_prefix(&prefix).unwrap_or(name)).collect();
     attributes.insert("failed_members".into(), json!(failed_keys));
-    group.attributes = Value::Object(attributes);
+    group.attributes = Value::Object(attributes).into();
     let reason = match failed.len() {
         0 => "all members complete".to_string(),
         count => format!(

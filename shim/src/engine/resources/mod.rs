@@ -27,11 +27,13 @@ pub fn activate(
     name: &str,
 ) -> Result<Option<(StackRow, Activation)>, EngineError> {
     let Some(stack) = ctx.tx.stack(stack_name)? else { return Ok(None) };
-    let Some(node) = ctx.tx.node(stack_name, name)? else { return Ok(None) };
+    // Looked at before it is copied: a group's row (megabytes for thousands of members) is
+    // offered here again as each of its members completes, and is not waiting then.
+    let Some(node) = ctx.tx.node_shared(stack_name, name)? else { return Ok(None) };
     if node.state != NodeState::Init || node.generation != stack.generation {
         return Ok(None);
     }
-    let activation = activate_node(ctx, &stack, node)?;
+    let activation = activate_node(ctx, &stack, std::sync::Arc::unwrap_or_clone(node))?;
     Ok(Some((stack, activation)))
 }
 

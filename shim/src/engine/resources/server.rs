@@ -59,7 +59,7 @@ pub fn activate(
     node.record.server_token = token_id;
     // The resource is that server: `server delete` sees the stack using it, `stack show` lists it.
     node.server = Some(server);
-    node.attributes = Value::Object(attributes);
+    node.attributes = Value::Object(attributes).into();
     node::complete(ctx, stack, node, "state changed")
 }
 

@@ -24,14 +24,14 @@ pub fn activate_value(
     has_value: bool,
 ) -> Result<Released, EngineError> {
     node.record = NodeRecord { id: Some(node::stable_id(&node)), ..NodeRecord::default() };
-    node.attributes = json!({});
+    node.attributes = json!({}).into();
     if has_value {
         let kind = properties.get("type").and_then(Value::as_str);
         let value = properties.get("value").cloned().unwrap_or(Value::Null);
         // Heat checks the value against `type` but its attribute is the value unconverted
         // (Value._resolve_attribute reads the properties with the untyped class schema).
         match crate::template::value_as_type(kind, value.clone()) {
-            Ok(_) => node.attributes = json!({ "value": value }),
+            Ok(_) => node.attributes = json!({ "value": value }).into(),
             Err(problem) => {
                 let problem = match (kind, property_hidden(ctx, stack, &node, "value")) {
                     (Some(kind), true) if crate::template::ParameterType::parse(kind).is_some() => refused_as(kind),
@@ -72,7 +72,7 @@ pub fn activate_random_string(
         },
     };
     node.record = NodeRecord { id: Some(value.clone()), fingerprint: Some(fingerprint), ..NodeRecord::default() };
-    node.attributes = json!({"value": value});
+    node.attributes = json!({"value": value}).into();
     node::complete(ctx, stack, node, "state changed")
 }
 

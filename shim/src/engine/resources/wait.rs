@@ -24,7 +24,7 @@ pub fn activate_handle(ctx: &mut Context<'_>, stack: &StackRow, mut node: NodeRo
     let curl_cli =
         format!("curl -i -X POST -H 'Content-Type: application/json' -H 'Accept: application/json' {endpoint}");
     let signal = json!({"alarm_url": endpoint}).to_string();
-    node.attributes = json!({"token": token, "endpoint": endpoint, "curl_cli": curl_cli, "signal": signal});
+    node.attributes = json!({"token": token, "endpoint": endpoint, "curl_cli": curl_cli, "signal": signal}).into();
     node.signal_token_hash = Some(ctx.key.token_hash(Purpose::Handle, &id));
     // The signals a handle received stay across updates (Heat's rule), and so do their counts.
     let (signals, failures) = (node.record.signals, node.record.failures);
@@ -59,7 +59,7 @@ pub fn activate_wait_condition(
         count: Some(count),
         ..NodeRecord::default()
     };
-    node.attributes = json!({});
+    node.attributes = json!({}).into();
     node.state = NodeState::InProgress;
     node.updated_at = ctx.now;
     ctx.tx.update_node(&node)?;

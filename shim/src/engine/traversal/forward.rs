@@ -168,7 +168,7 @@ fn write_plan(
         node.state = NodeState::Init;
         node.status_reason = String::new();
         node.remaining = planned.depends_on.len() as i64;
-        node.definition = definition;
+        node.definition = definition.into();
         node.updated_at = ctx.now;
         if reused {
             ctx.tx.update_node(&node)?;
@@ -213,8 +213,8 @@ fn new_node(stack: &StackRow, name: &str, now: u64) -> NodeRow {
         state: NodeState::Init,
         status_reason: String::new(),
         remaining: 0,
-        definition: Value::Null,
-        attributes: json!({}),
+        definition: Value::Null.into(),
+        attributes: json!({}).into(),
         record: NodeRecord::default(),
         derived_config_id: None,
         signal_token_hash: None,

@@ -54,8 +54,8 @@ impl<'row> EncodedNode<'row> {
             action: row.action.as_str(),
             state: row.state.as_str(),
             status_reason: free_text(&row.status_reason),
-            definition: to_json_text(&row.definition, "nodes.definition")?,
-            attributes: to_json_text(&row.attributes, "nodes.attributes")?,
+            definition: to_json_text(&*row.definition, "nodes.definition")?,
+            attributes: to_json_text(&*row.attributes, "nodes.attributes")?,
             record: to_json_text(&row.record, "nodes.record")?,
         })
     }
@@ -187,8 +187,8 @@ fn node_from_row(row: &Row) -> Result<NodeRow, StoreError> {
         state: node_state_column(row, 5)?,
         status_reason: column(row, 6)?,
         remaining: column(row, 7)?,
-        definition: json_column(row, 8, "nodes.definition")?,
-        attributes: json_column(row, 9, "nodes.attributes")?,
+        definition: json_column::<serde_json::Value>(row, 8, "nodes.definition")?.into(),
+        attributes: json_column::<serde_json::Value>(row, 9, "nodes.attributes")?.into(),
         derived_config_id: column(row, 10)?,
         signal_token_hash: column(row, 11)?,
         server: column(row, 12)?,

@@ -64,8 +64,8 @@ struct EncodedNode {
 impl EncodedNode {
     fn new(row: &NodeRow) -> Result<EncodedNode, StoreError> {
         Ok(EncodedNode {
-            definition: to_json_text(&row.definition, "nodes.definition")?,
-            attributes: to_json_text(&row.attributes, "nodes.attributes")?,
+            definition: to_json_text(&*row.definition, "nodes.definition")?,
+            attributes: to_json_text(&*row.attributes, "nodes.attributes")?,
             record: to_json_text(&row.record, "nodes.record")?,
         })
     }
@@ -172,8 +172,8 @@ fn node_from_row(row: &Row<'_>) -> Result<NodeRow, StoreError> {
         state: column(row, 5)?,
         status_reason: column(row, 6)?,
         remaining: column(row, 7)?,
-        definition: json_column(row, 8, "nodes.definition")?,
-        attributes: json_column(row, 9, "nodes.attributes")?,
+        definition: json_column::<serde_json::Value>(row, 8, "nodes.definition")?.into(),
+        attributes: json_column::<serde_json::Value>(row, 9, "nodes.attributes")?.into(),
         derived_config_id: column(row, 10)?,
         signal_token_hash: column(row, 11)?,
         server: column(row, 12)?,

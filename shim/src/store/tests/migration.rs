@@ -65,7 +65,7 @@ fn version_4_moves_private_keys_and_splits_deadline_keys() {
     };
     assert_eq!(node.record, expected);
     let plain = run(&store, |tx| tx.node("app", "plain")).unwrap();
-    assert_eq!((plain.attributes, plain.record), (json!({}), NodeRecord::default()));
+    assert_eq!((plain.attributes.into_value(), plain.record), (json!({}), NodeRecord::default()));
     let deadlines = run(&store, |tx| tx.due_deadlines(1_000, 10));
     let stack_deadline = DeadlineRow { stack: "app".to_owned(), node: None, generation: 2, due_at: 100 };
     let wait_deadline =
