@@ -139,9 +139,9 @@ const STACK: &str = r##"
 heat_template_version: 2018-08-31
 parameters:
   message: {type: string, default: one}
-  extra: {type: boolean, default: true}
+  add_extra: {type: boolean, default: true}
 conditions:
-  with_extra: {get_param: extra}
+  with_extra: {get_param: add_extra}
 resources:
   config:
     type: OS::Heat::SoftwareConfig
@@ -188,7 +188,7 @@ async fn incremental_documents_equal_full_renders_through_a_stacks_life() {
     signal_everything(&engine).await;
     assert_same_as_full_render(&engine, &path, "signals release second").await;
     signal_everything(&engine).await;
-    engine.update_stack("a", request("a", STACK, &[("message", "two"), ("extra", "false")])).await.unwrap();
+    engine.update_stack("a", request("a", STACK, &[("message", "two"), ("add_extra", "false")])).await.unwrap();
     assert_same_as_full_render(&engine, &path, "update a: new config, extra's DELETE").await;
     signal_everything(&engine).await;
     assert_same_as_full_render(&engine, &path, "update a done").await;
@@ -243,7 +243,7 @@ async fn a_server_added_again_under_its_name_does_not_build_on_the_old_ones_docu
     let replica = engine_at(&path);
     register(&engine, &["web1"]).await;
     for stack in ["old1", "old2", "old3", "old4"] {
-        engine.create_stack(request(stack, STACK, &[("extra", "false")])).await.unwrap();
+        engine.create_stack(request(stack, STACK, &[("add_extra", "false")])).await.unwrap();
     }
     let old = replica.metadata("web1").await.unwrap();
     for stack in ["old1", "old2", "old3", "old4"] {
@@ -252,7 +252,7 @@ async fn a_server_added_again_under_its_name_does_not_build_on_the_old_ones_docu
     engine.remove_server("web1").await.unwrap();
     register(&engine, &["web1"]).await;
     for stack in ["new1", "new2", "new3", "new4"] {
-        engine.create_stack(request(stack, STACK, &[("extra", "false")])).await.unwrap();
+        engine.create_stack(request(stack, STACK, &[("add_extra", "false")])).await.unwrap();
     }
     let new = engine.metadata("web1").await.unwrap();
     assert_eq!(new.version, old.version, "the set-up: the new server is at the old one's version");

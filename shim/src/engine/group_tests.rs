@@ -71,3 +71,56 @@ async fn a_strict_structured_group_fails_on_an_input_without_a_value() {
     assert!(reason.contains("input \"nothing\" has no value (input_values_validate: STRICT)"), "{reason}");
     assert!(deployments(&engine, "web1").await.is_empty());
 }
+
+/// A group of either type over two servers, a structured config (valid for both).
+const RETYPED_GROUP: &str = r##"
+heat_template_version: 2018-08-31
+resources:
+  config:
+    type: OS::Heat::StructuredConfig
+    properties: {group: os-apply-config, config: {port: 8080}}
+  group:
+    type: GROUP_TYPE
+    properties:
+      config: {get_resource: config}
+      servers: {a: web1, b: web2}
+"##;
+
+/// A group whose type changes (SoftwareDeploymentGroup to StructuredDeploymentGroup) is a new
+/// resource, as in Heat: the plan shows it replaced, its members deleted and added; the update
+/// forgets the old members and creates the new ones under the same names.
+#[tokio::test]
+async fn a_group_whose_type_changes_is_replaced_with_its_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(&dir.path().join("shim.db"));
+    register(&engine, &["web1", "web2"]).await;
+    let before = RETYPED_GROUP.replace("GROUP_TYPE", "OS::Heat::SoftwareDeploymentGroup");
+    engine.create_stack(request("s", &before, &[])).await.unwrap();
+    for server in ["web1", "web2"] {
+        let published = deployments(&engine, server).await;
+        engine.deployment_signal(&signal_token(&published[0]), json!({}), None).await.unwrap();
+    }
+    assert_eq!(status(&engine, "s").await, "CREATE_COMPLETE");
+    let after = RETYPED_GROUP.replace("GROUP_TYPE", "OS::Heat::StructuredDeploymentGroup");
+    let plan = engine.preview_stack(Some("s"), request("s", &after, &[])).await.unwrap();
+    let names = |list: &[crate::model::PlannedResource]| -> Vec<String> {
+        list.iter().map(|resource| resource.resource_name.clone()).collect()
+    };
+    assert_eq!(names(&plan.resource_changes.replaced), ["group"], "{:#?}", plan.resource_changes);
+    let mut runs: Vec<(&str, &str)> =
+        plan.runs.iter().map(|run| (run.resource.as_str(), run.action.as_str())).collect();
+    runs.sort();
+    assert_eq!(runs, [("group/a", "CREATE"), ("group/b", "CREATE")], "{:#?}", plan.runs);
+
+    engine.update_stack("s", request("s", &after, &[])).await.unwrap();
+    for server in ["web1", "web2"] {
+        let published = deployments(&engine, server).await;
+        assert_eq!(published.len(), 1, "{server}: the new member only: {published:#?}");
+        assert_eq!(published[0]["group"], "os-apply-config");
+        engine.deployment_signal(&signal_token(&published[0]), json!({}), None).await.unwrap();
+    }
+    assert_eq!(status(&engine, "s").await, "UPDATE_COMPLETE");
+    let detail = engine.show_stack("s").await.unwrap();
+    let member = detail.resources.iter().find(|resource| resource.name == "group/a").unwrap();
+    assert_eq!(member.resource_type, "OS::Heat::StructuredDeployment");
+}

@@ -118,6 +118,7 @@ pub fn check_template(request: Request) -> Result<Checked, Vec<String>> {
     let base = expanded.as_ref().unwrap_or(&template);
     // When conditions cannot be decided, `validate` reports why with every other problem.
     let decided = apply_conditions(base, &parameters).unwrap_or_else(|_| base.clone());
+    problems.extend(duplicate_names(&template, &decided));
     let (is_registered, attributes) = match request.servers {
         Servers::Registered(lookup) => {
             let attributes = check_server_attributes(&decided, &parameters, lookup);
@@ -295,4 +296,15 @@ fn declaration_lines(root: &Node) -> HashMap<(&'static str, String), usize> {
         }
     }
     lines
+}
+
+/// Heat's Stack.validate: a resource may not share its name with a parameter (its message
+/// prints the Python set of the names; sorted here).
+fn duplicate_names(template: &Template, decided: &Template) -> Option<String> {
+    let parameters: std::collections::BTreeSet<&str> =
+        template.parameters.iter().map(|(name, _)| name.as_str()).collect();
+    let duplicates: std::collections::BTreeSet<&str> =
+        decided.resources.iter().map(|(name, _)| name.as_str()).filter(|name| parameters.contains(name)).collect();
+    let quoted: Vec<String> = duplicates.iter().map(|name| format!("'{name}'")).collect();
+    (!quoted.is_empty()).then(|| format!("Duplicate names {{{}}}", quoted.join(", ")))
 }

@@ -32,8 +32,8 @@ impl Default for PlanTurn {
 }
 
 /// `GET /ui/api/stacks/{name}/plan`: the `StackPlan` of `{"existing": true}`, as `PUT
-/// /v1/stacks/{name}/preview` answers it. 404 for an unknown stack, 400 for one with no
-/// stored request, 429 while another plan of the view runs.
+/// /v1/stacks/{name}/preview?show_nested=true` answers it (members included). 404 for an
+/// unknown stack, 400 for one with no stored request, 429 while another plan of the view runs.
 pub(in crate::api) async fn plan<S: Service>(
     _: AdminSession,
     State(state): State<AppState<S>>,

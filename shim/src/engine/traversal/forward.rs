@@ -151,8 +151,12 @@ fn write_plan(
             definition["stack"] = stack.to_json();
         }
         let previous = match existing.get(&planned.name) {
-            // A resource whose type changed is a new resource: the old one goes entirely.
+            // A resource whose type changed is a new resource: the old one goes entirely, a
+            // group with its members (the new group's own take their names).
             Some(previous) if previous.resource_type != resource.kind.name() => {
+                for member in existing.values().filter(|node| group::group_of(node) == Some(planned.name.as_str())) {
+                    reverse::forget_node(ctx, stack, member)?;
+                }
                 reverse::forget_node(ctx, stack, previous)?;
                 None
             }

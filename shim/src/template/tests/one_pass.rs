@@ -155,3 +155,23 @@ resources:
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].contains("unknown resource type \"My::Config\""), "{found:#?}");
 }
+
+/// Heat's Stack.validate refuses a resource named like a parameter ("Duplicate names {'x'}");
+/// one a false condition leaves out is not there to clash.
+#[test]
+fn a_resource_named_like_a_parameter_is_refused_as_heat_does() {
+    let text = "heat_template_version: 2018-08-31
+parameters:
+  web: {type: string, default: a}
+  db: {type: string, default: b}
+  spare: {type: boolean, default: false}
+conditions:
+  never: {get_param: spare}
+resources:
+  web: {type: OS::Heat::None}
+  db: {type: OS::Heat::None}
+  spare: {type: OS::Heat::None, condition: never}
+";
+    let problems = problems(text, &[], &Map::new());
+    assert_eq!(problems, ["Duplicate names {'db', 'web'}"]);
+}
