@@ -56,6 +56,9 @@ pub struct Context<'a> {
     /// What each stack touched has published to servers' documents, in bytes, as counted since
     /// read (`published`).
     pub published: BTreeMap<String, u64>,
+    /// What earlier calls of this process counted (`Engine`'s `entry_bytes`): read instead of
+    /// a sum when this call has counted nothing yet for a stack.
+    pub known_entry_bytes: Option<&'a std::sync::Mutex<std::collections::HashMap<String, u64>>>,
     /// An evaluation over the budget refuses the whole call (a create or update, whose
     /// request is still open) instead of failing the resource (a signal's, a sweep's).
     pub refuse_over_budget: bool,

@@ -61,8 +61,9 @@ impl Context<'_> {
         if limit.0.is_none() {
             return Ok(None);
         }
-        let counted = match self.published.get(&row.stack) {
-            Some(counted) => *counted,
+        let known = || self.known_entry_bytes?.lock().ok()?.get(&row.stack).copied();
+        let counted = match self.published.get(&row.stack).copied().or_else(known) {
+            Some(counted) => counted,
             None => self.tx.stack_entry_bytes(&row.stack)?,
         };
         let mut total = counted.saturating_add(bytes);

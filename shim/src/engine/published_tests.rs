@@ -137,3 +137,26 @@ async fn a_publication_after_a_signal_past_the_limit_fails_its_resource() {
     assert!(stored_bytes(&engine, "s").await <= LIMIT);
     assert_eq!(deployments(&engine, "vm1").await.len(), 3, "first, d0 and the one that fit");
 }
+
+/// Each call starts from what the previous one counted, kept in memory (SQLite: one writer),
+/// which overstates once entries are removed: it never refuses what fits (the check sums the
+/// stored entries before it refuses) and never lets the stack pass the limit.
+#[tokio::test]
+async fn what_earlier_calls_counted_refuses_nothing_that_fits_and_lets_nothing_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = limited(&dir.path().join("shim.db"));
+    register(&engine, &["vm1"]).await;
+    let script = |mark: &str| mark.repeat(20_000);
+    engine.create_stack(request("s", &copies(4, ""), &[("script", &script("#"))])).await.unwrap();
+    // Down to one deployment: three entries go, though what was counted keeps them.
+    engine.update_stack("s", request("s", &copies(1, ""), &[("script", &script("!"))])).await.unwrap();
+    let stored = stored_bytes(&engine, "s").await;
+    assert!((20_000..40_000).contains(&stored), "one copy left: {stored}");
+    // Four new copies fit in what is really stored.
+    engine.update_stack("s", request("s", &copies(4, ""), &[("script", &script("?"))])).await.unwrap();
+    assert_eq!(deployments(&engine, "vm1").await.len(), 4);
+    // A fifth does not.
+    let refused = refusal(engine.update_stack("s", request("s", &copies(5, ""), &[("script", &script("%"))])).await);
+    assert!(refused.contains("over its limit of 100000 bytes"), "{refused}");
+    assert!(stored_bytes(&engine, "s").await <= LIMIT);
+}

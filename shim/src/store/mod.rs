@@ -679,6 +679,11 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Statements executed since open (instrumentation for the benchmarks).
     fn statements(&self) -> u64;
+    /// Whether this process is the only one that writes the store (SQLite): what it counted
+    /// of the store at its last write still holds at its next.
+    fn single_writer(&self) -> bool {
+        false
+    }
     /// The document changes other processes commit to this database (replicas on PostgreSQL),
     /// until `shutdown`; `None` when no other process writes it (SQLite). Spawns on the
     /// current tokio runtime.

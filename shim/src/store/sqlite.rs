@@ -196,6 +196,10 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn single_writer(&self) -> bool {
+        true
+    }
+
     fn transaction<T, E: From<StoreError>>(&self, work: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
         batch::run(self, work)
     }
