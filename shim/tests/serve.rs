@@ -323,6 +323,16 @@ async fn access_is_checked_and_bad_input_gets_a_clear_4xx() {
         .await
         .unwrap();
     assert_eq!(huge.status().as_u16(), 413);
+    // Heat's show_nested is true or false; anything else is refused naming it, before a plan.
+    let body = json!({"template": "heat_template_version: 2018-08-31\n"}).to_string();
+    let preview = format!("{}/v1/stacks/fresh/preview?show_nested=maybe", shim.url);
+    // A client of its own: the shim closed the connection the refused 2 MiB body came on.
+    let fresh = reqwest::Client::new();
+    let refused = fresh.post(&preview).bearer_auth(token.trim()).body(body).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let answer: Value = serde_json::from_str(&refused.text().await.unwrap()).unwrap();
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("Unrecognized value \"maybe\" for \"show_nested\""), "{answer}");
     shim.stop().await;
 }
 
