@@ -9,6 +9,11 @@
 //! Node writes are held back until the call ends or something reads nodes from the backend: a
 //! deployment is inserted, then marked IN_PROGRESS when it is published, and a group member
 //! went through both for each of its thousands of members. Held back, the two are one INSERT.
+//! A conditional write (`update_node_if`) of a row held is checked on it and held back too.
+//!
+//! A call that is rolled back anyway (a plan) asks to keep every row (`keep_every_row`): no
+//! bound, and once it has listed a stack's nodes it lists them again from memory, with its own
+//! inserts and deletes, sending no held write.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
