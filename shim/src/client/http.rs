@@ -100,8 +100,7 @@ impl AdminClient {
         segments: &[&str],
         body: Option<&Value>,
     ) -> Result<Value, ClientError> {
-        let url = self.url(segments)?;
-        self.send(method, url, body).await
+        self.request_query(method, segments, &[], body).await
     }
 
     async fn send(&self, method: Method, url: Url, body: Option<&Value>) -> Result<Value, ClientError> {

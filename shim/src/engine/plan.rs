@@ -141,25 +141,7 @@ impl<'a> Simulation<'a> {
     /// Answers every run published since the last step as a success; false when none was.
     fn answer_published(&mut self, ctx: &mut Context<'_>) -> Result<bool, EngineError> {
         (ctx.release_budget, ctx.release_bytes) = self.release;
-        // Taken, not copied: each is looked at once (a group's entries are thousands).
-        let fresh: Vec<Publication> = ctx.publications.as_mut().map(std::mem::take).unwrap_or_default();
-        let mut answered = false;
-        let stack = self.stack;
-        for publication in fresh.into_iter().filter(|publication| publication.stack == stack) {
-            let Some(node) = ctx.tx.node(stack, &publication.node)? else { continue };
-            if node.derived_config_id.is_none() {
-                continue;
-            }
-            let run = self.planned_run(ctx, &node, &publication)?;
-            self.runs.push(run);
-            if node.state != NodeState::InProgress {
-                // NO_SIGNAL: complete once published, with no signal to wait for; still a run.
-                continue;
-            }
-            let body = previous_outputs(&node);
-            signals::apply_to_node(ctx, node, body)?;
-            answered = true;
-        }
+        let answered = self.take_published(ctx, true)?;
         if answered {
             self.step += 1;
         }
@@ -169,16 +151,29 @@ impl<'a> Simulation<'a> {
     /// Lists the runs published in the step that ended the traversal (NO_SIGNAL ones that
     /// completed it, those a failure left running): agents run them too.
     fn list_left_over(&mut self, ctx: &mut Context<'_>) -> Result<(), EngineError> {
-        let left: Vec<Publication> = ctx.publications.as_mut().map(std::mem::take).unwrap_or_default();
+        self.take_published(ctx, false).map(|_| ())
+    }
+
+    /// Lists every run published since the last look and, with `answer`, answers those waiting
+    /// for their signal; whether any was answered.
+    fn take_published(&mut self, ctx: &mut Context<'_>, answer: bool) -> Result<bool, EngineError> {
+        // Taken, not copied: each is looked at once (a group's entries are thousands).
+        let fresh: Vec<Publication> = ctx.publications.as_mut().map(std::mem::take).unwrap_or_default();
+        let mut answered = false;
         let stack = self.stack;
-        for publication in left.iter().filter(|publication| publication.stack == stack) {
+        for publication in fresh.iter().filter(|publication| publication.stack == stack) {
             let node = ctx.tx.node(stack, &publication.node)?;
-            if let Some(node) = node.filter(|node| node.derived_config_id.is_some()) {
-                let run = self.planned_run(ctx, &node, publication)?;
-                self.runs.push(run);
+            let Some(node) = node.filter(|node| node.derived_config_id.is_some()) else { continue };
+            let run = self.planned_run(ctx, &node, publication)?;
+            self.runs.push(run);
+            // NO_SIGNAL: complete once published, with no signal to wait for; still a run.
+            if answer && node.state == NodeState::InProgress {
+                let body = previous_outputs(&node);
+                signals::apply_to_node(ctx, node, body)?;
+                answered = true;
             }
         }
-        Ok(())
+        Ok(answered)
     }
 
     fn planned_run(

@@ -13,6 +13,8 @@ mod svg;
 
 use serde::{Deserialize, Serialize};
 
+use crate::template::FailureBudget;
+
 pub use dot::to_dot;
 pub use svg::to_svg;
 
@@ -91,10 +93,9 @@ impl GroupProgress {
     /// The budget as messages read it: `max_failures 2, max_failure_percentage 10`; `None`
     /// without one.
     pub fn budget(&self) -> Option<String> {
-        let count = self.max_failures.map(|max| format!("max_failures {max}"));
-        let share = self.max_failure_percentage.map(|max| format!("max_failure_percentage {max}"));
-        let parts: Vec<String> = [count, share].into_iter().flatten().collect();
-        (!parts.is_empty()).then(|| parts.join(", "))
+        let budget =
+            FailureBudget { max_failures: self.max_failures, max_failure_percentage: self.max_failure_percentage };
+        (budget.max_failures.is_some() || budget.max_failure_percentage.is_some()).then(|| budget.describe())
     }
 }
 

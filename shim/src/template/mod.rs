@@ -44,6 +44,7 @@ pub use evaluate::{ParameterScope, kind_name, render};
 pub use expr::budget::{Budget, EVALUATION_BUDGET, over_budget_message, value_bytes};
 pub use expr::functions;
 pub use expr::{ALL_ATTRIBUTES, Dialect, EvalError, Expr, Names, Reference, Scope, UNSUPPORTED_FUNCTIONS};
+pub use failure_budget::FailureBudget;
 pub use hot::{
     MAX_TEMPLATE_BYTES, SUPPORTED_VERSIONS, parse_stored_template, parse_template, parse_template_in,
     raise_template_limit,
